@@ -1,0 +1,563 @@
+#include "hvactor/actors/coordinator.hpp"
+
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "hvactor/env.hpp"
+#include "hvactor/errors.hpp"
+#include "hvactor/log.hpp"
+#include "hvactor/placement.hpp"
+#include "hvactor/process.hpp"
+#include "hvactor/rank_planner.hpp"
+#include "hvactor/system_config.hpp"
+
+namespace hvactor {
+
+namespace {
+
+using namespace proto;
+using namespace std::chrono_literals;
+
+enum class phase { idle, placing, registering, ready, stopping, stopped };
+
+// Timer ids (expire_atom payloads).
+constexpr uint64_t placement_retry_timer = 1;
+constexpr uint64_t registration_timer = 2;
+constexpr uint64_t worker_lost_timer_base = 1000; // + rank
+
+/// How long a lost worker connection waits for its colocator's exit report.
+constexpr auto exit_report_grace = 1500ms;
+
+struct worker_slot {
+  bool registered = false;
+  worker_hello hello;
+  horovod_worker handle;
+  std::string node_id; // planned node
+};
+
+struct pending_call {
+  bool single = false;
+  caf::typed_response_promise<call_results> all;
+  caf::typed_response_promise<call_result> one;
+  std::vector<call_result> results;
+  size_t remaining = 0;
+};
+
+struct coordinator_state {
+  coordinator_config cfg;
+  phase ph = phase::idle;
+  std::string endpoint;
+  std::string rendezvous_host;
+  uint16_t rendezvous_port = 0;
+  caf::timestamp placement_deadline;
+  std::string last_placement_problem;
+  placement_plan plan;
+  std::map<std::string, node_agent> agents_by_node;
+  std::set<std::string> reserved_nodes;
+  std::map<std::string, node_colocator> colocators; // by node id
+  std::vector<worker_slot> workers;                 // by world rank
+  size_t registered = 0;
+  caf::typed_response_promise<job_info> start_promise;
+  bool start_pending = false;
+  caf::error failure;
+  std::map<uint64_t, pending_call> calls;
+  uint64_t next_call = 1;
+  static inline const char* name = "coordinator";
+
+  int size() const {
+    return static_cast<int>(workers.size());
+  }
+};
+
+using coord_actor = coordinator::stateful_pointer<coordinator_state>;
+
+caf::error hv_error(error_kind kind, std::string message, int32_t rank = -1) {
+  return make_error(static_cast<int>(kind), std::move(message), rank);
+}
+
+std::string worker_label(const coordinator_state& st, int rank) {
+  auto& w = st.workers.at(rank);
+  auto node = w.registered ? w.hello.node_id : w.node_id;
+  if (w.registered)
+    return fmt::format("rank {} on node '{}' (pid {})", rank, node, w.hello.pid);
+  return fmt::format("rank {} on node '{}'", rank, node);
+}
+
+// Fails the job: every pending call and a pending start get `err`.
+void fail(coord_actor self, caf::error err) {
+  auto& st = self->state;
+  if (st.failure || st.ph == phase::stopping || st.ph == phase::stopped)
+    return;
+  log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
+  st.failure = err;
+  if (st.start_pending) {
+    st.start_pending = false;
+    st.start_promise.deliver(err);
+  }
+  for (auto& [id, call] : st.calls) {
+    if (call.single)
+      call.one.deliver(err);
+    else
+      call.all.deliver(err);
+  }
+  st.calls.clear();
+}
+
+placement_request make_request(const executor_options& o) {
+  placement_request r;
+  if (o.num_hosts) {
+    r.num_hosts = *o.num_hosts;
+    r.workers_per_host = o.num_workers_per_host.value_or(1);
+  } else {
+    r.num_workers = o.num_workers.value_or(o.min_workers.value_or(1));
+  }
+  r.cpus_per_worker = o.cpus_per_worker;
+  r.gpus_per_worker = o.use_gpu ? o.gpus_per_worker.value_or(1) : 0;
+  return r;
+}
+
+void try_placement(coord_actor self);
+
+void retry_placement(coord_actor self, std::string problem) {
+  auto& st = self->state;
+  st.last_placement_problem = std::move(problem);
+  if (caf::make_timestamp() >= st.placement_deadline) {
+    auto ms = st.cfg.settings.placement_timeout.count();
+    fail(self, hv_error(error_kind::placement_timeout,
+                        fmt::format("could not reserve resources within {} ms "
+                                    "(placement_timeout). Requested: {}. Available: {}",
+                                    ms, describe(make_request(st.cfg.options)),
+                                    st.last_placement_problem)));
+    return;
+  }
+  self->delayed_send(self, 200ms, expire_atom_v, placement_retry_timer);
+}
+
+void spawn_workers(coord_actor self);
+
+void release_reserved(coord_actor self) {
+  auto& st = self->state;
+  for (auto& node : st.reserved_nodes)
+    caf::anon_send(st.agents_by_node[node], release_atom_v, st.cfg.job_id);
+  st.reserved_nodes.clear();
+}
+
+void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
+  auto& st = self->state;
+  auto req = make_request(st.cfg.options);
+  auto plan = plan_placement(req, nodes);
+  if (!plan) {
+    retry_placement(self, describe(nodes));
+    return;
+  }
+  check_unique_nodes(*plan);
+  st.plan = *plan;
+  auto pending = std::make_shared<size_t>(plan->nodes.size());
+  auto failed = std::make_shared<std::string>();
+  for (auto& a : plan->nodes) {
+    resources want{a.cpus, a.gpus};
+    auto node = a.node_id;
+    auto done = [=] {
+      if (--*pending > 0 || self->state.ph != phase::placing)
+        return;
+      if (failed->empty()) {
+        spawn_workers(self);
+      } else {
+        release_reserved(self);
+        retry_placement(self, describe(nodes) + " (" + *failed + ")");
+      }
+    };
+    self->request(st.agents_by_node[node], st.cfg.settings.timeout, reserve_atom_v,
+                  st.cfg.job_id, want)
+      .then(
+        [=](const reservation&) {
+          self->state.reserved_nodes.insert(node);
+          done();
+        },
+        [=](caf::error& err) {
+          *failed = describe(err);
+          done();
+        });
+  }
+}
+
+void try_placement(coord_actor self) {
+  auto& st = self->state;
+  if (st.ph != phase::placing)
+    return;
+  auto infos = std::make_shared<std::vector<node_info>>();
+  auto pending = std::make_shared<size_t>(st.cfg.agents.size());
+  if (*pending == 0) {
+    retry_placement(self, "no live nodes");
+    return;
+  }
+  for (auto& agent : st.cfg.agents) {
+    auto done = [=] {
+      if (--*pending > 0 || self->state.ph != phase::placing)
+        return;
+      std::vector<node_resources> nodes;
+      for (auto& info : *infos)
+        nodes.push_back({info.node_id, info.total.cpus, info.total.gpus, info.free.cpus,
+                         info.free.gpus});
+      reserve_plan(self, std::move(nodes));
+    };
+    self->request(agent, st.cfg.settings.timeout, info_atom_v)
+      .then(
+        [=](node_info& info) {
+          self->state.agents_by_node[info.node_id] = agent;
+          infos->push_back(std::move(info));
+          done();
+        },
+        [=](caf::error& err) {
+          log::warn("a node agent did not answer: {}", describe(err));
+          done();
+        });
+  }
+}
+
+env_list worker_env(const coordinator_state& st) {
+  env_list env;
+  auto timeout_ms = std::to_string(st.cfg.settings.timeout.count());
+  env.entries = {
+    {env::worker_coordinator, st.endpoint},
+    {env::worker_job, st.cfg.job_id},
+    {env::worker_timeout_ms, timeout_ms},
+  };
+  return env;
+}
+
+void spawn_workers(coord_actor self) {
+  auto& st = self->state;
+  st.ph = phase::registering;
+  st.workers.assign(st.plan.nodes.empty() ? 0 : 0, worker_slot{});
+  int total = 0;
+  for (auto& a : st.plan.nodes)
+    total += static_cast<int>(a.ranks.size());
+  st.workers.resize(total);
+  for (auto& a : st.plan.nodes)
+    for (auto r : a.ranks)
+      st.workers[r].node_id = a.node_id;
+  self->delayed_send(self, st.cfg.settings.timeout, expire_atom_v, registration_timer);
+  for (auto& a : st.plan.nodes) {
+    spawn_request req;
+    req.job_id = st.cfg.job_id;
+    req.executable = st.cfg.executable;
+    req.args = st.cfg.args;
+    req.ranks.assign(a.ranks.begin(), a.ranks.end());
+    req.env = worker_env(st);
+    req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
+    auto node = a.node_id;
+    self->request(st.agents_by_node[node], st.cfg.settings.timeout, colocate_atom_v, req,
+                  coordinator{self})
+      .then(
+        [=](node_colocator& coloc) {
+          self->monitor(coloc);
+          self->state.colocators[node] = coloc;
+        },
+        [=](caf::error& err) {
+          fail(self, hv_error(error_kind::worker_error,
+                              fmt::format("node '{}' could not start the job's workers: {}", node,
+                                          describe(err))));
+        });
+  }
+}
+
+void hand_out_env(coord_actor self) {
+  auto& st = self->state;
+  rank_planner planner;
+  for (int r = 0; r < st.size(); ++r)
+    planner.add(r, st.workers[r].hello.node_id);
+  auto layout = planner.plan();
+  auto pending = std::make_shared<int>(st.size());
+  for (int r = 0; r < st.size(); ++r) {
+    auto& l = layout[r];
+    env_list env;
+    env.entries = {
+      {env::rank, std::to_string(l.rank)},
+      {env::size, std::to_string(l.size)},
+      {env::local_rank, std::to_string(l.local_rank)},
+      {env::local_size, std::to_string(l.local_size)},
+      {env::cross_rank, std::to_string(l.cross_rank)},
+      {env::cross_size, std::to_string(l.cross_size)},
+      {env::hostname, st.workers[r].hello.node_id},
+      {env::controller, "gloo"},
+      {env::cpu_operations, "gloo"},
+      {env::rendezvous_addr, st.rendezvous_host},
+      {env::rendezvous_port, std::to_string(st.rendezvous_port)},
+      {env::rendezvous_scope, st.cfg.job_id + "/0"},
+      {"HOROVOD_GLOO_TIMEOUT_SECONDS",
+       std::to_string(std::max<long>(1, st.cfg.settings.timeout.count() / 1000))},
+    };
+    for (auto& [k, v] : st.cfg.options.extra_env_vars)
+      env.entries.emplace_back(k, v);
+    self->request(st.workers[r].handle, st.cfg.settings.timeout, set_env_atom_v, env)
+      .then(
+        [=](bool) {
+          auto& st = self->state;
+          if (--*pending > 0 || !st.start_pending)
+            return;
+          st.ph = phase::ready;
+          st.start_pending = false;
+          job_info info{st.cfg.job_id, st.size(), {}, {}};
+          for (auto& w : st.workers) {
+            info.nodes.push_back(w.hello.node_id);
+            info.pids.push_back(w.hello.pid);
+          }
+          st.start_promise.deliver(std::move(info));
+        },
+        [=](caf::error& err) {
+          fail(self, hv_error(error_kind::worker_error,
+                              fmt::format("{} did not accept its environment: {}",
+                                          worker_label(self->state, r), describe(err)),
+                              r));
+        });
+  }
+}
+
+caf::error exit_error(const coordinator_state& st, const worker_exit& ex) {
+  std::string text = fmt::format("worker {} died: {}", worker_label(st, ex.world_rank),
+                                 describe_exit(ex.exit_code, ex.signal));
+  if (!st.workers.at(ex.world_rank).registered)
+    text = fmt::format("worker rank {} on node '{}' (pid {}) died before registering: {}",
+                       ex.world_rank, ex.node_id, ex.pid, describe_exit(ex.exit_code, ex.signal));
+  if (ex.stderr_tail.empty())
+    text += ". It wrote nothing to stderr.";
+  else
+    text += fmt::format(". Last stderr lines:\n  {}", fmt::join(ex.stderr_tail, "\n  "));
+  return hv_error(error_kind::worker_error, text, ex.world_rank);
+}
+
+void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) {
+  auto& st = self->state;
+  self->request(st.workers[rank].handle, st.cfg.settings.call_timeout, call_atom_v, req)
+    .then(
+      [=](call_result& res) {
+        auto& st = self->state;
+        auto i = st.calls.find(id);
+        if (i == st.calls.end())
+          return;
+        auto& call = i->second;
+        if (!res.ok) {
+          auto err = hv_error(error_kind::worker_error,
+                              fmt::format("remote call on {} raised: {}",
+                                          worker_label(st, rank), res.error),
+                              rank);
+          if (call.single)
+            call.one.deliver(err);
+          else
+            call.all.deliver(err);
+          st.calls.erase(i);
+          return;
+        }
+        if (call.single) {
+          call.one.deliver(std::move(res));
+          st.calls.erase(i);
+          return;
+        }
+        call.results[rank] = std::move(res);
+        if (--call.remaining == 0) {
+          call.all.deliver(call_results{std::move(call.results)});
+          st.calls.erase(i);
+        }
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        auto i = st.calls.find(id);
+        if (i == st.calls.end())
+          return;
+        auto e = hv_error(error_kind::worker_error,
+                          fmt::format("remote call on {} failed: {}", worker_label(st, rank),
+                                      describe(err)),
+                          rank);
+        if (i->second.single)
+          i->second.one.deliver(e);
+        else
+          i->second.all.deliver(e);
+        st.calls.erase(i);
+      });
+}
+
+caf::error not_ready_error(const coordinator_state& st, const char* what) {
+  if (st.failure)
+    return st.failure;
+  if (st.ph == phase::stopping || st.ph == phase::stopped)
+    return hv_error(error_kind::not_started, fmt::format("{}: the executor was shut down", what));
+  return hv_error(error_kind::not_started, fmt::format("{}: call start() first", what));
+}
+
+coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config cfg) {
+  self->state.cfg = std::move(cfg);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (st.ph == phase::stopping || st.ph == phase::stopped || st.failure)
+      return;
+    for (int r = 0; r < st.size(); ++r) {
+      if (st.workers[r].registered && st.workers[r].handle.address() == dm.source) {
+        // Give the colocator's exit report (exit code, stderr) time to win.
+        self->delayed_send(self, exit_report_grace, expire_atom_v,
+                           worker_lost_timer_base + static_cast<uint64_t>(r));
+        return;
+      }
+    }
+    for (auto& [node, coloc] : st.colocators)
+      if (coloc.address() == dm.source) {
+        std::vector<int> ranks;
+        for (int r = 0; r < st.size(); ++r)
+          if (st.workers[r].node_id == node)
+            ranks.push_back(r);
+        fail(self, hv_error(error_kind::node_lost,
+                            fmt::format("node '{}' was lost ({}); its workers: ranks [{}]", node,
+                                        caf::to_string(dm.reason), fmt::join(ranks, ", "))));
+        return;
+      }
+  });
+  return {
+    [=](start_atom, std::string& endpoint, std::string& rdv_host,
+        uint16_t rdv_port) -> caf::result<job_info> {
+      auto& st = self->state;
+      if (st.ph != phase::idle)
+        return hv_error(error_kind::generic, "start() was already called on this executor");
+      st.endpoint = std::move(endpoint);
+      st.rendezvous_host = std::move(rdv_host);
+      st.rendezvous_port = rdv_port;
+      st.ph = phase::placing;
+      st.placement_deadline = caf::make_timestamp() + st.cfg.settings.placement_timeout;
+      st.start_promise = self->make_response_promise<job_info>();
+      st.start_pending = true;
+      try_placement(self);
+      return st.start_promise;
+    },
+    [=](register_atom, const worker_hello& hello, horovod_worker handle) -> caf::result<bool> {
+      auto& st = self->state;
+      if (hello.job_id != st.cfg.job_id || hello.world_rank < 0
+          || hello.world_rank >= st.size() || st.workers[hello.world_rank].registered)
+        return hv_error(error_kind::generic,
+                        fmt::format("unexpected registration of rank {} for job {}",
+                                    hello.world_rank, hello.job_id));
+      if (st.ph != phase::registering)
+        return hv_error(error_kind::not_started, "the job is no longer starting");
+      auto& slot = st.workers[hello.world_rank];
+      slot.registered = true;
+      slot.hello = hello;
+      slot.handle = handle;
+      self->monitor(handle);
+      if (++st.registered == st.workers.size())
+        hand_out_env(self);
+      return true;
+    },
+    [=](exited_atom, const worker_exit& ex) {
+      auto& st = self->state;
+      if (ex.expected || ex.job_id != st.cfg.job_id || ex.world_rank < 0
+          || ex.world_rank >= st.size())
+        return;
+      if (st.ph == phase::stopping || st.ph == phase::stopped)
+        return;
+      fail(self, exit_error(st, ex));
+    },
+    [=](call_atom, const call_request& req) -> caf::result<call_results> {
+      auto& st = self->state;
+      if (st.ph != phase::ready || st.failure)
+        return not_ready_error(st, "run");
+      auto id = st.next_call++;
+      auto& call = st.calls[id];
+      call.all = self->make_response_promise<call_results>();
+      call.results.resize(st.workers.size());
+      call.remaining = st.workers.size();
+      auto rp = call.all;
+      for (int r = 0; r < st.size(); ++r)
+        dispatch(self, id, r, req);
+      return rp;
+    },
+    [=](call_one_atom, int32_t rank, const call_request& req) -> caf::result<call_result> {
+      auto& st = self->state;
+      if (st.ph != phase::ready || st.failure)
+        return not_ready_error(st, "run_remote");
+      if (rank < 0 || rank >= st.size())
+        return hv_error(error_kind::invalid_argument,
+                        fmt::format("rank {} does not exist (size {})", rank, st.size()));
+      auto id = st.next_call++;
+      auto& call = st.calls[id];
+      call.single = true;
+      call.one = self->make_response_promise<call_result>();
+      auto rp = call.one;
+      dispatch(self, id, rank, req);
+      return rp;
+    },
+    [=](shutdown_atom) -> caf::result<bool> {
+      auto& st = self->state;
+      if (st.ph == phase::stopped)
+        return true;
+      auto rp = self->make_response_promise<bool>();
+      auto err = hv_error(error_kind::not_started, "the executor was shut down");
+      if (st.start_pending) {
+        st.start_pending = false;
+        st.start_promise.deliver(err);
+      }
+      for (auto& [id, call] : st.calls) {
+        if (call.single)
+          call.one.deliver(err);
+        else
+          call.all.deliver(err);
+      }
+      st.calls.clear();
+      st.ph = phase::stopping;
+      for (auto& w : st.workers)
+        if (w.registered)
+          self->send(w.handle, stop_atom_v);
+      auto pending = std::make_shared<size_t>(st.colocators.size() + 1);
+      auto done = [=]() mutable {
+        if (--*pending > 0)
+          return;
+        release_reserved(self);
+        self->state.ph = phase::stopped;
+        rp.deliver(true);
+      };
+      for (auto& [node, coloc] : st.colocators)
+        self->request(coloc, st.cfg.settings.timeout + 5s, stop_atom_v)
+          .then([=](bool) mutable { done(); },
+                [=](caf::error& err) mutable {
+                  log::warn("colocator on node '{}' did not stop cleanly: {}", node,
+                            describe(err));
+                  done();
+                });
+      done();
+      return rp;
+    },
+    [=](expire_atom, uint64_t timer) {
+      auto& st = self->state;
+      if (timer == placement_retry_timer) {
+        try_placement(self);
+      } else if (timer == registration_timer) {
+        if (st.ph != phase::registering || st.registered == st.workers.size() || st.failure)
+          return;
+        std::vector<std::string> missing;
+        for (int r = 0; r < st.size(); ++r)
+          if (!st.workers[r].registered)
+            missing.push_back(fmt::format("rank {} on node '{}'", r, st.workers[r].node_id));
+        fail(self, hv_error(error_kind::rendezvous_timeout,
+                            fmt::format("{} of {} workers never registered within {} ms: {}",
+                                        missing.size(), st.size(),
+                                        st.cfg.settings.timeout.count(),
+                                        fmt::join(missing, ", "))));
+      } else if (timer >= worker_lost_timer_base) {
+        auto r = static_cast<int>(timer - worker_lost_timer_base);
+        if (r < st.size())
+          fail(self, hv_error(error_kind::worker_error,
+                              fmt::format("lost the connection to worker {}",
+                                          worker_label(st, r)),
+                              r));
+      }
+    },
+  };
+}
+
+} // namespace
+
+proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
+  return sys.spawn(coordinator_impl, std::move(cfg));
+}
+
+} // namespace hvactor

@@ -1,0 +1,152 @@
+#include "hvactor/actors/horovod_worker.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <memory>
+
+#include <caf/io/middleman.hpp>
+
+#include "hvactor/actors/interfaces.hpp"
+#include "hvactor/code_registry.hpp"
+#include "hvactor/env.hpp"
+#include "hvactor/log.hpp"
+#include "hvactor/system_config.hpp"
+
+namespace hvactor {
+
+namespace {
+
+using namespace proto;
+
+[[noreturn]] void leave(int code) {
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
+struct worker_state {
+  std::shared_ptr<void> object;
+  std::string object_type;
+  std::shared_ptr<std::promise<void>> done;
+  static inline const char* name = "horovod_worker";
+};
+
+call_result run_call(worker_state& st, const call_request& req) {
+  call_result out;
+  auto invoker = detail::find_invoker(req.invoker);
+  if (invoker == nullptr) {
+    out.error = "unknown function kind '" + req.invoker
+                + "': the worker does not run the driver's binary";
+    return out;
+  }
+  try {
+    detail::call_context ctx{st.object, st.object_type, req.target, req.args, {}};
+    invoker(ctx);
+    out.ok = true;
+    out.payload = std::move(ctx.result);
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  } catch (...) {
+    out.error = "unknown exception (not derived from std::exception)";
+  }
+  return out;
+}
+
+horovod_worker::behavior_type worker_impl(horovod_worker::stateful_pointer<worker_state> self,
+                                          std::shared_ptr<std::promise<void>> done) {
+  self->state.done = std::move(done);
+  return {
+    [=](set_env_atom, const env_list& env) {
+      for (auto& [key, value] : env.entries)
+        ::setenv(key.c_str(), value.c_str(), 1);
+      if (auto rank = env::get(env::rank))
+        log::set_role("worker " + *rank);
+      return true;
+    },
+    [=](call_atom, const call_request& req) { return run_call(self->state, req); },
+    [=](ping_atom) { return static_cast<int32_t>(::getpid()); },
+    [=](stop_atom) {
+      self->state.object.reset();
+      self->state.done->set_value();
+      self->quit();
+    },
+  };
+}
+
+// A separate, never-busy actor: the worker's own thread may be inside a long
+// user function when the driver dies.
+caf::behavior guard_impl(caf::event_based_actor* self, coordinator coord) {
+  self->monitor(coord);
+  self->set_down_handler([](caf::down_msg& dm) {
+    log::warn("lost the driver ({}); leaving", caf::to_string(dm.reason));
+    leave(1);
+  });
+  return {[](int) {}};
+}
+
+} // namespace
+
+bool is_worker_process() {
+  return env::get(env::worker_coordinator).has_value();
+}
+
+void serve_worker() {
+  auto endpoint = env::get(env::worker_coordinator).value_or("");
+  auto job = env::get(env::worker_job).value_or("");
+  int rank = env::get_int(env::worker_rank, -1);
+  auto node = env::get(env::worker_node).value_or("");
+  auto timeout = std::chrono::milliseconds{env::get_int(env::worker_timeout_ms, 30000)};
+  log::set_role("worker " + std::to_string(rank));
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || rank < 0) {
+    log::error("malformed worker environment: {}='{}', {}={}", env::worker_coordinator, endpoint,
+               env::worker_rank, rank);
+    leave(2);
+  }
+  auto host = endpoint.substr(0, colon);
+  auto port = static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1)));
+  // The system lives until _exit: no destructor may block the exit.
+  auto* cfg = new caf::actor_system_config;
+  configure_system(*cfg, 2);
+  auto* sys = new caf::actor_system{*cfg};
+  coordinator coord;
+  {
+    caf::scoped_actor self{*sys};
+    auto mm = sys->middleman().actor_handle();
+    self->request(mm, timeout, caf::connect_atom::value, host, port)
+      .receive(
+        [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+          coord = caf::actor_cast<coordinator>(std::move(ptr));
+        },
+        [&](caf::error& err) {
+          log::error("cannot reach the driver at {}: {}", endpoint, sys->render(err));
+          leave(3);
+        });
+    if (!coord) {
+      log::error("the driver at {} published no coordinator", endpoint);
+      leave(3);
+    }
+    sys->spawn(guard_impl, coord);
+    auto done = std::make_shared<std::promise<void>>();
+    auto finished = done->get_future();
+    auto worker = sys->spawn<caf::detached>(worker_impl, done);
+    char hostname[256] = {0};
+    ::gethostname(hostname, sizeof(hostname) - 1);
+    worker_hello hello{job, rank, node, hostname, static_cast<int32_t>(::getpid())};
+    self->request(coord, timeout, register_atom_v, hello, worker)
+      .receive([](bool) {},
+               [&](caf::error& err) {
+                 log::error("registration with the driver failed: {}", describe(err));
+                 leave(4);
+               });
+    // The guard ends the process if the driver goes away; otherwise the
+    // job ends with `stop`.
+    finished.wait();
+  }
+  leave(0);
+}
+
+} // namespace hvactor

@@ -1,0 +1,331 @@
+#pragma once
+
+// Every typed actor of hvactor and every message it exchanges, in one place.
+//
+// Protocol of a static job (executor::start and the calls after it):
+//  1. The driver spawns a `coordinator` (and beside it a `rendezvous_store`)
+//     and publishes both on the driver's address.
+//  2. `coordinator` asks each `node_agent` for its `node_info`, plans a
+//     placement (PACK or one colocator per distinct node) and sends
+//     `reserve` to every chosen agent. If any reservation fails it sends
+//     `release` to all of them and retries until the placement timeout.
+//  3. `coordinator` sends `colocate` to each chosen agent. The agent spawns a
+//     `node_colocator` that holds the reservation, starts one worker process
+//     per assigned rank and monitors the coordinator and the processes.
+//  4. Each worker process connects to the coordinator and sends `register`
+//     with its `worker_hello` and its `horovod_worker` handle.
+//  5. Once every rank registered (else `rendezvous_timeout` naming the
+//     missing ranks), `coordinator` computes local/cross ranks and sends
+//     every worker `set_env` with the Horovod variables, then the user's
+//     extra_env_vars; then `start<T>` sends `call` with the constructor.
+//  6. Calls travel driver -> coordinator -> workers (`call`) and back in
+//     world-rank order. A worker process that exits is reported by its
+//     colocator (`worker_exit`, with exit status and stderr tail) and fails
+//     every pending call of the job at once.
+//  7. `shutdown`: coordinator sends `stop` to every colocator, which
+//     terminates its workers, releases the reservation and quits. A dead
+//     coordinator (driver killed) is a `down_msg` at every colocator and
+//     worker, which then do the same on their own.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/type_id.hpp>
+
+namespace hvactor::proto {
+
+/// Countable resources of a node or a request.
+struct resources {
+  int32_t cpus = 0;
+  int32_t gpus = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resources& x) {
+  return f(caf::meta::type_name("resources"), x.cpus, x.gpus);
+}
+
+/// What a node agent reports about itself.
+struct node_info {
+  std::string node_id;
+  std::string hostname;
+  /// Address other processes use to reach this node (bind address).
+  std::string address;
+  resources total;
+  resources free;
+  std::vector<int32_t> gpu_ids;
+  std::vector<int32_t> free_gpu_ids;
+  /// Job ids currently holding resources here.
+  std::vector<std::string> jobs;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+  return f(caf::meta::type_name("node_info"), x.node_id, x.hostname, x.address, x.total,
+           x.free, x.gpu_ids, x.free_gpu_ids, x.jobs);
+}
+
+/// Resources a node agent set aside for one job.
+struct reservation {
+  std::string job_id;
+  std::string node_id;
+  resources res;
+  std::vector<int32_t> gpu_ids;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reservation& x) {
+  return f(caf::meta::type_name("reservation"), x.job_id, x.node_id, x.res, x.gpu_ids);
+}
+
+/// An ordered list of environment entries.
+struct env_list {
+  std::vector<std::pair<std::string, std::string>> entries;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, env_list& x) {
+  return f(caf::meta::type_name("env_list"), x.entries);
+}
+
+/// What a node_colocator starts: the driver's binary once per rank.
+struct spawn_request {
+  std::string job_id;
+  /// Path of the binary to run (the driver's own executable).
+  std::string executable;
+  /// argv[0..] the driver was started with.
+  std::vector<std::string> args;
+  /// World ranks of the workers this node runs, in local-rank order.
+  std::vector<int32_t> ranks;
+  /// Set in every worker before the user's main runs (HVACTOR_* contract
+  /// variables; CUDA_VISIBLE_DEVICES is added by the colocator).
+  env_list env;
+  int32_t stderr_tail_lines = 20;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
+  return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.args, x.ranks, x.env,
+           x.stderr_tail_lines);
+}
+
+/// First message of a worker process to its coordinator.
+struct worker_hello {
+  std::string job_id;
+  int32_t world_rank = -1;
+  std::string node_id;
+  std::string hostname;
+  int32_t pid = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_hello& x) {
+  return f(caf::meta::type_name("worker_hello"), x.job_id, x.world_rank, x.node_id, x.hostname,
+           x.pid);
+}
+
+/// How a worker process ended, as its colocator saw it.
+struct worker_exit {
+  std::string job_id;
+  int32_t world_rank = -1;
+  std::string node_id;
+  int32_t pid = 0;
+  /// Exit status when it exited, -1 otherwise.
+  int32_t exit_code = -1;
+  /// Signal that killed it, 0 otherwise.
+  int32_t signal = 0;
+  /// True when hvactor itself stopped the process (shutdown).
+  bool expected = false;
+  std::vector<std::string> stderr_tail;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_exit& x) {
+  return f(caf::meta::type_name("worker_exit"), x.job_id, x.world_rank, x.node_id, x.pid,
+           x.exit_code, x.signal, x.expected, x.stderr_tail);
+}
+
+/// One remote invocation: an invoker (argument/result types) applied to a
+/// target (which function), with the serialized arguments.
+struct call_request {
+  std::string invoker;
+  std::string target;
+  std::vector<char> args;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_request& x) {
+  return f(caf::meta::type_name("call_request"), x.invoker, x.target, x.args);
+}
+
+/// The outcome of a call_request on one worker.
+struct call_result {
+  bool ok = false;
+  /// Serialized result when ok.
+  std::vector<char> payload;
+  /// The exception's text otherwise.
+  std::string error;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_result& x) {
+  return f(caf::meta::type_name("call_result"), x.ok, x.payload, x.error);
+}
+
+/// Results of one call on every worker, in world-rank order.
+struct call_results {
+  std::vector<call_result> results;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_results& x) {
+  return f(caf::meta::type_name("call_results"), x.results);
+}
+
+/// What `start` reports back to the driver.
+struct job_info {
+  std::string job_id;
+  int32_t size = 0;
+  /// Node id per world rank.
+  std::vector<std::string> nodes;
+  std::vector<int32_t> pids;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_info& x) {
+  return f(caf::meta::type_name("job_info"), x.job_id, x.size, x.nodes, x.pids);
+}
+
+/// A list of keys (rendezvous_store::wait).
+struct key_list {
+  std::vector<std::string> keys;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, key_list& x) {
+  return f(caf::meta::type_name("key_list"), x.keys);
+}
+
+} // namespace hvactor::proto
+
+CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::first_custom_type_id)
+  CAF_ADD_ATOM(hvactor, hvactor::proto, info_atom, "info")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, reserve_atom, "reserve")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, release_atom, "release")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, colocate_atom, "colocate")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, stop_atom, "stop")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, exited_atom, "exited")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, register_atom, "register")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, start_atom, "start")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, set_env_atom, "set_env")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, call_atom, "call")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, call_one_atom, "call_one")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, shutdown_atom, "shutdown")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, set_atom, "kv_set")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, get_atom, "kv_get")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, wait_atom, "kv_wait")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, drop_atom, "kv_drop")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, ping_atom, "ping")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, expire_atom, "expire")
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::env_list))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::spawn_request))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::worker_hello))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::worker_exit))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_request))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_result))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_results))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_info))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::key_list))
+CAF_END_TYPE_ID_BLOCK(hvactor)
+
+namespace hvactor::proto {
+
+/// Runs in every worker process (one rank per process).
+using horovod_worker = caf::typed_actor<
+  // Replace the process environment entries (Horovod contract, then extras).
+  caf::replies_to<set_env_atom, env_list>::with<bool>,
+  // Run one function (or constructor) and answer with its result.
+  caf::replies_to<call_atom, call_request>::with<call_result>,
+  // Liveness probe.
+  caf::replies_to<ping_atom>::with<int32_t>,
+  // The job ended: leave the process.
+  caf::reacts_to<stop_atom>>;
+
+/// Holds one job's reservation on one node and owns its worker processes.
+using node_colocator = caf::typed_actor<
+  // Terminate the workers (SIGTERM, SIGKILL after a grace period), release
+  // the reservation, quit. Answers once every worker process was reaped.
+  caf::replies_to<stop_atom>::with<bool>,
+  // From the colocator's own reaper threads.
+  caf::reacts_to<exited_atom, worker_exit>,
+  // Internal timer (grace period before SIGKILL).
+  caf::reacts_to<expire_atom, uint64_t>>;
+
+/// Drives one job from the driver process.
+using coordinator = caf::typed_actor<
+  // Place, spawn, register, hand out env; answers when every worker is
+  // ready. Arguments: where workers reach this coordinator ("host:port")
+  // and where the rendezvous store answers (host, port).
+  caf::replies_to<start_atom, std::string, std::string, uint16_t>::with<job_info>,
+  // From worker processes (step 4).
+  caf::replies_to<register_atom, worker_hello, horovod_worker>::with<bool>,
+  // From colocators: a worker process ended.
+  caf::reacts_to<exited_atom, worker_exit>,
+  // A call on every worker, results in world-rank order.
+  caf::replies_to<call_atom, call_request>::with<call_results>,
+  // A call on one rank.
+  caf::replies_to<call_one_atom, int32_t, call_request>::with<call_result>,
+  // Stop every worker and release every reservation; idempotent.
+  caf::replies_to<shutdown_atom>::with<bool>,
+  // Internal timers (placement retry, registration and failure deadlines).
+  caf::reacts_to<expire_atom, uint64_t>>;
+
+/// Owns one machine's resources and creates colocators on it.
+using node_agent = caf::typed_actor<
+  caf::replies_to<info_atom>::with<node_info>,
+  // All-or-nothing on this node: either the whole request or an error.
+  caf::replies_to<reserve_atom, std::string, resources>::with<reservation>,
+  caf::replies_to<release_atom, std::string>::with<bool>,
+  // Start a colocator for a reserved job; it reports to the coordinator.
+  caf::replies_to<colocate_atom, spawn_request, coordinator>::with<node_colocator>>;
+
+/// Key-value store for rendezvous, scoped per job and generation
+/// ("<job>/<generation>/<prefix>").
+using rendezvous_store = caf::typed_actor<
+  caf::replies_to<set_atom, std::string, std::string, std::vector<char>>::with<bool>,
+  // Answers once the key exists, or fails with rendezvous_timeout.
+  caf::replies_to<get_atom, std::string, std::string, caf::timespan>::with<std::vector<char>>,
+  caf::replies_to<wait_atom, std::string, key_list, caf::timespan>::with<bool>,
+  // Forget every key of a scope.
+  caf::reacts_to<drop_atom, std::string>,
+  // Internal timer: fail waits whose deadline passed.
+  caf::reacts_to<expire_atom, uint64_t>>;
+
+} // namespace hvactor::proto
+
+CAF_BEGIN_TYPE_ID_BLOCK(hvactor_handles, caf::id_block::hvactor::end)
+  CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::horovod_worker))
+  CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::node_colocator))
+  CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::coordinator))
+  CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::node_agent))
+  CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::rendezvous_store))
+CAF_END_TYPE_ID_BLOCK(hvactor_handles)
+
+namespace hvactor::proto {
+
+/// Registers every type above with a config; call on every process.
+void register_types(caf::actor_system_config& cfg);
+
+/// Error category of hvactor errors carried as caf::error.
+inline constexpr caf::atom_value error_category = caf::atom("hvactor");
+
+/// A caf::error carrying an hvactor error kind, message and rank.
+caf::error make_error(int kind, std::string message, int32_t rank = -1);
+
+} // namespace hvactor::proto

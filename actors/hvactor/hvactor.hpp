@@ -1,0 +1,9 @@
+#pragma once
+
+/// Everything a user of hvactor needs.
+
+#include "hvactor/errors.hpp"
+#include "hvactor/executor.hpp"
+#include "hvactor/future.hpp"
+#include "hvactor/runtime.hpp"
+#include "hvactor/settings.hpp"

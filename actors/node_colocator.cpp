@@ -1,0 +1,142 @@
+#include "hvactor/actors/node_colocator.hpp"
+
+#include <signal.h>
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "hvactor/env.hpp"
+#include "hvactor/log.hpp"
+#include "hvactor/process.hpp"
+
+namespace hvactor {
+
+namespace {
+
+using namespace proto;
+using namespace std::chrono_literals;
+
+/// Time between SIGTERM and SIGKILL on stop.
+constexpr auto stop_grace = 2s;
+
+struct colocator_state {
+  spawn_request req;
+  reservation res;
+  coordinator coord;
+  node_agent agent;
+  std::map<int32_t, std::shared_ptr<child_process>> children; // by world rank
+  bool stopping = false;
+  bool driver_lost = false;
+  std::vector<caf::typed_response_promise<bool>> stop_promises;
+  static inline const char* name = "node_colocator";
+};
+
+using colocator_actor = node_colocator::stateful_pointer<colocator_state>;
+
+void finish_if_done(colocator_actor self) {
+  auto& st = self->state;
+  if (!st.stopping || !st.children.empty())
+    return;
+  caf::anon_send(st.agent, release_atom_v, st.req.job_id);
+  for (auto& rp : st.stop_promises)
+    rp.deliver(true);
+  st.stop_promises.clear();
+  self->quit();
+}
+
+void begin_stop(colocator_actor self, int sig) {
+  auto& st = self->state;
+  st.stopping = true;
+  for (auto& [rank, child] : st.children)
+    child->signal(sig);
+  if (sig != SIGKILL)
+    self->delayed_send(self, stop_grace, expire_atom_v, uint64_t{0});
+  finish_if_done(self);
+}
+
+void start_workers(colocator_actor self) {
+  auto& st = self->state;
+  std::string cuda_devices = fmt::format("{}", fmt::join(st.res.gpu_ids, ","));
+  for (auto rank : st.req.ranks) {
+    process_spec spec;
+    spec.executable = st.req.executable;
+    spec.args = st.req.args;
+    spec.env = st.req.env.entries;
+    spec.env.emplace_back(env::worker_rank, std::to_string(rank));
+    spec.env.emplace_back(env::worker_node, st.res.node_id);
+    if (!st.res.gpu_ids.empty())
+      spec.env.emplace_back(env::cuda_visible_devices, cuda_devices);
+    spec.stderr_tail_lines = st.req.stderr_tail_lines;
+    auto handle = node_colocator{self};
+    auto job = st.req.job_id;
+    auto node = st.res.node_id;
+    auto on_exit = [handle, job, node, rank](process_exit ex) {
+      worker_exit report{job, rank, node, static_cast<int32_t>(ex.pid), ex.exit_code, ex.signal,
+                         false, std::move(ex.stderr_tail)};
+      caf::anon_send(handle, exited_atom_v, std::move(report));
+    };
+    try {
+      st.children[rank] = child_process::start(spec, on_exit);
+    } catch (const std::exception& e) {
+      worker_exit report{job, rank, node, 0, 127, 0, false, {e.what()}};
+      self->send(st.coord, exited_atom_v, std::move(report));
+    }
+  }
+}
+
+node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request req,
+                                             reservation res, coordinator coord,
+                                             node_agent agent) {
+  auto& st = self->state;
+  st.req = std::move(req);
+  st.res = std::move(res);
+  st.coord = coord;
+  st.agent = agent;
+  self->monitor(coord);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (dm.source != self->state.coord.address())
+      return;
+    log::info("driver of job {} went away ({}): killing its workers", self->state.req.job_id,
+              caf::to_string(dm.reason));
+    self->state.driver_lost = true;
+    begin_stop(self, SIGKILL);
+  });
+  start_workers(self);
+  return {
+    [=](stop_atom) -> caf::result<bool> {
+      auto rp = self->make_response_promise<bool>();
+      self->state.stop_promises.push_back(rp);
+      if (!self->state.stopping)
+        begin_stop(self, SIGTERM);
+      else
+        finish_if_done(self);
+      return rp;
+    },
+    [=](exited_atom, worker_exit& report) {
+      auto& st = self->state;
+      st.children.erase(report.world_rank);
+      report.expected = st.stopping;
+      if (!st.driver_lost)
+        self->send(st.coord, exited_atom_v, std::move(report));
+      finish_if_done(self);
+    },
+    [=](expire_atom, uint64_t) {
+      for (auto& [rank, child] : self->state.children) {
+        log::warn("worker rank {} (pid {}) ignored SIGTERM for {} s: sending SIGKILL", rank,
+                  child->pid(), stop_grace.count());
+        child->signal(SIGKILL);
+      }
+    },
+  };
+}
+
+} // namespace
+
+proto::node_colocator spawn_node_colocator(caf::actor_system& sys, proto::spawn_request req,
+                                           proto::reservation res, proto::coordinator coord,
+                                           proto::node_agent agent) {
+  return sys.spawn(colocator_impl, std::move(req), std::move(res), coord, agent);
+}
+
+} // namespace hvactor

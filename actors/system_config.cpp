@@ -1,0 +1,45 @@
+#include "hvactor/system_config.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include <caf/io/middleman.hpp>
+
+#include "hvactor/actors/interfaces.hpp"
+#include "hvactor/errors.hpp"
+
+namespace hvactor {
+
+void configure_system(caf::actor_system_config& cfg, size_t max_threads) {
+  using namespace std::chrono_literals;
+  proto::register_types(cfg);
+  cfg.load<caf::io::middleman>();
+  if (max_threads == 0)
+    max_threads = std::max<size_t>(2, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", max_threads);
+  cfg.set("work-stealing.aggressive-poll-attempts", size_t{0});
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  cfg.set("middleman.heartbeat-interval", caf::timespan{1s});
+  cfg.set("middleman.connection-timeout", caf::timespan{4s});
+  cfg.set("middleman.app-identifiers", std::vector<std::string>{"hvactor"});
+}
+
+std::string describe(const caf::error& err) {
+  if (err.category() == proto::error_category && err.context().match_element<std::string>(0))
+    return err.context().get_as<std::string>(0);
+  return caf::to_string(err);
+}
+
+void throw_caf_error(const caf::error& err, const std::string& context) {
+  if (err.category() == proto::error_category) {
+    int rank = -1;
+    if (err.context().match_element<int32_t>(1))
+      rank = err.context().get_as<int32_t>(1);
+    throw_error(static_cast<error_kind>(err.code()), describe(err), rank);
+  }
+  if (err == caf::sec::request_timeout)
+    throw error(context + ": no answer in time (request_timeout)");
+  throw error(context + ": " + caf::to_string(err));
+}
+
+} // namespace hvactor

@@ -1,0 +1,73 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hvactor {
+
+/// What to start.
+struct process_spec {
+  std::string executable;
+  /// argv, including argv[0].
+  std::vector<std::string> args;
+  /// Set on top of the current environment, in order.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// Lines of stderr kept for the exit report.
+  int stderr_tail_lines = 20;
+  /// Echo the child's stderr lines to ours.
+  bool echo_stderr = true;
+};
+
+/// How a process ended.
+struct process_exit {
+  pid_t pid = 0;
+  /// Exit status when it exited normally, -1 otherwise.
+  int exit_code = -1;
+  /// Signal that ended it, 0 otherwise.
+  int signal = 0;
+  /// The last lines it wrote to stderr.
+  std::vector<std::string> stderr_tail;
+};
+
+/// "exit code 3" / "signal 9 (SIGKILL)".
+std::string describe_exit(int exit_code, int signal);
+
+/// A child process owned by one monitor thread, which starts it, reads its
+/// stderr, reaps it and reports how it ended.
+///
+/// The child gets PR_SET_PDEATHSIG(SIGKILL) tied to the monitor thread, so it
+/// never outlives this process (SIGKILL of the parent included); it inherits
+/// no file descriptor other than stdin (/dev/null), stdout and stderr (a
+/// pipe). `on_exit` runs on the monitor thread exactly once.
+class child_process {
+public:
+  using exit_handler = std::function<void(process_exit)>;
+
+  /// Starts `spec`; throws hvactor::error naming the executable and errno
+  /// when it cannot be started.
+  static std::shared_ptr<child_process> start(const process_spec& spec, exit_handler on_exit);
+
+  ~child_process();
+
+  /// Process id of the child.
+  pid_t pid() const noexcept;
+
+  /// True until the monitor thread reaped the child.
+  bool running() const noexcept;
+
+  /// Sends `sig` if the child still runs.
+  void signal(int sig) noexcept;
+
+  struct state;
+
+private:
+  explicit child_process(std::shared_ptr<state> st);
+  std::shared_ptr<state> state_;
+};
+
+} // namespace hvactor

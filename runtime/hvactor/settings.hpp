@@ -1,0 +1,68 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hvactor {
+
+/// Job-wide settings (horovod.ray's `RayExecutor.create_settings`).
+struct settings {
+  /// Bound on every control-plane wait: workers registering, rendezvous,
+  /// connecting back to the driver.
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  /// How long `start()` keeps retrying to reserve resources before it
+  /// throws `placement_timeout`.
+  std::chrono::milliseconds placement_timeout = std::chrono::seconds(100);
+  /// Bound on one remote call (`run`, `execute`, ...). A dead worker fails a
+  /// call at once; this only bounds a worker that is alive but never returns.
+  std::chrono::milliseconds call_timeout = std::chrono::hours(24 * 7);
+  /// Lines of a dead worker's stderr quoted in its `worker_error`.
+  int stderr_tail_lines = 20;
+};
+
+/// Sizing and placement of one job (horovod.ray's RayExecutor arguments).
+/// Set either `num_workers` (PACK: fill nodes in order) or `num_hosts` with
+/// `num_workers_per_host` (one colocator per distinct node).
+struct executor_options {
+  std::optional<int> num_workers;
+  std::optional<int> num_hosts;
+  std::optional<int> num_workers_per_host;
+  int cpus_per_worker = 1;
+  bool use_gpu = false;
+  /// Defaults to 1 when `use_gpu` is set.
+  std::optional<int> gpus_per_worker;
+  /// Added to every worker's environment after the Horovod variables.
+  std::map<std::string, std::string> extra_env_vars;
+  // Elastic jobs (validated now, run by the elastic issue).
+  std::optional<int> min_workers;
+  std::optional<int> max_workers;
+  std::optional<int> reset_limit;
+  std::optional<std::pair<int, int>> cooldown_range;
+  std::chrono::seconds elastic_timeout = std::chrono::seconds(600);
+};
+
+/// Throws std::invalid_argument with API.md's messages when `opts` is not a
+/// valid job description.
+void validate(const executor_options& opts);
+
+/// What the embedded local cluster offers; the command line
+/// (`--num-cpus`, `--num-gpus`, `--gpu-ids`, `--address`) overrides it.
+struct runtime_options {
+  /// Cluster to join; empty: start an embedded local cluster (or take
+  /// HVACTOR_ADDRESS from the environment).
+  std::string address;
+  /// CPUs offered by the local node; 0: this machine's count.
+  int num_cpus = 0;
+  /// GPUs offered by the local node; -1: detect (none without CUDA).
+  int num_gpus = -1;
+  /// Explicit GPU ids; overrides `num_gpus`.
+  std::vector<int> gpu_ids;
+  /// Node id of the local node; empty: the hostname.
+  std::string node_id;
+};
+
+} // namespace hvactor

@@ -1,0 +1,63 @@
+#include "hvactor/settings.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace hvactor {
+
+namespace {
+
+void require_positive(const char* name, const std::optional<int>& value) {
+  if (value && *value < 1)
+    throw std::invalid_argument(std::string{name} + " must be >= 1: Got " + std::to_string(*value)
+                                + ".");
+}
+
+} // namespace
+
+void validate(const executor_options& opts) {
+  bool elastic = opts.min_workers.has_value() || opts.max_workers.has_value();
+  if (opts.min_workers && opts.num_workers)
+    throw std::invalid_argument("Both min_workers and num_workers provided. Only one of the above "
+                                "is allowed as workloads cannot be elastic and non-elastic.");
+  if (opts.max_workers && (!opts.min_workers || *opts.min_workers < 1))
+    throw std::invalid_argument("max_workers provided without any positive min_workers. Elastic "
+                                "workloads require a positive min_workers.");
+  if (!elastic) {
+    if (!opts.num_workers && !opts.num_hosts)
+      throw std::invalid_argument("One of num_workers or num_hosts must be set.");
+    if (opts.num_workers && opts.num_hosts)
+      throw std::invalid_argument("Only one of num_workers and num_hosts must be set.");
+  }
+  if (opts.num_hosts && !opts.num_workers_per_host)
+    throw std::invalid_argument("num_workers_per_host must be set with num_hosts.");
+  require_positive("num_workers", opts.num_workers);
+  require_positive("num_hosts", opts.num_hosts);
+  require_positive("num_workers_per_host", opts.num_workers_per_host);
+  require_positive("min_workers", opts.min_workers);
+  require_positive("max_workers", opts.max_workers);
+  if (opts.cpus_per_worker < 1)
+    throw std::invalid_argument("cpus_per_worker must be >= 1: Got "
+                                + std::to_string(opts.cpus_per_worker) + ".");
+  if (opts.gpus_per_worker && !opts.use_gpu)
+    throw std::invalid_argument("gpus_per_worker is set, but use_gpu is False. use_gpu must be "
+                                "True if gpus_per_worker is set.");
+  if (opts.use_gpu && opts.gpus_per_worker && *opts.gpus_per_worker < 1)
+    throw std::invalid_argument("gpus_per_worker must be >= 1: Got "
+                                + std::to_string(*opts.gpus_per_worker) + ".");
+  if (opts.min_workers && opts.max_workers && *opts.max_workers < *opts.min_workers)
+    throw std::invalid_argument("max_workers must be >= min_workers: Got max_workers="
+                                + std::to_string(*opts.max_workers)
+                                + ", min_workers=" + std::to_string(*opts.min_workers) + ".");
+  if (opts.reset_limit && *opts.reset_limit < 0)
+    throw std::invalid_argument("reset_limit must be >= 0: Got " + std::to_string(*opts.reset_limit)
+                                + ".");
+  if (opts.cooldown_range) {
+    auto [lower, upper] = *opts.cooldown_range;
+    if (lower < 1 || upper > 3600 || lower > upper)
+      throw std::invalid_argument("cooldown_range must satisfy 1 <= lower <= upper <= 3600: Got ("
+                                  + std::to_string(lower) + ", " + std::to_string(upper) + ").");
+  }
+}
+
+} // namespace hvactor

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# setup.sh: install the system packages hvactor needs to build and test
+# (Debian 12). Idempotent: packages already installed are left alone and
+# apt-get update runs only when something is missing.
+#
+#   HVACTOR_WITH_TORCH=1 scripts/setup.sh    also installs libtorch-dev
+set -euo pipefail
+
+export DEBIAN_FRONTEND=noninteractive
+
+packages=(
+  build-essential
+  cmake
+  libcaf-dev
+  libgloo-dev
+  libfmt-dev
+  libcxxopts-dev
+  doctest-dev
+  libssl-dev
+  pkg-config
+  procps
+)
+if [[ "${HVACTOR_WITH_TORCH:-0}" == "1" ]]; then
+  packages+=(libtorch-dev)
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup.sh: all packages present"
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo --preserve-env=DEBIAN_FRONTEND)
+else
+  echo "setup.sh: missing packages (${missing[*]}) and not root, no sudo" >&2
+  exit 1
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+"${as_root[@]}" apt-get update
+"${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# run_install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR
+#
+# Installs an already-built hvactor build tree into a temporary prefix, then
+# configures and builds the consumer project (tests/install/consumer) against
+# it with find_package(hvactor), runs it, and removes everything again.
+# Exits non-zero on any failure. Registered with ctest as install_find_package.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 BUILD_DIR CONSUMER_SOURCE_DIR" >&2
+  exit 2
+fi
+build_dir=$(cd "$1" && pwd)
+consumer_src=$(cd "$2" && pwd)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/hvactor-install-test.XXXXXX")
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+prefix="$work/prefix"
+consumer_build="$work/consumer-build"
+
+# Use the same build type as the main tree (multi-config generators need it).
+config=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null || true)
+config=${config:-RelWithDebInfo}
+
+echo "== installing $build_dir into $prefix"
+cmake --install "$build_dir" --prefix "$prefix" --config "$config"
+
+config_dir=$(find "$prefix" -name hvactorConfig.cmake -printf '%h\n' | head -n1)
+if [[ -z "$config_dir" ]]; then
+  echo "no hvactorConfig.cmake under $prefix" >&2
+  exit 1
+fi
+
+echo "== configuring consumer against $prefix"
+# hvactor_DIR pins the package to the temp prefix: a copy installed elsewhere
+# on the system must not satisfy find_package.
+cmake -S "$consumer_src" -B "$consumer_build" \
+  -DCMAKE_BUILD_TYPE="$config" \
+  -DCMAKE_PREFIX_PATH="$prefix" \
+  -Dhvactor_DIR="$config_dir"
+
+echo "== building consumer"
+cmake --build "$consumer_build" --config "$config" -j "$(nproc 2>/dev/null || echo 2)"
+
+exe="$consumer_build/hvactor_consumer"
+[[ -x "$exe" ]] || exe="$consumer_build/$config/hvactor_consumer"
+
+echo "== running consumer"
+# The installed tools (hvactor-node, ...) come first on PATH.
+out=$(PATH="$prefix/bin:$PATH" timeout -k 10 300 "$exe" 2>&1) || { rc=$?; echo "$out"; echo "consumer exited with $rc" >&2; exit 1; }
+echo "$out"
+grep -q "consumer ok" <<<"$out" || { echo "consumer did not print 'consumer ok'" >&2; exit 1; }
+
+echo "== install_find_package: OK"

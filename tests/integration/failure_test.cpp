@@ -1,0 +1,181 @@
+// Failures never hang: remote exceptions, dead workers (SIGKILL, segfault,
+// nonzero exit) and a dead driver, each with real processes.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <hvactor/hvactor.hpp>
+
+#include "test_main.hpp"
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+int env_int(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::atoi(value) : -1;
+}
+
+int throw_on_rank(int bad_rank) {
+  if (env_int("HOROVOD_RANK") == bad_rank)
+    throw std::runtime_error("bad batch 17 on this rank");
+  return 1;
+}
+
+/// Writes a marker to stderr, then dies the way `how` says on `rank`;
+/// the other ranks return at once.
+int die_on_rank(int rank, int how) {
+  int me = env_int("HOROVOD_RANK");
+  if (me != rank)
+    return me;
+  std::fprintf(stderr, "marker line one of rank %d\nmarker line two of rank %d\n", me, me);
+  std::fflush(stderr);
+  if (how == 0)
+    ::raise(SIGKILL);
+  if (how == 1)
+    ::raise(SIGSEGV);
+  ::_exit(3);
+}
+
+int marker_then_sleep(int seconds) {
+  std::fprintf(stderr, "sleeping rank %d\n", env_int("HOROVOD_RANK"));
+  std::fflush(stderr);
+  ::sleep(static_cast<unsigned>(seconds));
+  return env_int("HOROVOD_RANK");
+}
+
+int rank_of() {
+  return env_int("HOROVOD_RANK");
+}
+
+hvactor::settings quick_settings() {
+  return hvactor::executor::create_settings({.timeout = 20s, .placement_timeout = 20s});
+}
+
+std::vector<std::pair<std::string, hvactor::executor_options>> layouts() {
+  return {{"num_workers=4", {.num_workers = 4}},
+          {"num_hosts=1 x num_workers_per_host=4", {.num_hosts = 1, .num_workers_per_host = 4}}};
+}
+
+} // namespace
+
+TEST_SUITE("executor failures") {
+
+TEST_CASE("an exception thrown by a remote function becomes worker_error naming rank, node, pid "
+          "and its text") {
+  for (auto& [name, opts] : layouts()) {
+    CAPTURE(name);
+    hvactor::executor ex{test_runtime(), quick_settings(), opts};
+    ex.start();
+    auto pids = ex.worker_pids();
+    try {
+      ex.run(&throw_on_rank, 2);
+      FAIL("run() returned although rank 2 threw");
+    } catch (const hvactor::worker_error& e) {
+      std::string what = e.what();
+      CAPTURE(what);
+      CHECK(e.rank() == 2);
+      CHECK(what.find("rank 2") != std::string::npos);
+      CHECK(what.find("'test-node'") != std::string::npos);
+      CHECK(what.find("pid " + std::to_string(pids[2])) != std::string::npos);
+      CHECK(what.find("bad batch 17 on this rank") != std::string::npos);
+    }
+    // The workers survive a remote exception, as Ray actors do.
+    CHECK(ex.run(&rank_of) == std::vector<int>{0, 1, 2, 3});
+    ex.shutdown();
+    CHECK(hvactor::test::all_gone(pids, 1s));
+  }
+}
+
+TEST_CASE("a worker process that dies becomes worker_error within 2 s naming rank, node, pid, "
+          "exit status and its last stderr lines") {
+  struct death {
+    int how;
+    int rank;
+    const char* status;
+  };
+  for (auto [how, rank, status] : {death{0, 1, "signal 9 (SIGKILL)"},
+                                   death{1, 3, "signal 11 (SIGSEGV)"},
+                                   death{2, 0, "exit code 3"}}) {
+    for (auto& [name, opts] : layouts()) {
+      CAPTURE(name);
+      CAPTURE(status);
+      hvactor::executor ex{test_runtime(), quick_settings(), opts};
+      ex.start();
+      auto pids = ex.worker_pids();
+      auto t0 = std::chrono::steady_clock::now();
+      std::string what;
+      int failed_rank = -1;
+      try {
+        ex.run(&die_on_rank, rank, how);
+      } catch (const hvactor::worker_error& e) {
+        what = e.what();
+        failed_rank = e.rank();
+      }
+      auto elapsed = std::chrono::steady_clock::now() - t0;
+      CAPTURE(what);
+      CHECK(elapsed < 2s);
+      CHECK(failed_rank == rank);
+      CHECK(what.find("rank " + std::to_string(rank)) != std::string::npos);
+      CHECK(what.find("'test-node'") != std::string::npos);
+      CHECK(what.find("pid " + std::to_string(pids[rank])) != std::string::npos);
+      CHECK(what.find(status) != std::string::npos);
+      CHECK(what.find("marker line one of rank " + std::to_string(rank)) != std::string::npos);
+      CHECK(what.find("marker line two of rank " + std::to_string(rank)) != std::string::npos);
+      // The job is failed: later calls report the same failure.
+      CHECK_THROWS_AS(ex.run(&rank_of), hvactor::worker_error);
+      ex.shutdown();
+      CHECK(hvactor::test::all_gone(pids, 1s));
+    }
+  }
+}
+
+TEST_CASE("SIGKILL of a worker in the middle of a long call fails the call within 2 s") {
+  hvactor::executor ex{test_runtime(), quick_settings(), {.num_workers = 4}};
+  ex.start();
+  auto pids = ex.worker_pids();
+  auto futures = ex.run_remote(&marker_then_sleep, 30);
+  std::this_thread::sleep_for(300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(pids[2], SIGKILL);
+  std::string what;
+  try {
+    futures[0].get();
+  } catch (const hvactor::worker_error& e) {
+    what = e.what();
+  }
+  CAPTURE(what);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  CHECK(what.find("rank 2") != std::string::npos);
+  CHECK(what.find("SIGKILL") != std::string::npos);
+  CHECK(what.find("sleeping rank 2") != std::string::npos);
+  for (auto& f : futures)
+    CHECK_THROWS_AS(f.get(), hvactor::worker_error);
+  // Shutdown stops the sleepers (SIGTERM) without waiting for their calls.
+  auto t1 = std::chrono::steady_clock::now();
+  ex.shutdown();
+  CHECK(std::chrono::steady_clock::now() - t1 < 4s);
+  CHECK(hvactor::test::all_gone(pids, 1s));
+}
+
+TEST_CASE("a driver killed with SIGKILL leaves no worker process alive after 5 s") {
+  hvactor::test::program driver{{HVACTOR_VICTIM_DRIVER}};
+  auto line = driver.read_line_with("PIDS", 30s);
+  auto pids = hvactor::test::parse_ints(line);
+  REQUIRE(pids.size() == 4);
+  for (int pid : pids)
+    CHECK(hvactor::test::pid_alive(pid));
+  std::this_thread::sleep_for(200ms); // let the long call reach the workers
+  driver.kill();
+  CHECK(hvactor::test::all_gone(pids, 5s));
+}
+
+} // TEST_SUITE

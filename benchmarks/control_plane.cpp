@@ -1,0 +1,201 @@
+// control_plane: how fast hvactor starts workers and makes calls on the
+// embedded local cluster, with raw CAF (one request/response to an actor in
+// another process, the transport hvactor's calls ride on) measured in the
+// same run as the peer baseline.
+//
+//   control_plane [--repeats 5] [--seconds 2]
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include <hvactor/hvactor.hpp>
+#include <hvactor/system_config.hpp>
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+void noop() {
+}
+
+struct model {
+  int noop() {
+    return 0;
+  }
+};
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+void row(const std::string& scenario, int workers, const std::string& metric,
+         const std::string& value) {
+  std::printf("| %-34s | %7d | %-22s | %-26s |\n", scenario.c_str(), workers, metric.c_str(),
+              value.c_str());
+  std::fflush(stdout);
+}
+
+// -- peer: raw CAF request/response to an actor in another process ---------
+
+using echo_actor = caf::typed_actor<caf::replies_to<int32_t>::with<int32_t>>;
+
+echo_actor::behavior_type echo_impl(echo_actor::pointer) {
+  return {[](int32_t x) { return x; }};
+}
+
+// The child: publishes an echo actor, prints its port, lives until stdin
+// closes (the parent exits or kills it).
+[[noreturn]] void serve_echo() {
+  caf::actor_system_config cfg;
+  hvactor::configure_system(cfg, 2);
+  caf::actor_system sys{cfg};
+  auto echo = sys.spawn<caf::detached>(echo_impl); // as hvactor's worker actor
+  auto port = sys.middleman().publish(echo, 0, "127.0.0.1", true);
+  std::printf("%u\n", port ? *port : 0u);
+  std::fflush(stdout);
+  char c;
+  while (::read(STDIN_FILENO, &c, 1) > 0) {
+  }
+  std::_Exit(0);
+}
+
+double raw_caf_calls_per_second(caf::actor_system& sys, const std::string& self_exe,
+                                double seconds) {
+  int to_child[2], from_child[2];
+  if (::pipe(to_child) != 0 || ::pipe(from_child) != 0)
+    return 0;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(to_child[0], STDIN_FILENO);
+    ::dup2(from_child[1], STDOUT_FILENO);
+    ::execl(self_exe.c_str(), self_exe.c_str(), "--serve-echo", nullptr);
+    ::_exit(127);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  char buf[32] = {0};
+  auto n = ::read(from_child[0], buf, sizeof(buf) - 1);
+  uint16_t port = n > 0 ? static_cast<uint16_t>(std::atoi(buf)) : 0;
+  double rate = 0;
+  auto echo = sys.middleman().remote_actor<echo_actor>("127.0.0.1", port);
+  if (echo) {
+    caf::scoped_actor self{sys};
+    for (int i = 0; i < 1000; ++i)
+      self->request(*echo, 5s, int32_t{i}).receive([](int32_t) {}, [](caf::error&) {});
+    size_t calls = 0;
+    auto t0 = clock_type::now();
+    while (ms_since(t0) < seconds * 1000) {
+      self->request(*echo, 5s, int32_t{1}).receive([](int32_t) {}, [](caf::error&) {});
+      ++calls;
+    }
+    rate = static_cast<double>(calls) / (ms_since(t0) / 1000);
+  }
+  ::close(to_child[1]);
+  ::close(from_child[0]);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return rate;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string{argv[1]} == "--serve-echo")
+    serve_echo();
+  hvactor::runtime rt{argc, argv, {.num_cpus = 8}};
+  cxxopts::Options parser{"control_plane", "hvactor control-plane benchmark"};
+  parser.add_options()("repeats", "start() repetitions per size",
+                       cxxopts::value<int>()->default_value("5"))(
+    "seconds", "duration of each call-rate measurement", cxxopts::value<double>()->default_value("2"));
+  std::vector<char*> rest;
+  for (auto& a : rt.args())
+    rest.push_back(const_cast<char*>(a.c_str()));
+  auto opts = parser.parse(static_cast<int>(rest.size()), rest.data());
+  int repeats = opts["repeats"].as<int>();
+  double seconds = opts["seconds"].as<double>();
+  auto settings = hvactor::executor::create_settings({});
+
+  std::printf("hvactor control plane, embedded local cluster, %u cores\n\n",
+              std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("| %-34s | %7s | %-22s | %-26s |\n", "scenario", "workers", "metric", "value");
+  std::printf("|%s|%s|%s|%s|\n", std::string(36, '-').c_str(), std::string(9, '-').c_str(),
+              std::string(24, '-').c_str(), std::string(28, '-').c_str());
+
+  for (int workers : {1, 4, 8}) {
+    std::vector<double> samples;
+    for (int i = 0; i < repeats; ++i) {
+      hvactor::executor ex{rt, settings, {.num_workers = workers}};
+      auto t0 = clock_type::now();
+      ex.start();
+      samples.push_back(ms_since(t0));
+      ex.shutdown();
+    }
+    row("start() until all workers ready", workers, "median ms (min, max)",
+        fmt::format("{:.1f} ({:.1f}, {:.1f})", percentile(samples, 0.5),
+                    *std::min_element(samples.begin(), samples.end()),
+                    *std::max_element(samples.begin(), samples.end())));
+  }
+
+  for (int workers : {1, 4}) {
+    hvactor::executor ex{rt, settings, {.num_workers = workers}};
+    ex.start();
+    for (int i = 0; i < 500; ++i)
+      ex.run(&noop);
+    size_t calls = 0;
+    auto t0 = clock_type::now();
+    while (ms_since(t0) < seconds * 1000) {
+      ex.run(&noop);
+      ++calls;
+    }
+    row("sync run(noop)", workers, "calls/s",
+        fmt::format("{:.0f}", static_cast<double>(calls) / (ms_since(t0) / 1000)));
+    ex.shutdown();
+  }
+
+  for (int workers : {1, 4}) {
+    hvactor::executor ex{rt, settings, {.num_workers = workers}};
+    ex.start<model>();
+    for (int i = 0; i < 500; ++i)
+      ex.execute(&model::noop);
+    std::vector<double> lat;
+    auto t0 = clock_type::now();
+    while (ms_since(t0) < seconds * 1000) {
+      auto t1 = clock_type::now();
+      ex.execute(&model::noop);
+      lat.push_back(ms_since(t1) * 1000);
+    }
+    row("execute(&model::noop) latency", workers, "p50 / p99 us",
+        fmt::format("{:.0f} / {:.0f}", percentile(lat, 0.5), percentile(lat, 0.99)));
+    ex.shutdown();
+  }
+
+  {
+    caf::actor_system_config cfg;
+    hvactor::configure_system(cfg, 2);
+    caf::actor_system sys{cfg};
+    double rate = raw_caf_calls_per_second(sys, "/proc/self/exe", seconds);
+    row("peer: raw CAF request/response", 1, "calls/s", fmt::format("{:.0f}", rate));
+  }
+  std::printf("\nReference (not run here): Ray's 1:1 sync actor calls, about 2,000 calls/s "
+              "(Ray docs).\n");
+  return 0;
+}

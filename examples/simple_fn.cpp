@@ -1,7 +1,9 @@
 // simple_fn: every worker returns its Horovod rank; the driver checks that
 // the ranks are unique. Runs on the embedded local cluster:
 //   ./simple_fn [--num-workers N] [--num-cpus C]
+// (--num-cpus is the runtime's: what the embedded node offers)
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -21,7 +23,8 @@ int horovod_rank() {
 int main(int argc, char** argv) {
   // In a worker process this never returns.
   hvactor::runtime rt{argc, argv};
-  int workers = 4;
+  // Four workers, or as many as the embedded node has CPUs for.
+  int workers = std::min(4, rt.options().num_cpus);
   for (size_t i = 1; i + 1 < rt.args().size(); ++i)
     if (rt.args()[i] == "--num-workers")
       workers = std::stoi(rt.args()[i + 1]);

@@ -28,8 +28,7 @@ using namespace proto;
 }
 
 struct worker_state {
-  std::shared_ptr<void> object;
-  std::string object_type;
+  detail::executable_slot executable;
   std::shared_ptr<std::promise<void>> done;
   static inline const char* name = "horovod_worker";
 };
@@ -43,7 +42,7 @@ call_result run_call(worker_state& st, const call_request& req) {
     return out;
   }
   try {
-    detail::call_context ctx{st.object, st.object_type, req.target, req.args, {}};
+    detail::call_context ctx{st.executable, req.target, req.args, {}};
     invoker(ctx);
     out.ok = true;
     out.payload = std::move(ctx.result);
@@ -69,7 +68,7 @@ horovod_worker::behavior_type worker_impl(horovod_worker::stateful_pointer<worke
     [=](call_atom, const call_request& req) { return run_call(self->state, req); },
     [=](ping_atom) { return static_cast<int32_t>(::getpid()); },
     [=](stop_atom) {
-      self->state.object.reset();
+      self->state.executable = {};
       self->state.done->set_value();
       self->quit();
     },

@@ -1,6 +1,10 @@
 #include "hvactor/code_registry.hpp"
 
+#include <cxxabi.h>
 #include <link.h>
+
+#include <charconv>
+#include <cstdlib>
 
 #include <cstdio>
 #include <mutex>
@@ -67,6 +71,23 @@ std::string hex(uintptr_t x) {
 
 } // namespace
 
+std::string demangle(const char* mangled) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = status == 0 && readable ? readable : mangled;
+  std::free(readable);
+  return out;
+}
+
+uintptr_t parse_offset(const std::string& text, const std::string& target) {
+  auto digits = text.rfind("0x", 0) == 0 ? text.substr(2) : text;
+  uintptr_t value = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, 16);
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size())
+    throw error("malformed function reference '" + target + "': bad offset '" + text + "'");
+  return value;
+}
+
 std::string register_invoker(std::string key, invoker_fn fn) {
   std::lock_guard<std::mutex> guard{registry_mutex()};
   registry().emplace(key, fn);
@@ -90,7 +111,8 @@ std::string encode_code_address(const void* addr) {
     for (auto& [lo, hi] : mod.code)
       if (a >= lo && a < hi)
         return cache[addr] = mod.name + "+" + hex(a - mod.base);
-  throw error("function at " + hex(a) + " is not in any loaded module");
+  throw error("address " + hex(a) + " is not code of any loaded module: only functions can run "
+              "remotely");
 }
 
 const void* decode_code_address(const std::string& target) {
@@ -103,7 +125,7 @@ const void* decode_code_address(const std::string& target) {
   if (plus == std::string::npos)
     throw error("malformed function reference '" + target + "'");
   auto name = target.substr(0, plus);
-  uintptr_t offset = std::stoull(target.substr(plus + 1), nullptr, 16);
+  uintptr_t offset = parse_offset(target.substr(plus + 1), target);
   for (auto& mod : loaded_modules()) {
     if (mod.name != name)
       continue;

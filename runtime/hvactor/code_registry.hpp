@@ -23,12 +23,28 @@
 
 namespace hvactor::detail {
 
+/// The worker's executable object (start<T>), possibly empty.
+struct executable_slot {
+  std::shared_ptr<void> object;
+  /// typeid(T).name() of `object`.
+  std::string type;
+  /// Throws the object as a T*, so that a catch clause of any public base
+  /// class converts it (member functions inherited from a base class).
+  void (*throw_as_pointer)(void*) = nullptr;
+};
+
+/// The readable (demangled) name of `mangled`.
+std::string demangle(const char* mangled);
+
+/// The readable name of T.
+template <class T>
+std::string type_name() {
+  return demangle(typeid(T).name());
+}
+
 /// What an invoker sees of the worker.
 struct call_context {
-  /// The worker's executable object (start<T>), possibly empty.
-  std::shared_ptr<void>& object;
-  /// typeid(T).name() of `object`.
-  std::string& object_type;
+  executable_slot& executable;
   const std::string& target;
   const std::vector<char>& args;
   std::vector<char> result;
@@ -75,29 +91,45 @@ Pmf decode_member(const std::string& target) {
   auto colon = target.find(':');
   if (target.size() < 2 || colon == std::string::npos)
     throw error("malformed member function reference '" + target + "'");
-  if (target[0] == 'V') {
-    raw.ptr = std::stoull(target.substr(1, colon - 1));
-    raw.adj = std::stoll(target.substr(colon + 1));
-  } else {
-    raw.adj = std::stoll(target.substr(1, colon - 1));
-    raw.ptr = reinterpret_cast<uintptr_t>(decode_code_address(target.substr(colon + 1)));
+  try {
+    if (target[0] == 'V') {
+      raw.ptr = std::stoull(target.substr(1, colon - 1));
+      raw.adj = std::stoll(target.substr(colon + 1));
+    } else if (target[0] == 'M') {
+      raw.adj = std::stoll(target.substr(1, colon - 1));
+      raw.ptr = reinterpret_cast<uintptr_t>(decode_code_address(target.substr(colon + 1)));
+    } else {
+      throw error("malformed member function reference '" + target + "'");
+    }
+  } catch (const std::logic_error&) { // std::stoull / std::stoll
+    throw error("malformed member function reference '" + target + "'");
   }
   Pmf pmf;
   std::memcpy(&pmf, &raw, sizeof(raw));
   return pmf;
 }
 
-/// The executable object of the worker as a T, or an error naming both types.
+/// The executable object of the worker as a T (its own type or a public
+/// base class of it), or an error naming both types.
 template <class T>
 T& object_as(call_context& ctx) {
-  if (!ctx.object)
-    throw error(std::string{"no executable object on this worker: call start<T>(...) before "
-                            "execute() (function expects "}
-                + typeid(T).name() + ")");
-  if (ctx.object_type != typeid(T).name())
-    throw error("the worker's executable is " + ctx.object_type + " but the function expects "
-                + typeid(T).name());
-  return *static_cast<T*>(ctx.object.get());
+  auto& exe = ctx.executable;
+  if (!exe.object)
+    throw error("no executable object on this worker: call start<T>(...) before execute() "
+                "(the function expects "
+                + type_name<T>() + ")");
+  if (exe.type == typeid(T).name())
+    return *static_cast<T*>(exe.object.get());
+  if (exe.throw_as_pointer) {
+    try {
+      exe.throw_as_pointer(exe.object.get());
+    } catch (T* base) {
+      return *base;
+    } catch (...) {
+    }
+  }
+  throw error("the worker's executable is " + demangle(exe.type.c_str())
+              + " but the function expects " + type_name<T>());
 }
 
 template <class R, class F, class Tuple>
@@ -161,8 +193,10 @@ template <class T, class... Args>
 struct ctor_invoker {
   static void invoke(call_context& ctx) {
     auto args = unpack<Args...>(ctx.args);
-    ctx.object = std::apply([](auto&... xs) { return std::make_shared<T>(xs...); }, args);
-    ctx.object_type = typeid(T).name();
+    auto& exe = ctx.executable;
+    exe.object = std::apply([](auto&... xs) { return std::make_shared<T>(xs...); }, args);
+    exe.type = typeid(T).name();
+    exe.throw_as_pointer = [](void* p) { throw static_cast<T*>(p); };
   }
   static inline const std::string key
     = register_invoker(std::string{"ctor:"} + typeid(T(Args...)).name(), &invoke);

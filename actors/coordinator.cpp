@@ -86,6 +86,24 @@ std::string worker_label(const coordinator_state& st, int rank) {
   return fmt::format("rank {} on node '{}'", rank, node);
 }
 
+void deliver_error(pending_call& call, const caf::error& err) {
+  if (call.single)
+    call.one.deliver(err);
+  else
+    call.all.deliver(err);
+}
+
+// A pending start and every pending call get `err`.
+void answer_pending(coordinator_state& st, const caf::error& err) {
+  if (st.start_pending) {
+    st.start_pending = false;
+    st.start_promise.deliver(err);
+  }
+  for (auto& [id, call] : st.calls)
+    deliver_error(call, err);
+  st.calls.clear();
+}
+
 // Fails the job: every pending call and a pending start get `err`.
 void fail(coord_actor self, caf::error err) {
   auto& st = self->state;
@@ -93,17 +111,7 @@ void fail(coord_actor self, caf::error err) {
     return;
   log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
   st.failure = err;
-  if (st.start_pending) {
-    st.start_pending = false;
-    st.start_promise.deliver(err);
-  }
-  for (auto& [id, call] : st.calls) {
-    if (call.single)
-      call.one.deliver(err);
-    else
-      call.all.deliver(err);
-  }
-  st.calls.clear();
+  answer_pending(st, err);
 }
 
 placement_request make_request(const executor_options& o) {
@@ -345,10 +353,7 @@ void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) 
                               fmt::format("remote call on {} raised: {}",
                                           worker_label(st, rank), res.error),
                               rank);
-          if (call.single)
-            call.one.deliver(err);
-          else
-            call.all.deliver(err);
+          deliver_error(call, err);
           st.calls.erase(i);
           return;
         }
@@ -372,10 +377,7 @@ void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) 
                           fmt::format("remote call on {} failed: {}", worker_label(st, rank),
                                       describe(err)),
                           rank);
-        if (i->second.single)
-          i->second.one.deliver(e);
-        else
-          i->second.all.deliver(e);
+        deliver_error(i->second, e);
         st.calls.erase(i);
       });
 }
@@ -491,18 +493,7 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       if (st.ph == phase::stopped)
         return true;
       auto rp = self->make_response_promise<bool>();
-      auto err = hv_error(error_kind::not_started, "the executor was shut down");
-      if (st.start_pending) {
-        st.start_pending = false;
-        st.start_promise.deliver(err);
-      }
-      for (auto& [id, call] : st.calls) {
-        if (call.single)
-          call.one.deliver(err);
-        else
-          call.all.deliver(err);
-      }
-      st.calls.clear();
+      answer_pending(st, hv_error(error_kind::not_started, "the executor was shut down"));
       st.ph = phase::stopping;
       for (auto& w : st.workers)
         if (w.registered)

@@ -27,9 +27,15 @@ enum class phase { idle, placing, registering, ready, stopping, stopped };
 constexpr uint64_t placement_retry_timer = 1;
 constexpr uint64_t registration_timer = 2;
 constexpr uint64_t worker_lost_timer_base = 1000; // + rank
+constexpr uint64_t call_timer_base = uint64_t{1} << 32; // + call id
 
 /// How long a lost worker connection waits for its colocator's exit report.
 constexpr auto exit_report_grace = 1500ms;
+
+/// How long a failed call waits before answering: when one rank dies, its
+/// peers often fail first (their collective breaks), and the dead rank's
+/// exit report is the error the user needs.
+constexpr auto call_error_grace = 250ms;
 
 struct worker_slot {
   bool registered = false;
@@ -44,6 +50,8 @@ struct pending_call {
   caf::typed_response_promise<call_result> one;
   std::vector<call_result> results;
   size_t remaining = 0;
+  /// First failure, answered after call_error_grace unless the job fails.
+  caf::error first_error;
 };
 
 struct coordinator_state {
@@ -182,10 +190,16 @@ void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
                   st.cfg.job_id, want)
       .then(
         [=](const reservation&) {
+          if (self->state.ph != phase::placing) { // shut down meanwhile
+            caf::anon_send(self->state.agents_by_node[node], release_atom_v, self->state.cfg.job_id);
+            return;
+          }
           self->state.reserved_nodes.insert(node);
           done();
         },
         [=](caf::error& err) {
+          // A reservation that timed out may still be granted: release it.
+          caf::anon_send(self->state.agents_by_node[node], release_atom_v, self->state.cfg.job_id);
           *failed = describe(err);
           done();
         });
@@ -262,6 +276,10 @@ void spawn_workers(coord_actor self) {
                   coordinator{self})
       .then(
         [=](node_colocator& coloc) {
+          if (self->state.ph != phase::registering && self->state.ph != phase::ready) {
+            caf::anon_send(coloc, stop_atom_v); // shut down meanwhile
+            return;
+          }
           self->monitor(coloc);
           self->state.colocators[node] = coloc;
         },
@@ -338,6 +356,16 @@ caf::error exit_error(const coordinator_state& st, const worker_exit& ex) {
   return hv_error(error_kind::worker_error, text, ex.world_rank);
 }
 
+// Keeps the first failure of call `id` and answers it after a grace period
+// (see call_error_grace); a job failure in between answers the call first.
+void hold_error(coord_actor self, uint64_t id, caf::error err) {
+  auto i = self->state.calls.find(id);
+  if (i == self->state.calls.end() || i->second.first_error)
+    return;
+  i->second.first_error = std::move(err);
+  self->delayed_send(self, call_error_grace, expire_atom_v, call_timer_base + id);
+}
+
 void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) {
   auto& st = self->state;
   self->request(st.workers[rank].handle, st.cfg.settings.call_timeout, call_atom_v, req)
@@ -348,13 +376,14 @@ void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) 
         if (i == st.calls.end())
           return;
         auto& call = i->second;
+        if (call.first_error)
+          return;
         if (!res.ok) {
-          auto err = hv_error(error_kind::worker_error,
-                              fmt::format("remote call on {} raised: {}",
-                                          worker_label(st, rank), res.error),
-                              rank);
-          deliver_error(call, err);
-          st.calls.erase(i);
+          hold_error(self, id,
+                     hv_error(error_kind::worker_error,
+                              fmt::format("remote call on {} raised: {}", worker_label(st, rank),
+                                          res.error),
+                              rank));
           return;
         }
         if (call.single) {
@@ -373,12 +402,11 @@ void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) 
         auto i = st.calls.find(id);
         if (i == st.calls.end())
           return;
-        auto e = hv_error(error_kind::worker_error,
-                          fmt::format("remote call on {} failed: {}", worker_label(st, rank),
-                                      describe(err)),
-                          rank);
-        deliver_error(i->second, e);
-        st.calls.erase(i);
+        hold_error(self, id,
+                   hv_error(error_kind::worker_error,
+                            fmt::format("remote call on {} failed: {}", worker_label(st, rank),
+                                        describe(err)),
+                            rank));
       });
 }
 
@@ -533,6 +561,12 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
                                         missing.size(), st.size(),
                                         st.cfg.settings.timeout.count(),
                                         fmt::join(missing, ", "))));
+      } else if (timer >= call_timer_base) {
+        auto i = st.calls.find(timer - call_timer_base);
+        if (i != st.calls.end() && i->second.first_error) {
+          deliver_error(i->second, i->second.first_error);
+          st.calls.erase(i);
+        }
       } else if (timer >= worker_lost_timer_base) {
         auto r = static_cast<int>(timer - worker_lost_timer_base);
         if (r < st.size())

@@ -107,12 +107,20 @@ void executor::start() {
       .receive([&](job_info& info) { st.job = std::move(info); },
                [&](caf::error& err) { failure = err; });
   } catch (...) {
-    shutdown();
+    shutdown_quietly();
     throw;
   }
   if (failure) {
-    shutdown();
+    shutdown_quietly();
     throw_caf_error(failure, "start()");
+  }
+}
+
+void executor::shutdown_quietly() noexcept {
+  // The error that made start() fail is the one the user needs.
+  try {
+    shutdown();
+  } catch (const std::exception&) {
   }
 }
 
@@ -154,7 +162,9 @@ std::vector<int> executor::worker_pids() const {
 }
 
 std::chrono::milliseconds executor::call_timeout() const {
-  return impl_->settings.call_timeout;
+  // The coordinator bounds each worker's call by call_timeout and names the
+  // rank; the driver's own bound only catches a coordinator gone silent.
+  return impl_->settings.call_timeout + impl_->settings.timeout;
 }
 
 std::vector<std::vector<char>> executor::call_all(const detail::call_data& call) {
@@ -163,7 +173,7 @@ std::vector<std::vector<char>> executor::call_all(const detail::call_data& call)
   std::vector<std::vector<char>> out;
   caf::error failure;
   caf::scoped_actor self{st.sys()};
-  self->request(st.coord, st.settings.call_timeout, call_atom_v,
+  self->request(st.coord, st.settings.call_timeout + st.settings.timeout, call_atom_v,
                 call_request{call.invoker, call.target, call.args})
     .receive(
       [&](call_results& res) {
@@ -183,7 +193,7 @@ std::vector<char> executor::call_one(int rank, const detail::call_data& call) {
   std::vector<char> out;
   caf::error failure;
   caf::scoped_actor self{st.sys()};
-  self->request(st.coord, st.settings.call_timeout, call_one_atom_v, static_cast<int32_t>(rank),
+  self->request(st.coord, st.settings.call_timeout + st.settings.timeout, call_one_atom_v, static_cast<int32_t>(rank),
                 call_request{call.invoker, call.target, call.args})
     .receive([&](call_result& res) { out = std::move(res.payload); },
              [&](caf::error& err) { failure = err; });
@@ -198,7 +208,7 @@ executor::call_async(const detail::call_data& call) {
   st.require_started("run_remote");
   std::vector<std::shared_ptr<detail::pending_result>> out;
   auto coord = st.coord;
-  auto timeout = st.settings.call_timeout;
+  auto timeout = st.settings.call_timeout + st.settings.timeout;
   call_request req{call.invoker, call.target, call.args};
   for (int rank = 0; rank < num_workers(); ++rank) {
     auto state = std::make_shared<detail::pending_result>();

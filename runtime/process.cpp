@@ -68,7 +68,7 @@ struct prepared_exec {
 };
 
 [[noreturn]] void exec_child(const char* path, const prepared_exec& prep, int err_fd,
-                             int stderr_fd, pid_t parent) {
+                             int stderr_fd, pid_t parent, int max_fd) {
   // Die with the thread that forked us (SIGKILL of the parent included).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent)
@@ -83,7 +83,9 @@ struct prepared_exec {
     ::dup2(err_fd, 3);
   }
   ::fcntl(3, F_SETFD, FD_CLOEXEC);
-  ::syscall(SYS_close_range, 4u, ~0u, 0u);
+  if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0) // kernels before 5.9, seccomp
+    for (int fd = 4; fd < max_fd; ++fd)
+      ::close(fd);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -137,18 +139,29 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
   prepared_exec prep{spec};
   int err_pipe[2];
   int out_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     started.set_value(errno);
     return;
   }
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(err_pipe[0]);
+    ::close(err_pipe[1]);
+    started.set_value(err);
+    return;
+  }
+  int max_fd = static_cast<int>(::sysconf(_SC_OPEN_MAX));
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
-    started.set_value(errno);
+    int err = errno;
+    for (int fd : {err_pipe[0], err_pipe[1], out_pipe[0], out_pipe[1]})
+      ::close(fd);
+    started.set_value(err);
     return;
   }
   if (pid == 0)
-    exec_child(spec.executable.c_str(), prep, err_pipe[1], out_pipe[1], parent);
+    exec_child(spec.executable.c_str(), prep, err_pipe[1], out_pipe[1], parent, max_fd);
   ::close(err_pipe[1]);
   ::close(out_pipe[1]);
   int exec_errno = 0;
@@ -191,6 +204,12 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid)
       break;
+    if (r < 0 && errno != EINTR) {
+      // Reaped elsewhere (SIGCHLD ignored, or a waitpid(-1) in the program):
+      // the status is lost, but the process is gone.
+      status = -1;
+      break;
+    }
   }
   // Drain what the child wrote before it died (grandchildren may keep the
   // pipe open: never wait for EOF here).
@@ -203,9 +222,9 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
   ::close(out_pipe[0]);
   process_exit result;
   result.pid = pid;
-  if (WIFEXITED(status))
+  if (status != -1 && WIFEXITED(status))
     result.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status))
+  else if (status != -1 && WIFSIGNALED(status))
     result.signal = WTERMSIG(status);
   result.stderr_tail = tail.finish();
   st->running = false;

@@ -233,6 +233,7 @@ private:
   std::vector<char> call_one(int rank, const detail::call_data& call);
   std::vector<std::shared_ptr<detail::pending_result>> call_async(const detail::call_data& call);
   std::chrono::milliseconds call_timeout() const;
+  void shutdown_quietly() noexcept;
 
   std::unique_ptr<impl> impl_;
 };

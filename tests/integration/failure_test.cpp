@@ -45,6 +45,18 @@ int die_on_rank(int rank, int how) {
   ::_exit(3);
 }
 
+/// Rank `rank` dies; its peers notice shortly after and raise, as ranks
+/// blocked in a collective with a dead peer do.
+int die_while_peers_raise(int rank) {
+  if (env_int("HOROVOD_RANK") == rank) {
+    std::fprintf(stderr, "rank %d goes down\n", rank);
+    std::fflush(stderr);
+    ::raise(SIGKILL);
+  }
+  ::usleep(1000);
+  throw std::runtime_error("collective failed: peer closed the connection");
+}
+
 int marker_then_sleep(int seconds) {
   std::fprintf(stderr, "sleeping rank %d\n", env_int("HOROVOD_RANK"));
   std::fflush(stderr);
@@ -136,6 +148,26 @@ TEST_CASE("a worker process that dies becomes worker_error within 2 s naming ran
       CHECK(hvactor::test::all_gone(pids, 1s));
     }
   }
+}
+
+TEST_CASE("when a rank dies and its peers raise right after, the error names the dead rank") {
+  hvactor::executor ex{test_runtime(), quick_settings(), {.num_workers = 4}};
+  ex.start();
+  auto pids = ex.worker_pids();
+  std::string what;
+  int failed_rank = -1;
+  try {
+    ex.run(&die_while_peers_raise, 3);
+  } catch (const hvactor::worker_error& e) {
+    what = e.what();
+    failed_rank = e.rank();
+  }
+  CAPTURE(what);
+  CHECK(failed_rank == 3);
+  CHECK(what.find("SIGKILL") != std::string::npos);
+  CHECK(what.find("rank 3 goes down") != std::string::npos);
+  ex.shutdown();
+  CHECK(hvactor::test::all_gone(pids, 1s));
 }
 
 TEST_CASE("SIGKILL of a worker in the middle of a long call fails the call within 2 s") {

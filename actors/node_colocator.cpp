@@ -17,8 +17,15 @@ namespace {
 using namespace proto;
 using namespace std::chrono_literals;
 
+/// Time workers get to leave on the coordinator's `stop` before SIGTERM.
+constexpr auto leave_grace = 500ms;
+
 /// Time between SIGTERM and SIGKILL on stop.
 constexpr auto stop_grace = 2s;
+
+// expire_atom payloads.
+constexpr uint64_t sigkill_timer = 0;
+constexpr uint64_t sigterm_timer = 1;
 
 struct colocator_state {
   spawn_request req;
@@ -45,13 +52,17 @@ void finish_if_done(colocator_actor self) {
   self->quit();
 }
 
+// Graceful: workers got `stop` from the coordinator and normally leave on
+// their own; SIGTERM after leave_grace, SIGKILL stop_grace later. With
+// `sig == SIGKILL` (driver gone) at once.
 void begin_stop(colocator_actor self, int sig) {
   auto& st = self->state;
   st.stopping = true;
-  for (auto& [rank, child] : st.children)
-    child->signal(sig);
-  if (sig != SIGKILL)
-    self->delayed_send(self, stop_grace, expire_atom_v, uint64_t{0});
+  if (sig == SIGKILL)
+    for (auto& [rank, child] : st.children)
+      child->signal(SIGKILL);
+  else
+    self->delayed_send(self, leave_grace, expire_atom_v, sigterm_timer);
   finish_if_done(self);
 }
 
@@ -121,7 +132,14 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
         self->send(st.coord, exited_atom_v, std::move(report));
       finish_if_done(self);
     },
-    [=](expire_atom, uint64_t) {
+    [=](expire_atom, uint64_t timer) {
+      if (timer == sigterm_timer) {
+        for (auto& [rank, child] : self->state.children)
+          child->signal(SIGTERM);
+        if (!self->state.children.empty())
+          self->delayed_send(self, stop_grace, expire_atom_v, sigkill_timer);
+        return;
+      }
       for (auto& [rank, child] : self->state.children) {
         log::warn("worker rank {} (pid {}) ignored SIGTERM for {} s: sending SIGKILL", rank,
                   child->pid(), stop_grace.count());

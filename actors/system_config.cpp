@@ -6,22 +6,16 @@
 #include <caf/io/middleman.hpp>
 
 #include "hvactor/actors/interfaces.hpp"
+#include "hvactor/collectives/rendezvous_client.hpp"
 #include "hvactor/errors.hpp"
 
 namespace hvactor {
 
 void configure_system(caf::actor_system_config& cfg, size_t max_threads) {
-  using namespace std::chrono_literals;
-  proto::register_types(cfg);
-  cfg.load<caf::io::middleman>();
   if (max_threads == 0)
     max_threads = std::max<size_t>(2, std::thread::hardware_concurrency());
-  cfg.set("scheduler.max-threads", max_threads);
-  cfg.set("work-stealing.aggressive-poll-attempts", size_t{0});
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
-  cfg.set("middleman.heartbeat-interval", caf::timespan{1s});
-  cfg.set("middleman.connection-timeout", caf::timespan{4s});
-  cfg.set("middleman.app-identifiers", std::vector<std::string>{"hvactor"});
+  collectives::configure_actor_system(cfg, max_threads);
+  proto::register_types(cfg);
 }
 
 std::string describe(const caf::error& err) {

@@ -5,5 +5,6 @@
 #include "hvactor/errors.hpp"
 #include "hvactor/executor.hpp"
 #include "hvactor/future.hpp"
+#include "hvactor/hvd.hpp"
 #include "hvactor/runtime.hpp"
 #include "hvactor/settings.hpp"

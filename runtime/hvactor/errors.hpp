@@ -43,6 +43,22 @@ public:
   using error::error;
 };
 
+/// A collective operation failed on this rank: a peer died or stopped
+/// answering within the timeout, or the ranks disagreed on what to run. The
+/// collectives stay unusable until hvd::shutdown() and hvd::init().
+class collective_error : public error {
+public:
+  collective_error(const std::string& what, int peer = -1) : error(what), peer_(peer) {
+  }
+  /// World rank of the peer involved, -1 if not known.
+  int peer() const noexcept {
+    return peer_;
+  }
+
+private:
+  int peer_;
+};
+
 /// A call before `start()` or after `shutdown()`.
 class not_started : public error {
 public:

@@ -35,6 +35,9 @@
 #include <caf/all.hpp>
 #include <caf/type_id.hpp>
 
+// The rendezvous_store interface, its atoms and the error category.
+#include "hvactor/collectives/rendezvous_protocol.hpp"
+
 namespace hvactor::proto {
 
 /// Countable resources of a node or a request.
@@ -199,19 +202,9 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   return f(caf::meta::type_name("job_info"), x.job_id, x.size, x.nodes, x.pids);
 }
 
-/// A list of keys (rendezvous_store::wait).
-struct key_list {
-  std::vector<std::string> keys;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, key_list& x) {
-  return f(caf::meta::type_name("key_list"), x.keys);
-}
-
 } // namespace hvactor::proto
 
-CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::first_custom_type_id)
+CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, info_atom, "info")
   CAF_ADD_ATOM(hvactor, hvactor::proto, reserve_atom, "reserve")
   CAF_ADD_ATOM(hvactor, hvactor::proto, release_atom, "release")
@@ -224,12 +217,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::first_custom_type_id)
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_atom, "call")
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_one_atom, "call_one")
   CAF_ADD_ATOM(hvactor, hvactor::proto, shutdown_atom, "shutdown")
-  CAF_ADD_ATOM(hvactor, hvactor::proto, set_atom, "kv_set")
-  CAF_ADD_ATOM(hvactor, hvactor::proto, get_atom, "kv_get")
-  CAF_ADD_ATOM(hvactor, hvactor::proto, wait_atom, "kv_wait")
-  CAF_ADD_ATOM(hvactor, hvactor::proto, drop_atom, "kv_drop")
   CAF_ADD_ATOM(hvactor, hvactor::proto, ping_atom, "ping")
-  CAF_ADD_ATOM(hvactor, hvactor::proto, expire_atom, "expire")
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
@@ -241,7 +229,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_result))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_results))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_info))
-  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::key_list))
 CAF_END_TYPE_ID_BLOCK(hvactor)
 
 namespace hvactor::proto {
@@ -295,18 +282,6 @@ using node_agent = caf::typed_actor<
   // Start a colocator for a reserved job; it reports to the coordinator.
   caf::replies_to<colocate_atom, spawn_request, coordinator>::with<node_colocator>>;
 
-/// Key-value store for rendezvous, scoped per job and generation
-/// ("<job>/<generation>/<prefix>").
-using rendezvous_store = caf::typed_actor<
-  caf::replies_to<set_atom, std::string, std::string, std::vector<char>>::with<bool>,
-  // Answers once the key exists, or fails with rendezvous_timeout.
-  caf::replies_to<get_atom, std::string, std::string, caf::timespan>::with<std::vector<char>>,
-  caf::replies_to<wait_atom, std::string, key_list, caf::timespan>::with<bool>,
-  // Forget every key of a scope.
-  caf::reacts_to<drop_atom, std::string>,
-  // Internal timer: fail waits whose deadline passed.
-  caf::reacts_to<expire_atom, uint64_t>>;
-
 } // namespace hvactor::proto
 
 CAF_BEGIN_TYPE_ID_BLOCK(hvactor_handles, caf::id_block::hvactor::end)
@@ -319,13 +294,8 @@ CAF_END_TYPE_ID_BLOCK(hvactor_handles)
 
 namespace hvactor::proto {
 
-/// Registers every type above with a config; call on every process.
+/// Registers the types above (not the rendezvous protocol, which
+/// collectives::configure_actor_system registers) with a config.
 void register_types(caf::actor_system_config& cfg);
-
-/// Error category of hvactor errors carried as caf::error.
-inline constexpr caf::atom_value error_category = caf::atom("hvactor");
-
-/// A caf::error carrying an hvactor error kind, message and rank.
-caf::error make_error(int kind, std::string message, int32_t rank = -1);
 
 } // namespace hvactor::proto

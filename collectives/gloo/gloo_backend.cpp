@@ -1,0 +1,314 @@
+#include "gloo_backend.hpp"
+
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include "gloo_store.hpp"
+#include "hvactor/collectives/algorithm.hpp"
+#include "hvactor/env.hpp"
+#include "hvactor/errors.hpp"
+
+namespace hvactor::collectives {
+
+namespace {
+
+using reduce_fn = void (*)(void*, const void*, const void*, size_t);
+
+// Calls f.template operator()<T>() with T the Gloo element type of `t`.
+template <class F>
+decltype(auto) with_type(hvd::dtype t, F&& f) {
+  switch (t) {
+    case hvd::dtype::float16:
+      return f.template operator()<::gloo::float16>();
+    case hvd::dtype::float32:
+      return f.template operator()<float>();
+    case hvd::dtype::float64:
+      return f.template operator()<double>();
+    case hvd::dtype::int32:
+      return f.template operator()<int32_t>();
+    case hvd::dtype::int64:
+      break;
+  }
+  return f.template operator()<int64_t>();
+}
+
+template <class T>
+reduce_fn reduction(hvd::op o) {
+  switch (o) {
+    case hvd::op::min:
+      return &::gloo::min<T>;
+    case hvd::op::max:
+      return &::gloo::max<T>;
+    case hvd::op::product:
+      return &::gloo::product<T>;
+    default:
+      return &::gloo::sum<T>;
+  }
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return fmt::format("{:g} s", ms.count() / 1000.0);
+}
+
+class gloo_backend : public backend {
+public:
+  gloo_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
+               const std::string& bind_host)
+    : topo_(topo), timeout_(client.timeout()) {
+    connect(client, prefix, bind_host);
+  }
+
+  void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) override {
+    if (count == 0)
+      return;
+    auto algorithm = choose_allreduce(count * hvd::size_of(t), topo_.size);
+    guarded([&] { return fmt::format("hvd::allreduce ({} x {}, {}, {})", hvd::to_string(t), count,
+                                     hvd::to_string(o), to_string(algorithm)); },
+            [&] {
+              with_type(t, [&]<class T>() {
+                ::gloo::AllreduceOptions opts(ctx_);
+                opts.setAlgorithm(algorithm == allreduce_algorithm::bcube
+                                    ? ::gloo::AllreduceOptions::Algorithm::BCUBE
+                                    : ::gloo::AllreduceOptions::Algorithm::RING);
+                opts.setOutput(static_cast<T*>(data), count);
+                opts.setReduceFunction(reduction<T>(o));
+                opts.setTag(next_tag());
+                opts.setTimeout(timeout_);
+                ::gloo::allreduce(opts);
+              });
+            });
+  }
+
+  void allgatherv(const void* in, void* out, std::span<const size_t> counts,
+                  hvd::dtype t) override {
+    size_t total = 0;
+    for (auto c : counts)
+      total += c;
+    if (total == 0)
+      return;
+    guarded([&] { return fmt::format("hvd::allgather ({} x {} in all)", hvd::to_string(t), total); },
+            [&] {
+              with_type(t, [&]<class T>() {
+                ::gloo::AllgathervOptions opts(ctx_);
+                opts.setInput(const_cast<T*>(static_cast<const T*>(in)), counts[topo_.rank]);
+                opts.setOutput(static_cast<T*>(out),
+                               std::vector<size_t>(counts.begin(), counts.end()));
+                opts.setTag(next_tag());
+                opts.setTimeout(timeout_);
+                ::gloo::allgatherv(opts);
+              });
+            });
+  }
+
+  void broadcast(void* data, size_t count, hvd::dtype t, int root) override {
+    if (count == 0)
+      return;
+    guarded([&] { return fmt::format("hvd::broadcast ({} x {}, root {})", hvd::to_string(t),
+                                     count, root); },
+            [&] {
+              with_type(t, [&]<class T>() {
+                ::gloo::BroadcastOptions opts(ctx_);
+                opts.setOutput(static_cast<T*>(data), count);
+                opts.setRoot(root);
+                opts.setTag(next_tag());
+                opts.setTimeout(timeout_);
+                ::gloo::broadcast(opts);
+              });
+            });
+  }
+
+  void barrier() override {
+    guarded([] { return std::string{"hvd::barrier"}; },
+            [&] {
+              ::gloo::BarrierOptions opts(ctx_);
+              opts.setTag(next_tag());
+              opts.setTimeout(timeout_);
+              ::gloo::barrier(opts);
+            });
+  }
+
+  void alltoallv(const void* in, std::span<const int64_t> send_counts, void* out,
+                 std::span<const int64_t> recv_counts, hvd::dtype t) override {
+    guarded([&] { return fmt::format("hvd::alltoall ({})", hvd::to_string(t)); },
+            [&] {
+              with_type(t, [&]<class T>() {
+                // Gloo refuses null pointers even for empty parts.
+                T dummy[1];
+                auto* src = const_cast<T*>(static_cast<const T*>(in));
+                auto* dst = static_cast<T*>(out);
+                ::gloo::AlltoallvOptions opts(ctx_);
+                opts.setInput(src ? src : dummy,
+                              std::vector<int64_t>(send_counts.begin(), send_counts.end()));
+                opts.setOutput(dst ? dst : dummy,
+                               std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+                opts.setTag(next_tag());
+                opts.setTimeout(timeout_);
+                ::gloo::alltoallv(opts);
+              });
+            });
+  }
+
+  const char* name() const override {
+    return "gloo";
+  }
+
+private:
+  uint32_t next_tag() {
+    return tag_++;
+  }
+
+  // Every Gloo call goes through here: Gloo's exceptions become one
+  // collective_error naming the operation, this rank and the peer.
+  template <class Describe, class F>
+  void guarded(Describe&& describe, F&& f) {
+    if (!broken_.empty())
+      throw collective_error(describe() + " refused on rank " + std::to_string(topo_.rank)
+                             + ": an earlier operation failed (" + broken_
+                             + "); call hvd::shutdown() and hvd::init() to reconnect");
+    try {
+      f();
+      return;
+    } catch (const ::gloo::IoException& e) {
+      fail(describe(), e.what());
+    } catch (const ::gloo::EnforceNotMet& e) {
+      fail(describe(), e.what());
+    } catch (const ::gloo::Exception& e) {
+      fail(describe(), e.what());
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& what, const std::string& gloo_text) {
+    int peer = peer_of(gloo_text);
+    std::string peer_text = peer >= 0 ? fmt::format("peer rank {}", peer) : "a peer";
+    bool timed_out = gloo_text.find("imed out") != std::string::npos
+                     || gloo_text.find("imeout") != std::string::npos;
+    auto msg = fmt::format(
+      "{} failed on rank {} of {} ({}): {} {} [gloo: {}]. {}", what, topo_.rank, topo_.size,
+      topo_.host, peer_text,
+      timed_out ? "did not answer within " + seconds(timeout_) : "closed its connection",
+      gloo_text,
+      "The peer process probably died or stalls; the collectives stay unusable until "
+      "hvd::shutdown() and hvd::init()");
+    broken_ = gloo_text;
+    throw collective_error(msg, peer);
+  }
+
+  // Gloo names a pair by its peer's address, "[host]:port".
+  int peer_of(const std::string& text) const {
+    static const std::regex address{R"(\[[^\]]+\]:\d+)"};
+    for (std::sregex_iterator i{text.begin(), text.end(), address}, end; i != end; ++i) {
+      auto found = peers_.find(i->str());
+      if (found != peers_.end())
+        return found->second;
+    }
+    return -1;
+  }
+
+  void connect(rendezvous_client& client, const std::string& prefix,
+               const std::string& bind_host) {
+    ::gloo::transport::tcp::attr attr;
+    auto iface = env::get(env::gloo_iface);
+    if (iface && !iface->empty())
+      attr.iface = *iface;
+    else
+      attr.hostname = bind_host;
+    try {
+      device_ = ::gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      throw error(fmt::format("hvd::init: cannot bind Gloo's TCP transport to {} on rank {}: {}",
+                              iface ? "HOROVOD_GLOO_IFACE=" + *iface : bind_host, topo_.rank,
+                              e.what()));
+    }
+    arrive(client, prefix);
+    ctx_ = std::make_shared<::gloo::rendezvous::Context>(topo_.rank, topo_.size);
+    ctx_->setTimeout(timeout_);
+    gloo_store store{client};
+    ::gloo::rendezvous::PrefixStore prefixed{prefix, store};
+    guarded([&] { return std::string{"hvd::init (Gloo connectFullMesh)"}; },
+            [&] { ctx_->connectFullMesh(prefixed, device_); });
+    learn_peer_addresses(client, prefix);
+  }
+
+  // Every rank announces itself and waits for all others, so that a missing
+  // rank is reported by number rather than as a Gloo key.
+  void arrive(rendezvous_client& client, const std::string& prefix) {
+    auto key = [&](int r) { return prefix + "/arrived/" + std::to_string(r); };
+    client.set(key(topo_.rank), std::vector<char>(topo_.host.begin(), topo_.host.end()));
+    std::vector<std::string> keys;
+    for (int r = 0; r < topo_.size; ++r)
+      keys.push_back(key(r));
+    try {
+      client.wait(keys, timeout_);
+    } catch (const rendezvous_timeout&) {
+      std::vector<int> missing;
+      std::vector<std::string> arrived;
+      for (int r = 0; r < topo_.size; ++r) {
+        if (auto host = client.try_get(key(r)))
+          arrived.push_back(fmt::format("{} on {}", r, std::string(host->begin(), host->end())));
+        else
+          missing.push_back(r);
+      }
+      throw rendezvous_timeout(fmt::format(
+        "hvd::init on rank {} ({}): rank{} {} of {} never joined the collectives rendezvous "
+        "(scope '{}', '{}') within {}; arrived: {}. Every rank must call hvd::init(); a rank "
+        "that crashed or is still busy before it shows up here",
+        topo_.rank, topo_.host, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
+        topo_.size, client.scope(), prefix, seconds(timeout_), fmt::join(arrived, ", ")));
+    }
+  }
+
+  // Maps the address each peer's pair uses towards this rank to the peer's
+  // rank, for error messages.
+  void learn_peer_addresses(rendezvous_client& client, const std::string& prefix) {
+    std::string mine;
+    for (int r = 0; r < topo_.size; ++r) {
+      if (r != topo_.rank)
+        mine += ctx_->getPair(r)->address().str();
+      mine += '\n';
+    }
+    client.set(prefix + "/pairs/" + std::to_string(topo_.rank),
+               std::vector<char>(mine.begin(), mine.end()));
+    for (int r = 0; r < topo_.size; ++r) {
+      if (r == topo_.rank)
+        continue;
+      auto bytes = client.get(prefix + "/pairs/" + std::to_string(r), timeout_);
+      std::string text(bytes.begin(), bytes.end());
+      size_t pos = 0;
+      for (int i = 0; i < topo_.rank; ++i)
+        pos = text.find('\n', pos) + 1;
+      peers_[text.substr(pos, text.find('\n', pos) - pos)] = r;
+    }
+  }
+
+  topology topo_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<::gloo::transport::Device> device_;
+  std::shared_ptr<::gloo::rendezvous::Context> ctx_;
+  std::map<std::string, int> peers_;
+  uint32_t tag_ = 0;
+  std::string broken_;
+};
+
+} // namespace
+
+std::unique_ptr<backend> make_gloo_backend(const topology& topo, rendezvous_client& client,
+                                           const std::string& prefix,
+                                           const std::string& bind_host) {
+  return std::make_unique<gloo_backend>(topo, client, prefix, bind_host);
+}
+
+} // namespace hvactor::collectives

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "hvactor/collectives/backend.hpp"
+#include "hvactor/collectives/rendezvous_client.hpp"
+
+namespace hvactor::collectives {
+
+/// Connects this rank to every other over Gloo's TCP transport (bound to
+/// HOROVOD_GLOO_IFACE when set, else to `bind_host`), with rendezvous
+/// through `client` under `prefix`. Throws rendezvous_timeout naming the
+/// ranks that never arrived within the client's timeout.
+std::unique_ptr<backend> make_gloo_backend(const topology& topo, rendezvous_client& client,
+                                           const std::string& prefix,
+                                           const std::string& bind_host);
+
+} // namespace hvactor::collectives

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "hvactor/collectives/types.hpp"
+
+namespace hvactor::collectives {
+
+/// Where this process sits in the job (Horovod's rank variables).
+struct topology {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  /// Node id (HOROVOD_HOSTNAME) or the machine's hostname.
+  std::string host;
+};
+
+/// The transport under the hvd API: one implementation per library (Gloo,
+/// NCCL). Calls come from one thread at a time, in the same order on every
+/// rank. A failure throws an hvactor error naming the operation, this rank
+/// and the peer, after which the backend is unusable.
+class backend {
+public:
+  virtual ~backend() = default;
+
+  /// In-place elementwise reduction; `o` is never op::average (the caller
+  /// divides).
+  virtual void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) = 0;
+
+  /// Concatenates every rank's `in` into `out` in rank order; `counts[r]`
+  /// is rank r's element count.
+  virtual void allgatherv(const void* in, void* out, std::span<const size_t> counts,
+                          hvd::dtype t) = 0;
+
+  /// Root's `data` to every rank.
+  virtual void broadcast(void* data, size_t count, hvd::dtype t, int root) = 0;
+
+  virtual void barrier() = 0;
+
+  /// Sends send_counts[r] elements to rank r (consecutive in `in`), receives
+  /// recv_counts[r] from rank r into `out` in rank order.
+  virtual void alltoallv(const void* in, std::span<const int64_t> send_counts, void* out,
+                         std::span<const int64_t> recv_counts, hvd::dtype t) = 0;
+
+  /// "gloo", "local", ...
+  virtual const char* name() const = 0;
+};
+
+/// The backend of a job of one process (no environment): every collective is
+/// a local copy.
+std::unique_ptr<backend> make_local_backend();
+
+} // namespace hvactor::collectives

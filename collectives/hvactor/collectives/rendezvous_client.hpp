@@ -1,0 +1,59 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace caf {
+class actor_system_config;
+} // namespace caf
+
+namespace hvactor::collectives {
+
+/// Settings every hvactor actor system shares (message types, middleman,
+/// scheduler polling, heartbeats); the actors layer adds its own types on top.
+void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads);
+
+/// Blocking client of the coordinator's rendezvous_store, for one scope
+/// ("<job>/<generation>"). Owns a small CAF actor system of its own, so it
+/// works in any process, and closes it on destruction. Every call is bounded
+/// by a timeout; a key that does not appear in time throws
+/// hvactor::rendezvous_timeout naming it, an unreachable store hvactor::error.
+class rendezvous_client {
+public:
+  rendezvous_client(const std::string& host, uint16_t port, std::string scope,
+                    std::chrono::milliseconds timeout);
+  ~rendezvous_client();
+
+  rendezvous_client(const rendezvous_client&) = delete;
+  rendezvous_client& operator=(const rendezvous_client&) = delete;
+
+  void set(const std::string& key, const std::vector<char>& value);
+
+  /// The value of `key`, waiting up to `timeout` for it to be set.
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout);
+
+  /// The value of `key` if it is set now.
+  std::optional<std::vector<char>> try_get(const std::string& key);
+
+  /// Returns once every key is set; throws rendezvous_timeout after `timeout`.
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+
+  const std::string& scope() const {
+    return scope_;
+  }
+  std::chrono::milliseconds timeout() const {
+    return timeout_;
+  }
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  std::string scope_;
+  std::chrono::milliseconds timeout_;
+};
+
+} // namespace hvactor::collectives

@@ -1,0 +1,60 @@
+#pragma once
+
+// The rendezvous store's protocol. It lives here, below the actors layer,
+// because collectives (hvd::init in any process) are its clients; the store
+// actor itself is in actors/ and interfaces.hpp re-exports this header.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/type_id.hpp>
+
+namespace hvactor::proto {
+
+/// A list of keys (rendezvous_store::wait).
+struct key_list {
+  std::vector<std::string> keys;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, key_list& x) {
+  return f(caf::meta::type_name("key_list"), x.keys);
+}
+
+} // namespace hvactor::proto
+
+CAF_BEGIN_TYPE_ID_BLOCK(hvactor_rendezvous, caf::first_custom_type_id)
+  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, set_atom, "kv_set")
+  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, get_atom, "kv_get")
+  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, wait_atom, "kv_wait")
+  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, drop_atom, "kv_drop")
+  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, expire_atom, "expire")
+  CAF_ADD_TYPE_ID(hvactor_rendezvous, (hvactor::proto::key_list))
+CAF_END_TYPE_ID_BLOCK(hvactor_rendezvous)
+
+namespace hvactor::proto {
+
+/// Key-value store for rendezvous, scoped per job and generation
+/// ("<job>/<generation>"); keys carry the user's prefix.
+using rendezvous_store = caf::typed_actor<
+  caf::replies_to<set_atom, std::string, std::string, std::vector<char>>::with<bool>,
+  // Answers once the key exists, or fails with rendezvous_timeout.
+  caf::replies_to<get_atom, std::string, std::string, caf::timespan>::with<std::vector<char>>,
+  caf::replies_to<wait_atom, std::string, key_list, caf::timespan>::with<bool>,
+  // Forget every key of a scope.
+  caf::reacts_to<drop_atom, std::string>,
+  // Internal timer: fail waits whose deadline passed.
+  caf::reacts_to<expire_atom, uint64_t>>;
+
+/// Error category of hvactor errors carried as caf::error.
+inline constexpr caf::atom_value error_category = caf::atom("hvactor");
+
+/// A caf::error carrying an hvactor error kind, message and rank.
+caf::error make_error(int kind, std::string message, int32_t rank = -1);
+
+/// Registers the types above and the hvactor error category with `cfg`.
+void register_rendezvous_types(caf::actor_system_config& cfg);
+
+} // namespace hvactor::proto

@@ -1,0 +1,275 @@
+#include "hvactor/hvd.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "engine.hpp"
+#include "gloo/gloo_backend.hpp"
+#include "hvactor/collectives/rendezvous_client.hpp"
+#include "hvactor/env.hpp"
+#include "hvactor/errors.hpp"
+#include "hvactor/log.hpp"
+
+namespace hvactor::hvd {
+
+namespace {
+
+using collectives::topology;
+
+// The process's collectives. One per process, as in Horovod: the API is a
+// set of free functions over it.
+struct state {
+  std::mutex mu;
+  std::unique_ptr<detail::engine> engine;
+  topology topo;
+  // How many times init() connected; names the rendezvous prefix, so that a
+  // re-init never reads the previous connection's keys.
+  int connections = 0;
+  std::atomic<uint64_t> unnamed{0};
+};
+
+state& global() {
+  static state* st = new state; // never destroyed: usable from static destructors
+  return *st;
+}
+
+std::string machine_hostname() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+topology topology_from_env() {
+  topology t;
+  t.rank = env::get_int(env::rank, 0);
+  t.size = env::get_int(env::size, 1);
+  t.local_rank = env::get_int(env::local_rank, t.rank);
+  t.local_size = env::get_int(env::local_size, t.size);
+  t.cross_rank = env::get_int(env::cross_rank, 0);
+  t.cross_size = env::get_int(env::cross_size, 1);
+  t.host = env::get(env::hostname).value_or(machine_hostname());
+  if (t.size < 1 || t.rank < 0 || t.rank >= t.size)
+    throw std::invalid_argument(fmt::format("hvd::init: {}={} and {}={} are not a valid rank and "
+                                            "size",
+                                            env::rank, t.rank, env::size, t.size));
+  return t;
+}
+
+// Where Gloo listens when HOROVOD_GLOO_IFACE is not set: loopback when the
+// job's rendezvous is local, else the node's address or hostname.
+std::string bind_host(const std::string& rendezvous_host) {
+  if (auto node = env::get("HVACTOR_NODE_ADDRESS"); node && !node->empty())
+    return *node;
+  if (rendezvous_host.rfind("127.", 0) == 0 || rendezvous_host == "localhost")
+    return "127.0.0.1";
+  return machine_hostname();
+}
+
+detail::engine_options engine_options_from_env(std::chrono::milliseconds timeout) {
+  detail::engine_options opts;
+  if (auto v = env::get("HOROVOD_FUSION_THRESHOLD"))
+    opts.fusion_threshold = std::strtoull(v->c_str(), nullptr, 10);
+  if (auto v = env::get("HOROVOD_CYCLE_TIME"))
+    opts.cycle_time = std::chrono::microseconds{
+      static_cast<int64_t>(std::strtod(v->c_str(), nullptr) * 1000.0)};
+  if (auto v = env::get("HVACTOR_CHECK_NAMES"))
+    opts.check_names = *v == "1" || *v == "true";
+  opts.timeout = timeout;
+  return opts;
+}
+
+std::unique_ptr<collectives::backend> connect(const topology& topo, int connection,
+                                              std::chrono::milliseconds timeout) {
+  if (topo.size == 1)
+    return collectives::make_local_backend();
+  auto addr = env::get(env::rendezvous_addr);
+  auto port = env::get_int(env::rendezvous_port, 0);
+  if (!addr || addr->empty() || port <= 0)
+    throw error(fmt::format("hvd::init: {}={} but {} / {} are not set; start the program with "
+                            "hvactor-run or through an hvactor::executor",
+                            env::size, topo.size, env::rendezvous_addr, env::rendezvous_port));
+  auto scope = env::get(env::rendezvous_scope).value_or("default/0");
+  collectives::rendezvous_client client{*addr, static_cast<uint16_t>(port), scope, timeout};
+  return collectives::make_gloo_backend(topo, client, fmt::format("gloo.{}", connection),
+                                        bind_host(*addr));
+}
+
+detail::engine& current(const char* call) {
+  auto& st = global();
+  if (!st.engine)
+    throw not_started(fmt::format("hvd::{} called before hvd::init()", call));
+  return *st.engine;
+}
+
+const topology& topo(const char* call) {
+  current(call);
+  return global().topo;
+}
+
+} // namespace
+
+void init() {
+  auto& st = global();
+  std::lock_guard<std::mutex> lk{st.mu};
+  if (st.engine)
+    return;
+  auto t = topology_from_env();
+  auto timeout = std::chrono::milliseconds{
+    1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
+  auto backend = connect(t, st.connections, timeout);
+  ++st.connections;
+  st.topo = t;
+  st.engine = std::make_unique<detail::engine>(std::move(backend), t,
+                                               engine_options_from_env(timeout));
+  log::debug("hvd::init: rank {} of {} on {}", t.rank, t.size, t.host);
+}
+
+void shutdown() {
+  auto& st = global();
+  std::lock_guard<std::mutex> lk{st.mu};
+  if (!st.engine)
+    return;
+  st.engine->stop();
+  st.engine.reset();
+}
+
+bool is_initialized() {
+  return global().engine != nullptr;
+}
+
+int rank() {
+  return topo("rank").rank;
+}
+int size() {
+  return topo("size").size;
+}
+int local_rank() {
+  return topo("local_rank").local_rank;
+}
+int local_size() {
+  return topo("local_size").local_size;
+}
+int cross_rank() {
+  return topo("cross_rank").cross_rank;
+}
+int cross_size() {
+  return topo("cross_size").cross_size;
+}
+
+handle::~handle() = default;
+
+bool handle::ready() const {
+  using namespace std::chrono_literals;
+  return op_ && op_->done.wait_for(0s) == std::future_status::ready;
+}
+
+const std::string& handle::name() const {
+  static const std::string none;
+  return op_ ? op_->name : none;
+}
+
+void synchronize(handle& h) {
+  if (!h.op_)
+    throw std::invalid_argument("hvd::synchronize: empty handle");
+  current("synchronize").wait(*h.op_);
+}
+
+void barrier() {
+  current("barrier").run("barrier", [](collectives::backend& b) { b.barrier(); });
+}
+
+namespace detail {
+
+void allreduce(void* data, size_t count, dtype t, op o, const std::string&) {
+  auto& eng = current("allreduce");
+  int n = global().topo.size;
+  eng.run(fmt::format("allreduce ({} x {}, {})", to_string(t), count, to_string(o)),
+          [&](collectives::backend& b) {
+            b.allreduce(data, count, t, o == op::average ? op::sum : o);
+            if (o == op::average)
+              scale_average(data, count, t, n);
+          });
+}
+
+handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name) {
+  auto& eng = current("allreduce_async");
+  if (name.empty())
+    name = fmt::format("allreduce.{}", global().unnamed++);
+  return handle{eng.submit(data, count, t, o, std::move(name))};
+}
+
+std::vector<char> allgather(const void* data, size_t count, dtype t) {
+  auto& eng = current("allgather");
+  const auto& tp = global().topo;
+  std::vector<char> out;
+  eng.run(fmt::format("allgather ({})", to_string(t)), [&](collectives::backend& b) {
+    auto n = static_cast<size_t>(tp.size);
+    std::vector<int64_t> counts(n);
+    int64_t mine = static_cast<int64_t>(count);
+    std::vector<size_t> ones(n, 1);
+    b.allgatherv(&mine, counts.data(), ones, dtype::int64);
+    std::vector<size_t> sizes(counts.begin(), counts.end());
+    size_t total = 0;
+    for (auto c : sizes)
+      total += c;
+    out.resize(total * size_of(t));
+    b.allgatherv(data, out.data(), sizes, t);
+  });
+  return out;
+}
+
+void broadcast(void* data, size_t count, dtype t, int root) {
+  auto& eng = current("broadcast");
+  const auto& tp = global().topo;
+  if (root < 0 || root >= tp.size)
+    throw std::invalid_argument(
+      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
+  eng.run(fmt::format("broadcast ({} x {}, root {})", to_string(t), count, root),
+          [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
+}
+
+std::vector<char> alltoall(const void* data, size_t count, std::span<const int64_t> send_counts,
+                           dtype t, std::vector<int64_t>* recv_counts) {
+  auto& eng = current("alltoall");
+  auto n = static_cast<size_t>(global().topo.size);
+  std::vector<int64_t> sends;
+  if (send_counts.empty()) {
+    if (count % n != 0)
+      throw std::invalid_argument(fmt::format(
+        "hvd::alltoall: {} elements do not split into {} equal parts; pass send_counts", count, n));
+    sends.assign(n, static_cast<int64_t>(count / n));
+  } else {
+    sends.assign(send_counts.begin(), send_counts.end());
+    int64_t sum = 0;
+    for (auto c : sends)
+      sum += c < 0 ? -1'000'000'000'000 : c;
+    if (sends.size() != n || sum != static_cast<int64_t>(count))
+      throw std::invalid_argument(fmt::format(
+        "hvd::alltoall: send_counts [{}] must have size() = {} non-negative entries summing to "
+        "the {} elements sent",
+        fmt::join(sends, ", "), n, count));
+  }
+  std::vector<char> out;
+  std::vector<int64_t> recvs(n);
+  eng.run(fmt::format("alltoall ({})", to_string(t)), [&](collectives::backend& b) {
+    std::vector<int64_t> ones(n, 1);
+    b.alltoallv(sends.data(), ones, recvs.data(), ones, dtype::int64);
+    int64_t total = 0;
+    for (auto c : recvs)
+      total += c;
+    out.resize(static_cast<size_t>(total) * size_of(t));
+    b.alltoallv(data, sends, out.data(), recvs, t);
+  });
+  if (recv_counts)
+    *recv_counts = std::move(recvs);
+  return out;
+}
+
+} // namespace detail
+
+} // namespace hvactor::hvd

@@ -19,6 +19,9 @@ packages=(
   libssl-dev
   pkg-config
   procps
+  # The Open MPI peer of benchmarks/allreduce (optional in CMake).
+  libopenmpi-dev
+  openmpi-bin
 )
 if [[ "${HVACTOR_WITH_TORCH:-0}" == "1" ]]; then
   packages+=(libtorch-dev)

@@ -204,6 +204,9 @@ private:
       "The peer process probably died or stalls; the collectives stay unusable until "
       "hvd::shutdown() and hvd::init()");
     broken_ = gloo_text;
+    // Closing every connection now makes the ranks that still wait on this
+    // one fail at once instead of after their timeout.
+    ctx_.reset();
     throw collective_error(msg, peer);
   }
 

@@ -1,5 +1,7 @@
 #include "engine.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -59,7 +61,10 @@ void scale_average(void* data, size_t count, dtype t, int ranks) {
 engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topology& topo,
                engine_options opts)
   : backend_(std::move(b)), topo_(topo), opts_(opts), planner_(opts.fusion_threshold) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    ::pthread_setname_np(::pthread_self(), "hvd.engine");
+    loop();
+  });
 }
 
 engine::~engine() {

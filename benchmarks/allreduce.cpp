@@ -1,0 +1,280 @@
+// allreduce: hvactor's hvd::allreduce against two peers measured in the same
+// run, in nccl-tests' columns (size count type time_us algbw busbw, busbw =
+// algbw * 2(n-1)/n, GB/s = 1e9 B/s):
+//   - raw Gloo: the same algorithm per size (collectives::choose_allreduce)
+//     through gloo::allreduce on a Gloo context of its own, in the same
+//     worker processes, before hvd::init(): hvactor's overhead alone;
+//   - Open MPI's MPI_Allreduce (allreduce_mpi, started through mpirun;
+//     shared memory, and with --mpi-tcp also the TCP BTL on loopback).
+// Ratios are bandwidth ratios, peer time / hvactor time: above 1, hvactor
+// is faster. Then the fusion scenario: many small tensors one by one
+// against one grouped_allreduce. Method: allreduce_method.hpp.
+//
+//   allreduce [--np 2,4] [--min-bytes 4] [--max-bytes 268435456] [--budget-ms 500]
+//             [--peers gloo,mpi] [--mpi-tcp] [--fusion-reps 20] [--csv FILE]
+//             [--num-cpus C]   (the runtime's: CPUs the embedded node offers)
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include <hvactor/hvactor.hpp>
+
+#include "allreduce_method.hpp"
+#include "allreduce_mpi_peer.hpp"
+#include "allreduce_report.hpp"
+#include "allreduce_worker.hpp"
+
+using namespace hvactor::bench;
+
+namespace {
+
+/// The command line (parse()).
+struct config {
+  std::vector<int> nps;
+  size_t min_bytes = 4;
+  size_t max_bytes = size_t{256} << 20;
+  double budget_ms = 500;
+  bool gloo = true;
+  bool mpi = true;
+  bool mpi_tcp = false;
+  int fusion_tensors = 200;
+  size_t fusion_bytes = 16 << 10;
+  int fusion_reps = 20;
+  int timeout_s = 60;
+  int mpi_limit_s = 600;
+  std::string csv;
+};
+
+#ifdef HVACTOR_MPI_BENCH
+constexpr const char* mpi_program = HVACTOR_MPI_BENCH;
+constexpr const char* mpirun_path = HVACTOR_MPIRUN;
+#else
+constexpr const char* mpi_program = nullptr;
+constexpr const char* mpirun_path = nullptr;
+#endif
+
+config parse(const std::vector<std::string>& args) {
+  cxxopts::Options parser{"allreduce", "hvactor allreduce vs raw Gloo vs Open MPI"};
+  parser.add_options()("np", "world sizes, comma-separated",
+                       cxxopts::value<std::vector<int>>()->default_value("2,4"))(
+    "min-bytes", "smallest message", cxxopts::value<size_t>()->default_value("4"))(
+    "max-bytes", "largest message (powers of 4 in between)",
+    cxxopts::value<size_t>()->default_value("268435456"))(
+    "budget-ms", "time budget per size and implementation (sets the iterations)",
+    cxxopts::value<double>()->default_value("500"))(
+    "peers", "baselines to run: gloo, mpi", cxxopts::value<std::vector<std::string>>()->default_value("gloo,mpi"))(
+    "mpi-tcp", "also run MPI over the TCP BTL on loopback")(
+    "fusion-tensors", "tensors in the fusion scenario (0: skip it)",
+    cxxopts::value<int>()->default_value("200"))(
+    "fusion-bytes", "bytes per fusion tensor", cxxopts::value<size_t>()->default_value("16384"))(
+    "fusion-reps", "fusion repetitions (median)", cxxopts::value<int>()->default_value("20"))(
+    "timeout-s", "hvactor and Gloo timeouts", cxxopts::value<int>()->default_value("60"))(
+    "mpi-limit-s", "mpirun is killed after this long", cxxopts::value<int>()->default_value("600"))(
+    "csv", "also write the results to this CSV file", cxxopts::value<std::string>())(
+    "h,help", "this text");
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  auto o = parser.parse(static_cast<int>(argv.size()), argv.data());
+  if (o.count("help")) {
+    std::printf("%s\n", parser.help().c_str());
+    std::exit(0);
+  }
+  config c;
+  c.nps = o["np"].as<std::vector<int>>();
+  c.min_bytes = o["min-bytes"].as<size_t>();
+  c.max_bytes = o["max-bytes"].as<size_t>();
+  c.budget_ms = o["budget-ms"].as<double>();
+  auto peers = o["peers"].as<std::vector<std::string>>();
+  auto has = [&](const char* p) { return std::find(peers.begin(), peers.end(), p) != peers.end(); };
+  c.gloo = has("gloo");
+  c.mpi = has("mpi");
+  c.mpi_tcp = o.count("mpi-tcp") > 0;
+  c.fusion_tensors = o["fusion-tensors"].as<int>();
+  c.fusion_bytes = o["fusion-bytes"].as<size_t>();
+  c.fusion_reps = o["fusion-reps"].as<int>();
+  c.timeout_s = o["timeout-s"].as<int>();
+  c.mpi_limit_s = o["mpi-limit-s"].as<int>();
+  if (o.count("csv"))
+    c.csv = o["csv"].as<std::string>();
+  return c;
+}
+
+/// A problem the reader must not miss: on stderr and, in the table, on stdout.
+void loud(const std::string& message) {
+  fmt::print(stderr, "!!! {}\n", message);
+  fmt::print("# !!! {}\n", message);
+  std::fflush(stdout);
+}
+
+/// Slowest rank's time per call and rank 0's p50; prints any rank's wrong sum.
+void combine(const std::vector<size_result>& ranks, const char* what, size_t bytes, opt& us,
+             opt& p50, std::string& algorithm) {
+  double slowest = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    auto& t = ranks[r].time;
+    slowest = std::max(slowest, t.loop_us / std::max(1, t.iters));
+    if (!t.error.empty())
+      loud(fmt::format("{} allreduce of {} B returned a WRONG SUM on rank {}: {}", what, bytes,
+                       r, t.error));
+  }
+  us = slowest;
+  p50 = ranks.at(0).time.p50_us;
+  if (algorithm.empty())
+    algorithm = ranks[0].algorithm;
+  else if (algorithm != ranks[0].algorithm)
+    loud(fmt::format("{} ran {} at {} B, the other path {}", what, ranks[0].algorithm, bytes,
+                     algorithm));
+}
+
+void add_mpi(const config& cfg, int n, bool tcp, std::map<size_t, row>& rows) {
+  mpi_request req{mpirun_path, mpi_program, n, tcp, cfg.min_bytes, cfg.max_bytes,
+                  cfg.budget_ms, std::chrono::seconds{cfg.mpi_limit_s}};
+  std::string cmd;
+  for (auto& a : mpi_command(req))
+    cmd += (cmd.empty() ? "" : " ") + a;
+  fmt::print("# mpi{}: {}\n", tcp ? "-tcp" : "", cmd);
+  std::fflush(stdout);
+  auto sweep = run_mpi_peer(req);
+  for (auto& e : sweep.errors)
+    loud(fmt::format("mpi{} peer at N={}: {}", tcp ? "-tcp" : "", n, e));
+  for (auto& [bytes, p] : sweep.points) {
+    if (!rows.count(bytes))
+      continue;
+    (tcp ? rows[bytes].tcp_us : rows[bytes].mpi_us) = p.time_us;
+    (tcp ? rows[bytes].tcp_p50 : rows[bytes].mpi_p50) = p.p50_us;
+  }
+}
+
+/// A fresh empty directory for one Gloo FileStore, removed on scope exit.
+struct temp_dir {
+  temp_dir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hvactor-allreduce-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw std::runtime_error("cannot create a temporary directory for the Gloo FileStore");
+    path = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+void run_world(hvactor::runtime& rt, const config& cfg, int n, std::FILE* csv) {
+  fmt::print("\n# ==== allreduce, N={} ranks, float, sum, in place; time_us = slowest rank's "
+             "loop / iterations; GB/s = 1e9 B/s ====\n", n);
+  std::map<size_t, row> rows;
+  for (size_t bytes : message_sizes(cfg.min_bytes, cfg.max_bytes))
+    rows[bytes].bytes = bytes;
+  if (cfg.mpi && mpi_program != nullptr) {
+    add_mpi(cfg, n, false, rows);
+    if (cfg.mpi_tcp)
+      add_mpi(cfg, n, true, rows);
+  } else {
+    fmt::print("# mpi: {}\n", mpi_program ? "not requested (--peers)" : "not built");
+  }
+
+  hvactor::settings s;
+  s.timeout = std::chrono::seconds{cfg.timeout_s};
+  hvactor::executor ex{rt, s, {.num_workers = n}};
+  ex.start<allreduce_worker>();
+  if (cfg.gloo) {
+    temp_dir store;
+    fmt::print("# raw gloo: gloo::allreduce on a context of its own, FileStore {}\n", store.path);
+    std::fflush(stdout);
+    auto t0 = clock_type::now();
+    ex.execute(&allreduce_worker::gloo_connect, store.path, int64_t{cfg.timeout_s} * 1000);
+    for (auto& [bytes, r] : rows) {
+      auto res = ex.execute(&allreduce_worker::gloo_measure, uint64_t{bytes}, cfg.budget_ms);
+      combine(res, "raw gloo", bytes, r.gloo_us, r.gloo_p50, r.algorithm);
+    }
+    ex.execute(&allreduce_worker::gloo_close);
+    fmt::print("# raw gloo: {} sizes in {:.1f} s\n", rows.size(),
+               us_between(t0, clock_type::now()) / 1e6);
+  }
+
+  ex.execute(&allreduce_worker::hvd_init);
+  print_header(cfg.mpi_tcp);
+  for (auto& [bytes, r] : rows) {
+    auto res = ex.execute(&allreduce_worker::hvd_measure, uint64_t{bytes}, cfg.budget_ms);
+    combine(res, "hvactor", bytes, r.hv_us, r.hv_p50, r.algorithm);
+    print_row(cfg.mpi_tcp, n, r);
+    csv_row(csv, n, "allreduce", bytes, r.algorithm, r.hv_us, r.hv_p50, &r);
+  }
+  print_latency(cfg.mpi_tcp, rows);
+
+  opt speedup;
+  if (cfg.fusion_tensors > 0 && cfg.fusion_reps > 0) {
+    auto res = ex.execute(&allreduce_worker::hvd_fusion, int32_t{cfg.fusion_tensors},
+                          uint64_t{cfg.fusion_bytes}, int32_t{cfg.fusion_reps});
+    double separate = 0, grouped = 0;
+    for (size_t r = 0; r < res.size(); ++r) {
+      separate = std::max(separate, res[r].separate_us);
+      grouped = std::max(grouped, res[r].grouped_us);
+      if (!res[r].error.empty())
+        loud(fmt::format("fused allreduce returned a WRONG SUM on rank {}: {}", r, res[r].error));
+    }
+    speedup = ratio(separate, grouped);
+    size_t total = cfg.fusion_bytes * static_cast<size_t>(cfg.fusion_tensors);
+    fmt::print("\n# fusion, N={}: {} tensors x {} B float, median of {} (slowest rank)\n", n,
+               cfg.fusion_tensors, cfg.fusion_bytes, cfg.fusion_reps);
+    fmt::print("#   {} separate hvd::allreduce: {:>10.1f} us\n", cfg.fusion_tensors, separate);
+    fmt::print("#   one hvd::grouped_allreduce:   {:>10.1f} us\n", grouped);
+    fmt::print("#   speedup:                      {:>10.2f}x\n", speedup.value_or(0));
+    csv_row(csv, n, "fusion_separate", total, "", separate, {}, nullptr);
+    csv_row(csv, n, "fusion_grouped", total, "", grouped, {}, nullptr);
+  }
+  print_targets(n, rows, speedup);
+  ex.execute(&allreduce_worker::hvd_finish);
+  ex.shutdown();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  // In a worker process this never returns. 16 CPUs offered, so that 4 (or
+  // more) single-CPU workers fit on a small machine; --num-cpus overrides.
+  hvactor::runtime rt{argc, argv, {.num_cpus = 16}};
+  auto cfg = parse(rt.args());
+  std::FILE* csv = nullptr;
+  if (!cfg.csv.empty()) {
+    csv = std::fopen(cfg.csv.c_str(), "w");
+    if (csv == nullptr) {
+      fmt::print(stderr, "allreduce: cannot write {}\n", cfg.csv);
+      return 2;
+    }
+    csv_header(csv);
+  }
+  const char* forced = std::getenv("HVACTOR_GLOO_ALLREDUCE");
+  fmt::print("# hvactor allreduce benchmark: {} cores, budget {} ms per size, sizes {}..{} B, "
+             "algorithm {}, mpi peer {}\n",
+             std::max(1u, std::thread::hardware_concurrency()), cfg.budget_ms, cfg.min_bytes,
+             cfg.max_bytes, forced ? fmt::format("forced: {}", forced) : "choose_allreduce()",
+             mpi_program ? mpi_program : "not built");
+  int failures = 0;
+  for (int n : cfg.nps) {
+    try {
+      run_world(rt, cfg, n, csv);
+    } catch (const std::exception& e) {
+      ++failures;
+      loud(fmt::format("allreduce benchmark at N={} failed: {}", n, e.what()));
+    }
+  }
+  if (csv != nullptr)
+    std::fclose(csv);
+  return failures == 0 ? 0 : 1;
+}

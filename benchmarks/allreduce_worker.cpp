@@ -1,0 +1,117 @@
+#include "allreduce_worker.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include <hvactor/collectives/algorithm.hpp>
+#include <hvactor/hvd.hpp>
+
+#include "allreduce_gloo.hpp"
+
+namespace hvd = hvactor::hvd;
+
+namespace hvactor::bench {
+
+namespace {
+
+/// HOROVOD_RANK / HOROVOD_SIZE as the coordinator set them.
+int env_int(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr)
+    throw std::runtime_error(std::string{"allreduce benchmark: "} + name
+                             + " is not set; is this an hvactor worker?");
+  return std::atoi(value);
+}
+
+} // namespace
+
+allreduce_worker::allreduce_worker() = default;
+
+allreduce_worker::~allreduce_worker() = default;
+
+int allreduce_worker::gloo_connect(std::string store_dir, int64_t timeout_ms) {
+  timeout_ms_ = timeout_ms;
+  int rank = env_int("HOROVOD_RANK");
+  gloo_ = std::make_unique<raw_gloo>(rank, env_int("HOROVOD_SIZE"), store_dir,
+                                     std::chrono::milliseconds{timeout_ms});
+  return rank;
+}
+
+size_result allreduce_worker::gloo_measure(uint64_t bytes, double budget_ms) {
+  if (!gloo_)
+    throw std::logic_error("allreduce benchmark: gloo_measure before gloo_connect");
+  int rank = env_int("HOROVOD_RANK");
+  int ranks = env_int("HOROVOD_SIZE");
+  auto algorithm = collectives::choose_allreduce(bytes, ranks);
+  std::vector<float> buf(bytes / sizeof(float));
+  auto reduce = [&](float* data, size_t count) { gloo_->allreduce(data, count, algorithm); };
+  auto barrier = [&] { gloo_->barrier(); };
+  return {measure(reduce, barrier, buf.data(), buf.size(), rank, ranks, budget_ms),
+          collectives::to_string(algorithm)};
+}
+
+int allreduce_worker::gloo_close() {
+  gloo_.reset();
+  return env_int("HOROVOD_RANK");
+}
+
+int allreduce_worker::hvd_init() {
+  hvd::init();
+  return hvd::rank();
+}
+
+size_result allreduce_worker::hvd_measure(uint64_t bytes, double budget_ms) {
+  auto algorithm = collectives::choose_allreduce(bytes, hvd::size());
+  std::vector<float> buf(bytes / sizeof(float));
+  auto reduce = [](float* data, size_t count) {
+    hvd::allreduce(std::span<float>{data, count}, hvd::op::sum);
+  };
+  auto barrier = [] { hvd::barrier(); };
+  return {measure(reduce, barrier, buf.data(), buf.size(), hvd::rank(), hvd::size(), budget_ms),
+          collectives::to_string(algorithm)};
+}
+
+fusion_result allreduce_worker::hvd_fusion(int32_t tensors, uint64_t bytes, int32_t reps) {
+  size_t count = bytes / sizeof(float);
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(tensors), std::vector<float>(count));
+  std::vector<std::span<float>> spans(bufs.begin(), bufs.end());
+  fusion_result out;
+  for (auto& b : bufs)
+    fill_for_check(b.data(), b.size(), hvd::rank());
+  hvd::grouped_allreduce(spans, hvd::op::sum);
+  for (size_t i = 0; i < bufs.size() && out.error.empty(); ++i)
+    if (auto err = check_sum(bufs[i].data(), bufs[i].size(), hvd::size()); !err.empty())
+      out.error = "tensor " + std::to_string(i) + ": " + err;
+  auto separate = [&] {
+    for (auto& s : spans)
+      hvd::allreduce(s, hvd::op::sum);
+  };
+  auto grouped = [&] { hvd::grouped_allreduce(spans, hvd::op::sum); };
+  separate(); // warm-up
+  grouped();
+  std::vector<double> separate_us, grouped_us;
+  for (int i = 0; i < reps; ++i) {
+    hvd::barrier();
+    auto t0 = clock_type::now();
+    separate();
+    separate_us.push_back(us_between(t0, clock_type::now()));
+    hvd::barrier();
+    t0 = clock_type::now();
+    grouped();
+    grouped_us.push_back(us_between(t0, clock_type::now()));
+  }
+  out.separate_us = percentile(std::move(separate_us), 0.5);
+  out.grouped_us = percentile(std::move(grouped_us), 0.5);
+  return out;
+}
+
+int allreduce_worker::hvd_finish() {
+  int rank = hvd::rank();
+  hvd::shutdown();
+  return rank;
+}
+
+} // namespace hvactor::bench

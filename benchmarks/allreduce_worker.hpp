@@ -1,0 +1,88 @@
+#pragma once
+
+// What the allreduce benchmark runs inside every worker: the raw Gloo sweep
+// and the hvactor (hvd) sweep, one phase after the other so that neither
+// runs while the other is set up (raw Gloo first, with hvd not initialized;
+// then hvd). The driver calls the members through executor::execute, one
+// size per call, and gets every rank's result in rank order.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/meta/type_name.hpp>
+
+#include "allreduce_method.hpp"
+
+namespace hvactor::bench {
+
+class raw_gloo;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, timing& x) {
+  return f(caf::meta::type_name("timing"), x.loop_us, x.iters, x.p50_us, x.error);
+}
+
+/// One rank's measurement of one size, with the algorithm it ran.
+struct size_result {
+  timing time;
+  /// "ring" or "bcube" (collectives::choose_allreduce in this process).
+  std::string algorithm;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, size_result& x) {
+  return f(caf::meta::type_name("size_result"), x.time, x.algorithm);
+}
+
+/// One rank's fusion scenario: medians over the repetitions.
+struct fusion_result {
+  /// Many synchronous hvd::allreduce calls, one per tensor.
+  double separate_us = 0;
+  /// One hvd::grouped_allreduce of the same tensors.
+  double grouped_us = 0;
+  /// Empty, or what the checked grouped call got wrong.
+  std::string error;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fusion_result& x) {
+  return f(caf::meta::type_name("fusion_result"), x.separate_us, x.grouped_us, x.error);
+}
+
+/// The executable object of the benchmark's workers (executor::start<T>).
+class allreduce_worker {
+public:
+  allreduce_worker();
+  ~allreduce_worker();
+
+  /// Joins a raw Gloo mesh of all ranks through a FileStore in `store_dir`
+  /// (created by the driver, empty). Returns this rank.
+  int gloo_connect(std::string store_dir, int64_t timeout_ms);
+
+  /// Measures raw Gloo at `bytes` (floats), with hvactor's algorithm.
+  size_result gloo_measure(uint64_t bytes, double budget_ms);
+
+  /// Closes the raw Gloo mesh. Returns this rank.
+  int gloo_close();
+
+  /// hvd::init(). Returns hvd::rank().
+  int hvd_init();
+
+  /// Measures hvd::allreduce (op::sum, in place) at `bytes` (floats).
+  size_result hvd_measure(uint64_t bytes, double budget_ms);
+
+  /// `tensors` tensors of `bytes` each: synchronous allreduce one by one,
+  /// then grouped_allreduce, `reps` times each (after one checked grouped
+  /// call and one warm-up of each).
+  fusion_result hvd_fusion(int32_t tensors, uint64_t bytes, int32_t reps);
+
+  /// hvd::shutdown(). Returns this rank.
+  int hvd_finish();
+
+private:
+  std::unique_ptr<raw_gloo> gloo_;
+  int64_t timeout_ms_ = 60000;
+};
+
+} // namespace hvactor::bench

@@ -99,8 +99,12 @@ void engine::run(std::string name, const std::function<void(collectives::backend
     }
     lk.lock();
     busy_ = false;
+    // Wake the engine only if work arrived meanwhile: a needless wake-up
+    // per call costs a scheduler tick on an oversubscribed machine.
+    bool queued = !queue_.empty();
     lk.unlock();
-    cv_.notify_all();
+    if (queued)
+      cv_.notify_all();
     if (err)
       std::rethrow_exception(err);
     return;
@@ -125,13 +129,18 @@ std::shared_ptr<pending_op> engine::submit(void* data, size_t count, dtype t, op
   p->type = t;
   p->reduction = o;
   p->submitted = std::chrono::steady_clock::now();
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lk{mu_};
     if (stopping_)
       throw not_started("hvd: allreduce_async('" + p->name + "') after hvd::shutdown()");
     queue_.push_back(p);
+    // The engine sleeps until the queue is non-empty, then until the batch
+    // closes; only the first entry and a full batch need to wake it.
+    wake = queue_.size() == 1 || run_closed();
   }
-  cv_.notify_all();
+  if (wake)
+    cv_.notify_all();
   return p;
 }
 

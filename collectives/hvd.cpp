@@ -1,5 +1,6 @@
 #include "hvactor/hvd.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -99,6 +100,15 @@ std::unique_ptr<collectives::backend> connect(const topology& topo, int connecti
                                         bind_host(*addr));
 }
 
+// Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would
+// kill this process with SIGPIPE instead of failing the operation with
+// EPIPE. Ignore it unless the program installed a handler of its own.
+void ignore_sigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    ::signal(SIGPIPE, SIG_IGN);
+}
+
 detail::engine& current(const char* call) {
   auto& st = global();
   if (!st.engine)
@@ -119,6 +129,7 @@ void init() {
   if (st.engine)
     return;
   auto t = topology_from_env();
+  ignore_sigpipe();
   auto timeout = std::chrono::milliseconds{
     1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
   auto backend = connect(t, st.connections, timeout);

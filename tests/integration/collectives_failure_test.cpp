@@ -1,0 +1,427 @@
+// hvd collectives that fail, between real worker processes: calls outside
+// init/shutdown, ranks that disagree on names (HVACTOR_CHECK_NAMES), a rank
+// that never calls init (rendezvous timeout), a rank SIGKILLed in the middle
+// of a long allreduce. Every failure must be a clear hvactor error on every
+// surviving rank within the job's timeout, never a hang or a dead survivor.
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <hvactor/hvactor.hpp>
+
+#include "test_main.hpp"
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+
+namespace hvd = hvactor::hvd;
+
+namespace {
+
+/// hvd::init() for the scope of one worker function, shut down even when it
+/// throws.
+struct session {
+  session() {
+    hvd::init();
+  }
+  ~session() {
+    hvd::shutdown();
+  }
+};
+
+int64_t epoch_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+/// Writes `text` to `path` in one step (rename), so that a reader never sees
+/// half of it.
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  auto tmp = path;
+  tmp += ".tmp";
+  std::ofstream{tmp} << text;
+  std::filesystem::rename(tmp, path);
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in{path};
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// An async allreduce under `name` (rank 0 uses `name0`, the others
+/// `name_other`); returns the collective_error's text, or "" when it
+/// succeeded with the right sum.
+std::string named_allreduce(std::string name0, std::string name_other) {
+  session s;
+  std::vector<float> x(10, 1.0f);
+  auto h = hvd::allreduce_async(std::span<float>(x), hvd::op::sum,
+                                hvd::rank() == 0 ? name0 : name_other);
+  try {
+    hvd::synchronize(h);
+  } catch (const hvactor::collective_error& e) {
+    return e.what();
+  }
+  for (float v : x)
+    if (v != static_cast<float>(hvd::size()))
+      return "wrong sum " + std::to_string(v);
+  return "";
+}
+
+/// Rank 0 allreduces while the others broadcast; returns the error's text.
+std::string allreduce_against_broadcast() {
+  session s;
+  std::vector<double> x(3, 1.0);
+  try {
+    if (hvd::rank() == 0)
+      hvd::allreduce(std::span<double>(x), hvd::op::sum);
+    else
+      hvd::broadcast(std::span<double>(x), 0);
+  } catch (const hvactor::collective_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Every rank but `absent` calls hvd::init().
+std::string init_unless(int absent) {
+  if (std::atoi(std::getenv("HOROVOD_RANK")) == absent)
+    return "stayed away";
+  session s;
+  return "joined";
+}
+
+/// After whatever happened before, a full init and allreduce works.
+int64_t init_and_sum() {
+  session s;
+  int64_t x = hvd::rank() + 1;
+  hvd::allreduce(std::span<int64_t>(&x, 1), hvd::op::sum);
+  return x;
+}
+
+/// Loops allreduces of 4 Mi floats (16 MiB). Rank `victim` SIGKILLs itself
+/// after 300 ms, writing the time to <dir>/killed first. Every other rank writes how its failure
+/// looked to <dir>/rank-<r>: the exception kind, how long the failing call
+/// ran (ms), when it failed (epoch ms), the peer it names, and its text.
+std::string allreduce_until_failure(std::string dir, int victim) {
+  session s;
+  int me = hvd::rank();
+  if (me == victim) {
+    std::thread([dir] {
+      std::this_thread::sleep_for(300ms);
+      write_file(std::filesystem::path(dir) / "killed", std::to_string(epoch_ms()));
+      ::raise(SIGKILL);
+    }).detach();
+  }
+  std::vector<float> x(size_t{4} << 20, 1.0f);
+  std::string outcome = "none\n0\n0\n-1\nno error within 60 s";
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto report = [&](const char* kind, int peer, const char* what) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - t0)
+                  .count();
+      return std::string{kind} + "\n" + std::to_string(ms) + "\n" + std::to_string(epoch_ms())
+             + "\n" + std::to_string(peer) + "\n" + what;
+    };
+    try {
+      hvd::allreduce(std::span<float>(x), hvd::op::average);
+    } catch (const hvactor::collective_error& e) {
+      outcome = report("collective_error", e.peer(), e.what());
+      break;
+    } catch (const hvactor::error& e) {
+      outcome = report("hvactor::error", -1, e.what());
+      break;
+    } catch (const std::exception& e) {
+      outcome = report("std::exception", -1, e.what());
+      break;
+    }
+  }
+  write_file(std::filesystem::path(dir) / ("rank-" + std::to_string(me)), outcome);
+  return outcome;
+}
+
+/// After hvd::init(): writes to a socket whose other end is closed; returns
+/// errno (EPIPE), unless SIGPIPE kills the process first.
+int write_to_closed_socket() {
+  session s;
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0)
+    return -1;
+  ::close(fds[1]);
+  char byte = 1;
+  auto n = ::write(fds[0], &byte, 1);
+  int err = n < 0 ? errno : 0;
+  ::close(fds[0]);
+  return err;
+}
+
+void add(std::string& found, const std::string& what) {
+  found += what + "\n";
+}
+
+/// The calls that need hvd::init(), each of which must throw not_started.
+std::string calls_refused_before_init() {
+  std::string found;
+  std::vector<float> x(4, 1.0f);
+  auto refused = [&](const char* what, auto&& call) {
+    try {
+      call();
+      add(found, std::string{what} + " did not throw");
+    } catch (const hvactor::not_started&) {
+    } catch (const std::exception& e) {
+      add(found, std::string{what} + " threw another error: " + e.what());
+    }
+  };
+  if (hvd::is_initialized())
+    add(found, "is_initialized() before init()");
+  refused("rank", [] { hvd::rank(); });
+  refused("size", [] { hvd::size(); });
+  refused("local_rank", [] { hvd::local_rank(); });
+  refused("cross_size", [] { hvd::cross_size(); });
+  refused("allreduce", [&] { hvd::allreduce(std::span<float>(x), hvd::op::sum); });
+  refused("allreduce_async", [&] { hvd::allreduce_async(std::span<float>(x)); });
+  refused("allgather", [&] { hvd::allgather(std::span<const float>(x)); });
+  refused("broadcast", [&] { hvd::broadcast(std::span<float>(x), 0); });
+  refused("alltoall", [&] { hvd::alltoall(std::span<const float>(x)); });
+  refused("barrier", [] { hvd::barrier(); });
+  return found;
+}
+
+/// init, one allreduce, shutdown: then every call is refused again.
+std::string refused_after_shutdown() {
+  {
+    session s;
+    int64_t x = 1;
+    hvd::allreduce(std::span<int64_t>(&x, 1), hvd::op::sum);
+  }
+  return calls_refused_before_init();
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// A fresh temporary directory, removed on destruction.
+struct temp_dir {
+  std::filesystem::path path;
+  explicit temp_dir(const std::string& name)
+    : path(std::filesystem::temp_directory_path()
+           / ("hvactor-" + name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+/// Runs allreduce_until_failure on `n` ranks with rank 1 as the victim
+/// and checks what every survivor reported.
+void check_survivors_fail(int n) {
+  constexpr auto timeout = 5s;
+  constexpr int victim = 1;
+  temp_dir dir{"kill"};
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = timeout}),
+                       {.num_workers = n}};
+  ex.start();
+  auto pids = ex.worker_pids();
+  // run() fails as soon as a rank dies; the survivors go on until their
+  // collective fails and report through files.
+  std::string run_error;
+  int failed_rank = -1;
+  try {
+    ex.run(&allreduce_until_failure, dir.path.string(), victim);
+  } catch (const hvactor::worker_error& e) {
+    run_error = e.what();
+    failed_rank = e.rank();
+  }
+  CAPTURE(run_error);
+  CHECK(failed_rank == victim);
+  CHECK(contains(run_error, "SIGKILL"));
+  auto report_of = [&](int r) { return dir.path / ("rank-" + std::to_string(r)); };
+  hvactor::test::wait_until(
+    [&] {
+      for (int r = 0; r < n; ++r)
+        if (r != victim && !std::filesystem::exists(report_of(r)))
+          return false;
+      return true;
+    },
+    15s);
+  auto killed_text = read_file(dir.path / "killed");
+  REQUIRE_FALSE(killed_text.empty());
+  int64_t killed_at = std::stoll(killed_text);
+  bool someone_names_victim = false;
+  for (int r = 0; r < n; ++r) {
+    if (r == victim)
+      continue;
+    CAPTURE(r);
+    if (!std::filesystem::exists(report_of(r))) {
+      bool alive = hvactor::test::pid_alive(pids[static_cast<size_t>(r)]);
+      FAIL_CHECK("rank " << r << " never reported within 15 s; its process is "
+                         << std::string{alive ? "alive (hung?)" : "dead (SIGPIPE?)"});
+      continue;
+    }
+    std::istringstream in{read_file(report_of(r))};
+    std::string kind, what;
+    int64_t call_ms = 0, failed_at = 0;
+    int peer = -1;
+    in >> kind >> call_ms >> failed_at >> peer;
+    in.ignore(1);
+    std::getline(in, what, '\0');
+    CAPTURE(kind);
+    CAPTURE(what);
+    CHECK(kind == "collective_error");
+    CHECK(contains(what, "failed on rank " + std::to_string(r)));
+    CHECK(contains(what, "peer"));
+    CHECK(failed_at >= killed_at);
+    CHECK(failed_at - killed_at < std::chrono::milliseconds(timeout + 2s).count());
+    CHECK(call_ms < std::chrono::milliseconds(timeout + 2s).count());
+    if (n == 2)
+      CHECK(peer == victim);
+    if (peer == victim && contains(what, "peer rank 1"))
+      someone_names_victim = true;
+  }
+  // The victim's ring neighbours see its connection close and name it.
+  CHECK(someone_names_victim);
+  CHECK_NOTHROW(ex.shutdown());
+  CHECK(hvactor::test::all_gone(pids, 2s));
+}
+
+} // namespace
+
+TEST_SUITE("hvd collective failures") {
+
+TEST_CASE("calls before hvd::init() and after hvd::shutdown() throw not_started, in workers "
+          "and in the driver") {
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                       {.num_workers = 2}};
+  ex.start();
+  CHECK(ex.run(&calls_refused_before_init) == std::vector<std::string>(2, ""));
+  CHECK(ex.run(&refused_after_shutdown) == std::vector<std::string>(2, ""));
+  ex.shutdown();
+  hvd::shutdown(); // no-op unless an earlier case left the driver's open
+  CHECK(calls_refused_before_init() == "");
+  CHECK(refused_after_shutdown() == "");
+}
+
+TEST_CASE("with HVACTOR_CHECK_NAMES=1, ranks that submit different names fail on every rank "
+          "with a collective_error naming both names and both ranks") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    hvactor::executor ex{test_runtime(),
+                         hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = n, .extra_env_vars = {{"HVACTOR_CHECK_NAMES", "1"}}}};
+    ex.start();
+    // Matching names work.
+    CHECK(ex.run(&named_allreduce, std::string{"grad/w"}, std::string{"grad/w"})
+          == std::vector<std::string>(static_cast<size_t>(n), ""));
+    auto errors = ex.run(&named_allreduce, std::string{"grad/a"}, std::string{"grad/b"});
+    for (int r = 0; r < n; ++r) {
+      auto& what = errors[static_cast<size_t>(r)];
+      CAPTURE(r);
+      CAPTURE(what);
+      CHECK(contains(what, "'grad/a'"));
+      CHECK(contains(what, "'grad/b'"));
+      CHECK(contains(what, "rank 0"));
+      CHECK(contains(what, "rank 1"));
+    }
+    // Different operations are named too.
+    auto kinds = ex.run(&allreduce_against_broadcast);
+    for (int r = 0; r < n; ++r) {
+      auto& what = kinds[static_cast<size_t>(r)];
+      CAPTURE(r);
+      CAPTURE(what);
+      CHECK(contains(what, "allreduce"));
+      CHECK(contains(what, "broadcast"));
+    }
+    // After shutdown() and init() the ranks work together again.
+    CHECK(ex.run(&init_and_sum)
+          == std::vector<int64_t>(static_cast<size_t>(n), int64_t{n * (n + 1) / 2}));
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("a rank that never calls init fails the others' init with rendezvous_timeout naming it "
+          "within the timeout, and the executor still shuts down") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    hvactor::executor ex{test_runtime(),
+                         hvactor::executor::create_settings({.timeout = 2s}),
+                         {.num_workers = n}};
+    ex.start();
+    auto pids = ex.worker_pids();
+    auto t0 = std::chrono::steady_clock::now();
+    std::string what;
+    int failed_rank = -1;
+    try {
+      ex.run(&init_unless, 1);
+    } catch (const hvactor::worker_error& e) {
+      what = e.what();
+      failed_rank = e.rank();
+    }
+    auto elapsed = std::chrono::steady_clock::now() - t0;
+    CAPTURE(what);
+    if (n == 2)
+      CHECK(failed_rank == 0);
+    CHECK(failed_rank != 1);
+    CHECK(failed_rank >= 0);
+    CHECK(contains(what, "rendezvous"));
+    CHECK(contains(what, "rank 1 of " + std::to_string(n)));
+    CHECK(elapsed >= 1900ms);
+    CHECK(elapsed < 2s + 4s);
+    // The workers survived their exception: a full init works afterwards.
+    CHECK(ex.run(&init_and_sum)
+          == std::vector<int64_t>(static_cast<size_t>(n), int64_t{n * (n + 1) / 2}));
+    auto t1 = std::chrono::steady_clock::now();
+    CHECK_NOTHROW(ex.shutdown());
+    CHECK(std::chrono::steady_clock::now() - t1 < 5s);
+    CHECK(hvactor::test::all_gone(pids, 2s));
+  }
+}
+
+TEST_CASE("a rank SIGKILLed in the middle of a long allreduce makes every other rank fail with "
+          "a collective_error within the timeout, never a hang") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    check_survivors_fail(n);
+  }
+}
+
+TEST_CASE("after hvd::init a write to a socket whose peer closed returns EPIPE instead of "
+          "killing the worker with SIGPIPE") {
+  // What Gloo's TCP transport does when a peer dies while this rank sends
+  // to it (writev without MSG_NOSIGNAL; Gloo's own tests ignore SIGPIPE).
+  // A rank killed by SIGPIPE never reports its collective_error.
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                       {.num_workers = 2}};
+  ex.start();
+  std::vector<int> errnos;
+  std::string what;
+  try {
+    errnos = ex.run(&write_to_closed_socket);
+  } catch (const hvactor::worker_error& e) {
+    what = e.what();
+  }
+  CAPTURE(what);
+  CHECK(errnos == std::vector<int>(2, EPIPE));
+  ex.shutdown();
+}
+
+} // TEST_SUITE

@@ -61,12 +61,12 @@ void print_row(bool mpi_tcp, int n, const row& r) {
 }
 
 void print_latency(bool mpi_tcp, const std::map<size_t, row>& rows) {
-  fmt::print("\n# rank 0 per-call p50, us (sizes <= 4 KiB)\n#{:>10} | {:>10} {:>10} {:>10}{} | "
+  fmt::print("\n# rank 0 per-call p50, us (robust against this VM's 4 ms scheduler-tick tails)\n#{:>10} | {:>10} {:>10} {:>10}{} | "
              "{:>18}\n",
              "size", "hvactor", "gloo", "mpi", mpi_tcp ? fmt::format(" {:>10}", "mpi-tcp") : "",
              "p50 hvactor/gloo");
   for (auto& [bytes, r] : rows) {
-    if (bytes > 4096 || !r.hv_p50)
+    if (!r.hv_p50)
       continue;
     fmt::print(" {:>10} | {} {} {}{} | {}\n", bytes, cell(r.hv_p50, 10, 1), cell(r.gloo_p50, 10, 1),
                cell(r.mpi_p50, 10, 1), mpi_tcp ? " " + cell(r.tcp_p50, 10, 1) : "",
@@ -75,8 +75,8 @@ void print_latency(bool mpi_tcp, const std::map<size_t, row>& rows) {
 }
 
 void print_targets(int n, const std::map<size_t, row>& rows, opt fusion_speedup) {
-  opt worst_bw, worst_lat;
-  size_t worst_bw_at = 0, worst_lat_at = 0;
+  opt worst_bw, worst_lat, worst_p50_bw;
+  size_t worst_bw_at = 0, worst_lat_at = 0, worst_p50_bw_at = 0;
   for (auto& [bytes, r] : rows) {
     auto bw = ratio(r.gloo_us, r.hv_us);
     if (bw && bytes >= (size_t{256} << 10) && (!worst_bw || *bw < *worst_bw)) {
@@ -84,6 +84,11 @@ void print_targets(int n, const std::map<size_t, row>& rows, opt fusion_speedup)
       worst_bw_at = bytes;
     }
     auto lat = ratio(r.hv_p50, r.gloo_p50);
+    auto p50_bw = ratio(r.gloo_p50, r.hv_p50);
+    if (p50_bw && bytes >= (size_t{256} << 10) && (!worst_p50_bw || *p50_bw < *worst_p50_bw)) {
+      worst_p50_bw = p50_bw;
+      worst_p50_bw_at = bytes;
+    }
     if (lat && bytes <= 4096 && (!worst_lat || *lat > *worst_lat)) {
       worst_lat = lat;
       worst_lat_at = bytes;
@@ -99,6 +104,8 @@ void print_targets(int n, const std::map<size_t, row>& rows, opt fusion_speedup)
   fmt::print("\n# targets, N={} (as measured in this run)\n", n);
   line("bandwidth vs raw gloo, worst size >= 256 KiB:", worst_bw, worst_bw_at, "target >= 0.95",
        worst_bw && *worst_bw >= 0.95);
+  line("p50 bandwidth vs raw gloo, worst size >= 256 KiB:", worst_p50_bw, worst_p50_bw_at,
+       "target >= 0.95", worst_p50_bw && *worst_p50_bw >= 0.95);
   line("p50 latency vs raw gloo, worst size <= 4 KiB:", worst_lat, worst_lat_at, "target <= 1.2",
        worst_lat && *worst_lat <= 1.2);
   line("fusion speedup, grouped vs separate:", fusion_speedup, 0, "target >= 5",

@@ -23,6 +23,7 @@
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
+#include "hvd_session.hpp"
 #include "test_main.hpp"
 #include "test_support.hpp"
 
@@ -32,16 +33,7 @@ namespace hvd = hvactor::hvd;
 
 namespace {
 
-/// hvd::init() for the scope of one worker function, shut down even when it
-/// throws.
-struct session {
-  session() {
-    hvd::init();
-  }
-  ~session() {
-    hvd::shutdown();
-  }
-};
+using session = hvactor::test::hvd_session;
 
 int64_t epoch_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

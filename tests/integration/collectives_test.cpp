@@ -25,6 +25,7 @@
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
+#include "hvd_session.hpp"
 #include "test_main.hpp"
 
 using namespace std::chrono_literals;
@@ -35,16 +36,7 @@ namespace {
 
 // --- Worker-side helpers -----------------------------------------------------
 
-/// hvd::init() for the scope of one worker function, shut down even when it
-/// throws, so that the next call starts from scratch.
-struct session {
-  session() {
-    hvd::init();
-  }
-  ~session() {
-    hvd::shutdown();
-  }
-};
+using session = hvactor::test::hvd_session;
 
 /// What a worker found wrong; the first few entries verbatim.
 class problems {

@@ -1,3 +1,6 @@
+// The coordinator: start, registration, env hand-out, calls and shutdown.
+// The placement phase lives in coordinator_placement.cpp.
+
 #include "hvactor/actors/coordinator.hpp"
 
 #include <map>
@@ -6,28 +9,20 @@
 
 #include <fmt/format.h>
 
+#include "coordinator_state.hpp"
 #include "hvactor/env.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
-#include "hvactor/placement.hpp"
 #include "hvactor/process.hpp"
 #include "hvactor/rank_planner.hpp"
 #include "hvactor/system_config.hpp"
 
-namespace hvactor {
-
-namespace {
+namespace hvactor::detail {
 
 using namespace proto;
 using namespace std::chrono_literals;
 
-enum class phase { idle, placing, registering, ready, stopping, stopped };
-
-// Timer ids (expire_atom payloads).
-constexpr uint64_t placement_retry_timer = 1;
-constexpr uint64_t registration_timer = 2;
-constexpr uint64_t worker_lost_timer_base = 1000; // + rank
-constexpr uint64_t call_timer_base = uint64_t{1} << 32; // + call id
+namespace {
 
 /// How long a lost worker connection waits for its colocator's exit report.
 constexpr auto exit_report_grace = 1500ms;
@@ -36,55 +31,6 @@ constexpr auto exit_report_grace = 1500ms;
 /// peers often fail first (their collective breaks), and the dead rank's
 /// exit report is the error the user needs.
 constexpr auto call_error_grace = 250ms;
-
-struct worker_slot {
-  bool registered = false;
-  worker_hello hello;
-  horovod_worker handle;
-  std::string node_id; // planned node
-};
-
-struct pending_call {
-  bool single = false;
-  caf::typed_response_promise<call_results> all;
-  caf::typed_response_promise<call_result> one;
-  std::vector<call_result> results;
-  size_t remaining = 0;
-  /// First failure, answered after call_error_grace unless the job fails.
-  caf::error first_error;
-};
-
-struct coordinator_state {
-  coordinator_config cfg;
-  phase ph = phase::idle;
-  std::string endpoint;
-  std::string rendezvous_host;
-  uint16_t rendezvous_port = 0;
-  caf::timestamp placement_deadline;
-  std::string last_placement_problem;
-  placement_plan plan;
-  std::map<std::string, node_agent> agents_by_node;
-  std::set<std::string> reserved_nodes;
-  std::map<std::string, node_colocator> colocators; // by node id
-  std::vector<worker_slot> workers;                 // by world rank
-  size_t registered = 0;
-  caf::typed_response_promise<job_info> start_promise;
-  bool start_pending = false;
-  caf::error failure;
-  std::map<uint64_t, pending_call> calls;
-  uint64_t next_call = 1;
-  static inline const char* name = "coordinator";
-
-  int size() const {
-    return static_cast<int>(workers.size());
-  }
-};
-
-using coord_actor = coordinator::stateful_pointer<coordinator_state>;
-
-caf::error hv_error(error_kind kind, std::string message, int32_t rank = -1) {
-  return make_error(static_cast<int>(kind), std::move(message), rank);
-}
 
 std::string worker_label(const coordinator_state& st, int rank) {
   auto& w = st.workers.at(rank);
@@ -112,7 +58,12 @@ void answer_pending(coordinator_state& st, const caf::error& err) {
   st.calls.clear();
 }
 
-// Fails the job: every pending call and a pending start get `err`.
+} // namespace
+
+caf::error hv_error(error_kind kind, std::string message, int32_t rank) {
+  return make_error(static_cast<int>(kind), std::move(message), rank);
+}
+
 void fail(coord_actor self, caf::error err) {
   auto& st = self->state;
   if (st.failure || st.ph == phase::stopping || st.ph == phase::stopped)
@@ -122,123 +73,7 @@ void fail(coord_actor self, caf::error err) {
   answer_pending(st, err);
 }
 
-placement_request make_request(const executor_options& o) {
-  placement_request r;
-  if (o.num_hosts) {
-    r.num_hosts = *o.num_hosts;
-    r.workers_per_host = o.num_workers_per_host.value_or(1);
-  } else {
-    r.num_workers = o.num_workers.value_or(o.min_workers.value_or(1));
-  }
-  r.cpus_per_worker = o.cpus_per_worker;
-  r.gpus_per_worker = o.use_gpu ? o.gpus_per_worker.value_or(1) : 0;
-  return r;
-}
-
-void try_placement(coord_actor self);
-
-void retry_placement(coord_actor self, std::string problem) {
-  auto& st = self->state;
-  st.last_placement_problem = std::move(problem);
-  if (caf::make_timestamp() >= st.placement_deadline) {
-    auto ms = st.cfg.settings.placement_timeout.count();
-    fail(self, hv_error(error_kind::placement_timeout,
-                        fmt::format("could not reserve resources within {} ms "
-                                    "(placement_timeout). Requested: {}. Available: {}",
-                                    ms, describe(make_request(st.cfg.options)),
-                                    st.last_placement_problem)));
-    return;
-  }
-  self->delayed_send(self, 200ms, expire_atom_v, placement_retry_timer);
-}
-
-void spawn_workers(coord_actor self);
-
-void release_reserved(coord_actor self) {
-  auto& st = self->state;
-  for (auto& node : st.reserved_nodes)
-    caf::anon_send(st.agents_by_node[node], release_atom_v, st.cfg.job_id);
-  st.reserved_nodes.clear();
-}
-
-void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
-  auto& st = self->state;
-  auto req = make_request(st.cfg.options);
-  auto plan = plan_placement(req, nodes);
-  if (!plan) {
-    retry_placement(self, describe(nodes));
-    return;
-  }
-  check_unique_nodes(*plan);
-  st.plan = *plan;
-  auto pending = std::make_shared<size_t>(plan->nodes.size());
-  auto failed = std::make_shared<std::string>();
-  for (auto& a : plan->nodes) {
-    resources want{a.cpus, a.gpus};
-    auto node = a.node_id;
-    auto done = [=] {
-      if (--*pending > 0 || self->state.ph != phase::placing)
-        return;
-      if (failed->empty()) {
-        spawn_workers(self);
-      } else {
-        release_reserved(self);
-        retry_placement(self, describe(nodes) + " (" + *failed + ")");
-      }
-    };
-    self->request(st.agents_by_node[node], st.cfg.settings.timeout, reserve_atom_v,
-                  st.cfg.job_id, want)
-      .then(
-        [=](const reservation&) {
-          if (self->state.ph != phase::placing) { // shut down meanwhile
-            caf::anon_send(self->state.agents_by_node[node], release_atom_v, self->state.cfg.job_id);
-            return;
-          }
-          self->state.reserved_nodes.insert(node);
-          done();
-        },
-        [=](caf::error& err) {
-          // A reservation that timed out may still be granted: release it.
-          caf::anon_send(self->state.agents_by_node[node], release_atom_v, self->state.cfg.job_id);
-          *failed = describe(err);
-          done();
-        });
-  }
-}
-
-void try_placement(coord_actor self) {
-  auto& st = self->state;
-  if (st.ph != phase::placing)
-    return;
-  auto infos = std::make_shared<std::vector<node_info>>();
-  auto pending = std::make_shared<size_t>(st.cfg.agents.size());
-  if (*pending == 0) {
-    retry_placement(self, "no live nodes");
-    return;
-  }
-  for (auto& agent : st.cfg.agents) {
-    auto done = [=] {
-      if (--*pending > 0 || self->state.ph != phase::placing)
-        return;
-      std::vector<node_resources> nodes;
-      for (auto& info : *infos)
-        nodes.push_back({info.node_id, info.total.cpus, info.total.gpus, info.free.cpus,
-                         info.free.gpus});
-      reserve_plan(self, std::move(nodes));
-    };
-    self->request(agent, st.cfg.settings.timeout, info_atom_v)
-      .then(
-        [=](node_info& info) {
-          self->state.agents_by_node[info.node_id] = agent;
-          infos->push_back(std::move(info));
-          done();
-        },
-        [=](caf::error& err) {
-          log::warn("a node agent did not answer: {}", describe(err));
-          done();
-        });
-  }
-}
+namespace {
 
 env_list worker_env(const coordinator_state& st) {
   env_list env;
@@ -251,10 +86,12 @@ env_list worker_env(const coordinator_state& st) {
   return env;
 }
 
+} // namespace
+
 void spawn_workers(coord_actor self) {
   auto& st = self->state;
   st.ph = phase::registering;
-  st.workers.assign(st.plan.nodes.empty() ? 0 : 0, worker_slot{});
+  st.workers.clear();
   int total = 0;
   for (auto& a : st.plan.nodes)
     total += static_cast<int>(a.ranks.size());
@@ -267,6 +104,8 @@ void spawn_workers(coord_actor self) {
     spawn_request req;
     req.job_id = st.cfg.job_id;
     req.executable = st.cfg.executable;
+    if (st.infos_by_node[a.node_id].caches_binaries)
+      req.binary_hash = st.cfg.binary_hash;
     req.args = st.cfg.args;
     req.ranks.assign(a.ranks.begin(), a.ranks.end());
     req.env = worker_env(st);
@@ -290,6 +129,8 @@ void spawn_workers(coord_actor self) {
         });
   }
 }
+
+namespace {
 
 void hand_out_env(coord_actor self) {
   auto& st = self->state;
@@ -327,7 +168,7 @@ void hand_out_env(coord_actor self) {
             return;
           st.ph = phase::ready;
           st.start_pending = false;
-          job_info info{st.cfg.job_id, st.size(), {}, {}};
+          job_info info{st.cfg.job_id, st.size(), {}, {}, st.shipped_bytes};
           for (auto& w : st.workers) {
             info.nodes.push_back(w.hello.node_id);
             info.pids.push_back(w.hello.pid);
@@ -434,13 +275,20 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
     }
     for (auto& [node, coloc] : st.colocators)
       if (coloc.address() == dm.source) {
-        std::vector<int> ranks;
+        std::vector<std::string> lost;
         for (int r = 0; r < st.size(); ++r)
           if (st.workers[r].node_id == node)
-            ranks.push_back(r);
+            lost.push_back(st.workers[r].registered
+                             ? fmt::format("rank {} (pid {})", r, st.workers[r].hello.pid)
+                             : fmt::format("rank {}", r));
+        auto& info = st.infos_by_node[node];
+        auto where = info.port != 0 ? fmt::format(" at {}:{}", info.address, info.port)
+                                    : std::string{};
         fail(self, hv_error(error_kind::node_lost,
-                            fmt::format("node '{}' was lost ({}); its workers: ranks [{}]", node,
-                                        caf::to_string(dm.reason), fmt::join(ranks, ", "))));
+                            fmt::format("node '{}'{} left the cluster during the job ({}); its "
+                                        "workers are gone: {}",
+                                        node, where, caf::to_string(dm.reason),
+                                        fmt::join(lost, ", "))));
         return;
       }
   });
@@ -581,8 +429,12 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
 
 } // namespace
 
+} // namespace hvactor::detail
+
+namespace hvactor {
+
 proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
-  return sys.spawn(coordinator_impl, std::move(cfg));
+  return sys.spawn(detail::coordinator_impl, std::move(cfg));
 }
 
 } // namespace hvactor

@@ -7,6 +7,7 @@
 
 #include "hvactor/actors/coordinator.hpp"
 #include "hvactor/actors/rendezvous_store.hpp"
+#include "hvactor/collectives/transport.hpp"
 #include "hvactor/system_config.hpp"
 #include "runtime_impl.hpp"
 
@@ -40,18 +41,23 @@ struct executor::impl {
   }
 
   uint16_t publish(const caf::actor& handle, const char* what) {
-    auto port = sys().middleman().publish(handle, 0, rt.bind_host.c_str(), true);
+    auto port = transport::publish(sys(), handle, 0, rt.bind_host);
     if (!port)
       throw error(fmt::format("cannot publish the job's {} on {}: {}", what, rt.bind_host,
                               sys().render(port.error())));
+    if (rt.watchdog)
+      rt.watchdog->watch(*port);
     return *port;
   }
 
   void teardown() {
+    for (auto port : {coord_port, store_port})
+      if (port != 0 && rt.watchdog)
+        rt.watchdog->unwatch(port);
     if (coord_port != 0)
-      sys().middleman().unpublish(caf::actor_cast<caf::actor>(coord), coord_port);
+      transport::unpublish(sys(), caf::actor_cast<caf::actor>(coord), coord_port);
     if (store_port != 0)
-      sys().middleman().unpublish(caf::actor_cast<caf::actor>(store), store_port);
+      transport::unpublish(sys(), caf::actor_cast<caf::actor>(store), store_port);
     coord_port = store_port = 0;
     if (coord)
       caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
@@ -88,8 +94,9 @@ void executor::start() {
   cfg.job_id = fmt::format("job-{}-{}", ::getpid(), st.rt.next_job++);
   cfg.settings = st.settings;
   cfg.options = st.options;
-  cfg.agents = st.rt.agents;
+  cfg.registry = st.rt.registry;
   cfg.executable = st.rt.executable;
+  cfg.binary_hash = st.rt.binary_hash;
   cfg.args = st.rt.original_args;
   st.coord = spawn_coordinator(st.sys(), cfg);
   st.store = spawn_rendezvous_store(st.sys());
@@ -154,6 +161,11 @@ int executor::num_workers() const noexcept {
 std::vector<std::string> executor::worker_nodes() const {
   impl_->require_started("worker_nodes");
   return impl_->job.nodes;
+}
+
+uint64_t executor::shipped_bytes() const {
+  impl_->require_started("shipped_bytes");
+  return impl_->job.shipped_bytes;
 }
 
 std::vector<int> executor::worker_pids() const {

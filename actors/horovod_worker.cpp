@@ -11,6 +11,7 @@
 #include <caf/io/middleman.hpp>
 
 #include "hvactor/actors/interfaces.hpp"
+#include "hvactor/collectives/transport.hpp"
 #include "hvactor/code_registry.hpp"
 #include "hvactor/env.hpp"
 #include "hvactor/log.hpp"
@@ -108,26 +109,26 @@ void serve_worker() {
   auto host = endpoint.substr(0, colon);
   auto port = static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1)));
   // The system lives until _exit: no destructor may block the exit.
+  // The node hands its TLS identity (if any) to its workers.
+  auto tls = tls::from_env();
+  try {
+    tls::validate(tls);
+  } catch (const std::exception& e) {
+    log::error("bad TLS identity from the node: {}", e.what());
+    leave(2);
+  }
   auto* cfg = new caf::actor_system_config;
-  configure_system(*cfg, 2);
+  configure_system(*cfg, 2, tls);
   auto* sys = new caf::actor_system{*cfg};
   coordinator coord;
   {
     caf::scoped_actor self{*sys};
-    auto mm = sys->middleman().actor_handle();
-    self->request(mm, timeout, caf::connect_atom::value, host, port)
-      .receive(
-        [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-          coord = caf::actor_cast<coordinator>(std::move(ptr));
-        },
-        [&](caf::error& err) {
-          log::error("cannot reach the driver at {}: {}", endpoint, sys->render(err));
-          leave(3);
-        });
-    if (!coord) {
-      log::error("the driver at {} published no coordinator", endpoint);
+    auto found = transport::connect(*sys, host, port, timeout);
+    if (!found) {
+      log::error("cannot reach the driver at {}: {}", endpoint, sys->render(found.error()));
       leave(3);
     }
+    coord = caf::actor_cast<coordinator>(std::move(*found));
     sys->spawn(guard_impl, coord);
     auto done = std::make_shared<std::promise<void>>();
     auto finished = done->get_future();

@@ -2,38 +2,67 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "hvactor/actors/node_colocator.hpp"
+#include "hvactor/binary_cache.hpp"
+#include "hvactor/collectives/transport.hpp"
+#include "hvactor/env.hpp"
 #include "hvactor/errors.hpp"
+#include "hvactor/log.hpp"
 
 namespace hvactor {
 
 namespace {
 
 using namespace proto;
+using namespace std::chrono_literals;
+
+/// Pause between attempts to rejoin a head that went away.
+constexpr auto rejoin_interval = 1s;
+/// Bound of one connect + join round trip.
+constexpr auto join_timeout = 5s;
+
+constexpr uint64_t rejoin_timer = 1;
+
+struct held {
+  reservation res;
+  caf::actor_addr requester;
+  bool colocated = false;
+};
 
 struct agent_state {
   node_agent_config cfg;
-  std::map<std::string, reservation> reservations; // by job id
+  std::map<std::string, held> reservations;          // by job id
   std::map<caf::actor_addr, std::string> colocators; // -> job id
+  std::optional<binary_cache> cache;
+  // Membership.
+  std::string head_host;
+  uint16_t head_port = 0;
+  uint16_t own_port = 0;
+  node_registry registry;
+  bool rejoining = false;
+  // Node shutdown.
+  bool stopping = false;
+  std::vector<caf::typed_response_promise<bool>> stop_promises;
   static inline const char* name = "node_agent";
 
   resources used() const {
     resources r;
-    for (auto& [job, res] : reservations) {
-      r.cpus += res.res.cpus;
-      r.gpus += res.res.gpus;
+    for (auto& [job, h] : reservations) {
+      r.cpus += h.res.res.cpus;
+      r.gpus += h.res.res.gpus;
     }
     return r;
   }
 
   std::vector<int32_t> free_gpu_ids() const {
     std::set<int32_t> taken;
-    for (auto& [job, res] : reservations)
-      taken.insert(res.gpu_ids.begin(), res.gpu_ids.end());
+    for (auto& [job, h] : reservations)
+      taken.insert(h.res.gpu_ids.begin(), h.res.gpu_ids.end());
     std::vector<int32_t> out;
     for (auto id : cfg.gpu_ids)
       if (!taken.count(id))
@@ -46,12 +75,14 @@ struct agent_state {
     out.node_id = cfg.node_id;
     out.hostname = cfg.hostname;
     out.address = cfg.address;
+    out.port = own_port;
+    out.caches_binaries = cache.has_value();
     out.total = {cfg.num_cpus, static_cast<int32_t>(cfg.gpu_ids.size())};
     auto u = used();
     out.free = {out.total.cpus - u.cpus, out.total.gpus - u.gpus};
     out.gpu_ids.assign(cfg.gpu_ids.begin(), cfg.gpu_ids.end());
     out.free_gpu_ids = free_gpu_ids();
-    for (auto& [job, res] : reservations)
+    for (auto& [job, h] : reservations)
       out.jobs.push_back(job);
     return out;
   }
@@ -59,54 +90,241 @@ struct agent_state {
 
 using agent_actor = node_agent::stateful_pointer<agent_state>;
 
-caf::error placement_error(std::string message) {
-  return make_error(static_cast<int>(error_kind::placement_timeout), std::move(message));
+caf::error agent_error(error_kind kind, std::string message) {
+  return make_error(static_cast<int>(kind), std::move(message));
+}
+
+// The registry's view of this node follows every change of its resources.
+void publish_info(agent_actor self) {
+  if (self->state.registry)
+    self->send(self->state.registry, update_atom_v, self->state.info());
+}
+
+void release(agent_actor self, const std::string& job) {
+  if (self->state.reservations.erase(job) > 0)
+    publish_info(self);
+}
+
+void finish_stop_if_done(agent_actor self) {
+  auto& st = self->state;
+  if (!st.stopping || !st.colocators.empty())
+    return;
+  for (auto& rp : st.stop_promises)
+    rp.deliver(true);
+  st.stop_promises.clear();
+  self->quit();
+}
+
+// Connects to the head (or takes the registry beside us) and joins it.
+void join(agent_actor self, std::function<void(caf::error)> done) {
+  auto& st = self->state;
+  auto send_join = [=](node_registry reg) {
+    self->request(reg, join_timeout, join_atom_v, self->state.info(), node_agent{self})
+      .then(
+        [=](bool) {
+          self->state.registry = reg;
+          self->monitor(reg);
+          done({});
+        },
+        [=](caf::error& err) { done(err); });
+  };
+  if (st.cfg.registry) {
+    send_join(st.cfg.registry);
+    return;
+  }
+  self->request(transport::connector(self->system()), join_timeout, caf::connect_atom_v,
+                st.head_host, st.head_port)
+    .then(
+      [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (!ptr) {
+          done(agent_error(error_kind::generic, "no registry is published there"));
+          return;
+        }
+        send_join(caf::actor_cast<node_registry>(std::move(ptr)));
+      },
+      [=](caf::error& err) { done(err); });
+}
+
+void rejoin(agent_actor self) {
+  join(self, [=](caf::error err) {
+    auto& st = self->state;
+    if (!err) {
+      log::info("node '{}' rejoined the head at {}:{}", st.cfg.node_id, st.head_host,
+                st.head_port);
+      st.rejoining = false;
+      return;
+    }
+    if (!st.stopping)
+      self->delayed_send(self, rejoin_interval, expire_atom_v, rejoin_timer);
+  });
+}
+
+caf::result<bool> put_binary(agent_actor self, const std::string& hash, const std::string& job,
+                             uint64_t offset, const std::vector<char>& bytes, bool last) {
+  auto& st = self->state;
+  if (!st.cache)
+    return agent_error(error_kind::generic,
+                       fmt::format("node '{}' has no binary cache", st.cfg.node_id));
+  try {
+    st.cache->write(hash, job, offset, bytes);
+    if (last) {
+      st.cache->finish(hash, job);
+      log::info("cached binary {} ({} bytes) for job {}", hash.substr(0, 12),
+                offset + bytes.size(), job);
+    }
+    return true;
+  } catch (const std::exception& e) {
+    st.cache->abort(hash, job);
+    return agent_error(error_kind::generic,
+                       fmt::format("node '{}' could not store the driver's binary: {}",
+                                   st.cfg.node_id, e.what()));
+  }
+}
+
+caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coordinator coord) {
+  auto& st = self->state;
+  auto i = st.reservations.find(req.job_id);
+  if (i == st.reservations.end())
+    return agent_error(error_kind::placement_timeout,
+                       fmt::format("node '{}' holds no reservation for job {}", st.cfg.node_id,
+                                   req.job_id));
+  if (!req.binary_hash.empty()) {
+    if (!st.cache || !st.cache->has(req.binary_hash))
+      return agent_error(error_kind::worker_error,
+                         fmt::format("node '{}' does not have binary {} in its cache",
+                                     st.cfg.node_id, req.binary_hash));
+    req.executable = st.cache->path(req.binary_hash);
+  }
+  req.env.entries.emplace_back(env::node_address, st.cfg.address);
+  for (auto& kv : tls::to_env(st.cfg.tls))
+    req.env.entries.push_back(kv);
+  auto coloc = spawn_node_colocator(self->system(), std::move(req), i->second.res, coord,
+                                    node_agent{self});
+  self->monitor(coloc);
+  i->second.colocated = true;
+  st.colocators.emplace(coloc.address(), i->first);
+  return coloc;
 }
 
 node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
   self->state.cfg = std::move(cfg);
+  if (!self->state.cfg.work_dir.empty())
+    self->state.cache.emplace(self->state.cfg.work_dir + "/bin");
   self->set_down_handler([=](caf::down_msg& dm) {
-    // A colocator that ended always gives its job's resources back.
     auto& st = self->state;
+    // A colocator that ended always gives its job's resources back.
     if (auto i = st.colocators.find(dm.source); i != st.colocators.end()) {
-      st.reservations.erase(i->second);
+      auto job = i->second;
       st.colocators.erase(i);
+      release(self, job);
+      finish_stop_if_done(self);
+      return;
+    }
+    if (st.registry && dm.source == st.registry.address()) {
+      log::warn("node '{}' lost the head at {}:{} ({}); rejoining every {} s", st.cfg.node_id,
+                st.head_host, st.head_port, caf::to_string(dm.reason), rejoin_interval.count());
+      st.registry = nullptr;
+      if (!st.cfg.registry && !st.stopping && !st.rejoining) {
+        st.rejoining = true;
+        rejoin(self);
+      }
+      return;
+    }
+    // A driver that reserved here and went away before colocating.
+    std::vector<std::string> orphaned;
+    for (auto& [job, h] : st.reservations)
+      if (h.requester == dm.source && !h.colocated)
+        orphaned.push_back(job);
+    for (auto& job : orphaned) {
+      log::info("driver of job {} went away before starting workers: releasing", job);
+      release(self, job);
     }
   });
   return {
     [=](info_atom) { return self->state.info(); },
     [=](reserve_atom, const std::string& job, const resources& want) -> caf::result<reservation> {
       auto& st = self->state;
+      if (st.stopping)
+        return agent_error(error_kind::placement_timeout,
+                           fmt::format("node '{}' is shutting down", st.cfg.node_id));
       auto info = st.info();
       if (st.reservations.count(job))
-        return placement_error(fmt::format("node '{}' already holds a reservation of job {}: "
-                                           "Colocator actors must be placed on unique nodes",
-                                           st.cfg.node_id, job));
+        return agent_error(error_kind::placement_timeout,
+                           fmt::format("node '{}' already holds a reservation of job {}: "
+                                       "Colocator actors must be placed on unique nodes",
+                                       st.cfg.node_id, job));
       if (want.cpus > info.free.cpus || want.gpus > info.free.gpus)
-        return placement_error(fmt::format(
-          "node '{}' cannot reserve {{CPU: {}, GPU: {}}}: free {{CPU: {}, GPU: {}}}", st.cfg.node_id,
-          want.cpus, want.gpus, info.free.cpus, info.free.gpus));
+        return agent_error(error_kind::placement_timeout,
+                           fmt::format("node '{}' cannot reserve {{CPU: {}, GPU: {}}}: free "
+                                       "{{CPU: {}, GPU: {}}}",
+                                       st.cfg.node_id, want.cpus, want.gpus, info.free.cpus,
+                                       info.free.gpus));
       reservation res{job, st.cfg.node_id, want, {}};
       res.gpu_ids.assign(info.free_gpu_ids.begin(), info.free_gpu_ids.begin() + want.gpus);
-      st.reservations[job] = res;
+      held h{res, {}, false};
+      if (auto sender = self->current_sender()) {
+        h.requester = caf::actor_cast<caf::actor_addr>(sender);
+        self->monitor(caf::actor_cast<caf::actor>(sender));
+      }
+      st.reservations[job] = std::move(h);
+      publish_info(self);
       return res;
     },
     [=](release_atom, const std::string& job) {
-      self->state.reservations.erase(job);
+      // A colocated job's resources return when its colocator ends.
+      auto i = self->state.reservations.find(job);
+      if (i != self->state.reservations.end() && !i->second.colocated)
+        release(self, job);
       return true;
     },
-    [=](colocate_atom, spawn_request& req,
-        coordinator coord) -> caf::result<node_colocator> {
+    [=](colocate_atom, spawn_request& req, coordinator coord) -> caf::result<node_colocator> {
+      return colocate(self, req, coord);
+    },
+    [=](has_bin_atom, const std::string& hash) -> caf::result<bool> {
       auto& st = self->state;
-      auto i = st.reservations.find(req.job_id);
-      if (i == st.reservations.end())
-        return placement_error(fmt::format("node '{}' holds no reservation for job {}",
-                                           st.cfg.node_id, req.job_id));
-      auto coloc = spawn_node_colocator(self->system(), std::move(req), i->second, coord,
-                                        node_agent{self});
-      self->monitor(coloc);
-      st.colocators.emplace(coloc.address(), i->first);
-      return coloc;
+      try {
+        return st.cache && st.cache->has(hash);
+      } catch (const std::exception& e) {
+        return agent_error(error_kind::invalid_argument, e.what());
+      }
+    },
+    [=](put_bin_atom, const std::string& hash, const std::string& job, uint64_t offset,
+        const std::vector<char>& bytes, bool last) {
+      return put_binary(self, hash, job, offset, bytes, last);
+    },
+    [=](join_atom, const std::string& host, uint16_t port,
+        uint16_t own_port) -> caf::result<bool> {
+      auto& st = self->state;
+      st.head_host = host;
+      st.head_port = port;
+      st.own_port = own_port;
+      auto rp = self->make_response_promise<bool>();
+      join(self, [=](caf::error err) mutable {
+        if (err)
+          rp.deliver(err);
+        else
+          rp.deliver(true);
+      });
+      return rp;
+    },
+    [=](stop_atom) -> caf::result<bool> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<bool>();
+      st.stop_promises.push_back(rp);
+      if (!st.stopping) {
+        st.stopping = true;
+        // Each colocator escalates to SIGKILL on its own; its down message
+        // (not this answer) is what completes the stop.
+        for (auto& [addr, job] : st.colocators)
+          if (auto coloc = caf::actor_cast<node_colocator>(addr))
+            self->request(coloc, 30s, stop_atom_v).then([](bool) {}, [](caf::error&) {});
+      }
+      finish_stop_if_done(self);
+      return rp;
+    },
+    [=](expire_atom, uint64_t timer) {
+      if (timer == rejoin_timer && !self->state.stopping)
+        rejoin(self);
     },
   };
 }

@@ -10,9 +10,14 @@
 #include <thread>
 
 #include <cxxopts.hpp>
+#include <fmt/format.h>
 
 #include "hvactor/actors/horovod_worker.hpp"
 #include "hvactor/actors/node_agent.hpp"
+#include "hvactor/actors/node_registry.hpp"
+#include "hvactor/collectives/transport.hpp"
+#include "hvactor/file_digest.hpp"
+#include "hvactor/net.hpp"
 #include "hvactor/env.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
@@ -29,12 +34,6 @@ std::string self_executable() {
   if (n <= 0)
     throw error("cannot resolve /proc/self/exe: workers need the driver's binary");
   return std::string(buf, static_cast<size_t>(n));
-}
-
-std::string host_name() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
 }
 
 std::vector<int> parse_ids(const std::string& text) {
@@ -55,7 +54,13 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
     "num-gpus", "GPUs the embedded node offers", cxxopts::value<int>())(
     "gpu-ids", "GPU ids the embedded node offers (comma-separated)",
     cxxopts::value<std::string>())("node-id", "id of the embedded node",
-                                   cxxopts::value<std::string>());
+                                   cxxopts::value<std::string>())(
+    "bind", "address the driver publishes on when joining a cluster",
+    cxxopts::value<std::string>())("tls-cert", "this driver's certificate (PEM)",
+                                   cxxopts::value<std::string>())(
+    "tls-key", "this driver's private key (PEM)", cxxopts::value<std::string>())(
+    "tls-ca", "the cluster CA (PEM)", cxxopts::value<std::string>())(
+    "insecure", "join a non-loopback cluster without TLS");
   try {
     auto result = parser.parse(argc, argv);
     if (result.count("address"))
@@ -68,6 +73,16 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
       opts.gpu_ids = parse_ids(result["gpu-ids"].as<std::string>());
     if (result.count("node-id"))
       opts.node_id = result["node-id"].as<std::string>();
+    if (result.count("bind"))
+      opts.bind = result["bind"].as<std::string>();
+    if (result.count("tls-cert"))
+      opts.tls.certificate = result["tls-cert"].as<std::string>();
+    if (result.count("tls-key"))
+      opts.tls.key = result["tls-key"].as<std::string>();
+    if (result.count("tls-ca"))
+      opts.tls.cafile = result["tls-ca"].as<std::string>();
+    if (result.count("insecure"))
+      opts.insecure = true;
     rest.clear();
     if (argc > 0)
       rest.emplace_back(argv[0]);
@@ -79,6 +94,89 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
   if (opts.num_cpus < 0)
     throw std::invalid_argument("--num-cpus must be >= 0: Got " + std::to_string(opts.num_cpus)
                                 + ".");
+}
+
+// Blocks on a request at the API edge, bounded by `timeout`.
+template <class Handle, class Result, class... Ts>
+caf::expected<Result> ask(caf::actor_system& sys, const Handle& whom,
+                          std::chrono::milliseconds timeout, Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  caf::expected<Result> out{caf::sec::request_timeout};
+  self->request(whom, timeout, std::forward<Ts>(xs)...)
+    .receive([&](Result& value) { out = std::move(value); },
+             [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+// No --address: one node with this machine's resources, loopback only.
+void start_embedded(runtime::impl& st) {
+  if (st.opts.num_cpus == 0)
+    st.opts.num_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (st.opts.gpu_ids.empty() && st.opts.num_gpus > 0)
+    for (int i = 0; i < st.opts.num_gpus; ++i)
+      st.opts.gpu_ids.push_back(i);
+  st.opts.num_gpus = static_cast<int>(st.opts.gpu_ids.size());
+  if (st.opts.node_id.empty())
+    st.opts.node_id = net::host_name();
+  st.cfg = std::make_unique<caf::actor_system_config>();
+  configure_system(*st.cfg);
+  st.sys = std::make_unique<caf::actor_system>(*st.cfg);
+  st.local_registry = spawn_node_registry(*st.sys);
+  node_agent_config node{st.opts.node_id, net::host_name(), st.bind_host, st.opts.num_cpus,
+                         st.opts.gpu_ids};
+  node.registry = st.local_registry;
+  st.local_agent = spawn_node_agent(*st.sys, node);
+  st.registry = st.local_registry;
+  auto joined = ask<proto::node_agent, bool>(*st.sys, st.local_agent, std::chrono::seconds(10),
+                                             proto::join_atom_v, std::string{}, uint16_t{0},
+                                             uint16_t{0});
+  if (!joined)
+    throw error("the embedded cluster did not start: " + describe(joined.error()));
+  log::debug("embedded cluster: node '{}' with {} CPUs and {} GPUs", st.opts.node_id,
+             st.opts.num_cpus, st.opts.num_gpus);
+}
+
+// --address HEAD:PORT: connect to the head's registry; jobs run on its nodes.
+void join_cluster(runtime::impl& st) {
+  auto [host, port] = net::parse_host_port(st.opts.address, "--address (or HVACTOR_ADDRESS)");
+  if (!net::is_loopback(host) && !st.opts.tls.enabled() && !st.opts.insecure)
+    throw std::invalid_argument(
+      "hvactor::runtime: the cluster at " + st.opts.address
+      + " is not on loopback, so the driver needs a TLS identity: pass --tls-cert, --tls-key "
+        "and --tls-ca (or set HVACTOR_TLS_CERT/KEY/CA; `hvactor-node certs` makes them), or "
+        "--insecure to join without authentication");
+  tls::validate(st.opts.tls);
+  st.bind_host = !st.opts.bind.empty() ? st.opts.bind : net::local_address_towards(host);
+  st.binary_hash = sha256_file(st.executable);
+  st.cfg = std::make_unique<caf::actor_system_config>();
+  configure_system(*st.cfg, 0, st.opts.tls);
+  st.sys = std::make_unique<caf::actor_system>(*st.cfg);
+  if (st.opts.tls.enabled())
+    st.watchdog = std::make_unique<connection_watchdog>(connection_watchdog::options{});
+  auto found = transport::connect(*st.sys, host, port, std::chrono::seconds(10));
+  if (!found) {
+    auto why = st.sys->render(found.error());
+    st.sys.reset();
+    throw error(fmt::format(
+      "hvactor::runtime: cannot join the cluster at {}: {}. Is `hvactor-node --head` running "
+      "there{}?",
+      st.opts.address, why,
+      st.opts.tls.enabled() ? ", with certificates from the same CA as this driver's"
+                            : " (a TLS cluster refuses a driver without --tls-cert/key/ca)"));
+  }
+  st.registry = caf::actor_cast<proto::node_registry>(std::move(*found));
+  auto view = ask<proto::node_registry, proto::cluster_view>(*st.sys, st.registry,
+                                                             std::chrono::seconds(10),
+                                                             proto::list_atom_v);
+  if (!view) {
+    auto why = describe(view.error());
+    st.registry = nullptr;
+    st.sys.reset();
+    throw error(fmt::format("hvactor::runtime: {} does not answer as an hvactor head: {}",
+                            st.opts.address, why));
+  }
+  log::debug("joined the cluster at {}: {} nodes; publishing on {}", st.opts.address,
+             view->nodes.size(), st.bind_host);
 }
 
 } // namespace
@@ -93,37 +191,26 @@ runtime::runtime(int argc, char** argv, runtime_options defaults) : impl_(new im
   parse_args(argc, argv, st.opts, st.args);
   if (st.opts.address.empty())
     st.opts.address = env::get(env::address).value_or("");
-  if (!st.opts.address.empty())
-    throw std::invalid_argument("hvactor::runtime: joining a cluster (--address "
-                                + st.opts.address
-                                + ") needs hvactor-node, which this build does not have yet; "
-                                  "omit --address to use the embedded local cluster");
+  if (!st.opts.tls.enabled())
+    st.opts.tls = tls::from_env();
   st.executable = self_executable();
-  if (st.opts.num_cpus == 0)
-    st.opts.num_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (st.opts.gpu_ids.empty() && st.opts.num_gpus > 0)
-    for (int i = 0; i < st.opts.num_gpus; ++i)
-      st.opts.gpu_ids.push_back(i);
-  st.opts.num_gpus = static_cast<int>(st.opts.gpu_ids.size());
-  if (st.opts.node_id.empty())
-    st.opts.node_id = host_name();
-  st.cfg = std::make_unique<caf::actor_system_config>();
-  configure_system(*st.cfg);
-  st.sys = std::make_unique<caf::actor_system>(*st.cfg);
-  node_agent_config node{st.opts.node_id, host_name(), st.bind_host, st.opts.num_cpus,
-                         st.opts.gpu_ids};
-  st.local_agent = spawn_node_agent(*st.sys, node);
-  st.agents.push_back(st.local_agent);
-  log::debug("embedded cluster: node '{}' with {} CPUs and {} GPUs", st.opts.node_id,
-             st.opts.num_cpus, st.opts.num_gpus);
+  if (st.opts.address.empty())
+    start_embedded(st);
+  else
+    join_cluster(st);
 }
 
 runtime::~runtime() {
   if (!impl_ || !impl_->sys)
     return;
-  caf::anon_send_exit(impl_->local_agent, caf::exit_reason::user_shutdown);
+  if (impl_->local_agent)
+    caf::anon_send_exit(impl_->local_agent, caf::exit_reason::user_shutdown);
+  if (impl_->local_registry)
+    caf::anon_send_exit(impl_->local_registry, caf::exit_reason::user_shutdown);
   impl_->local_agent = nullptr;
-  impl_->agents.clear();
+  impl_->local_registry = nullptr;
+  impl_->registry = nullptr;
+  impl_->watchdog.reset();
   // ~actor_system waits for every actor; never let a stuck actor hang the
   // program's exit.
   std::mutex mtx;

@@ -11,6 +11,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "hvactor/actors/interfaces.hpp"
+#include "hvactor/connection_watchdog.hpp"
 #include "hvactor/runtime.hpp"
 
 namespace hvactor {
@@ -20,12 +21,20 @@ struct runtime::impl {
   std::vector<std::string> original_args;
   runtime_options opts;
   std::string executable;
+  /// SHA-256 of `executable` when joining a cluster (nodes cache by it).
+  std::string binary_hash;
   /// Address drivers publish their coordinator and store on.
   std::string bind_host = "127.0.0.1";
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
+  /// The cluster's membership: the head's registry, or the embedded one.
+  proto::node_registry registry;
+  /// The embedded cluster's registry and node (null when joining a cluster).
+  proto::node_registry local_registry;
   proto::node_agent local_agent;
-  std::vector<proto::node_agent> agents;
+  /// Under TLS: shuts down connections to the driver's published ports that
+  /// stall (CAF 0.17's OpenSSL module has no handshake timeout).
+  std::unique_ptr<connection_watchdog> watchdog;
   std::atomic<int> next_job{0};
 };
 

@@ -11,10 +11,11 @@
 
 namespace hvactor {
 
-void configure_system(caf::actor_system_config& cfg, size_t max_threads) {
+void configure_system(caf::actor_system_config& cfg, size_t max_threads,
+                      const tls::config& tls) {
   if (max_threads == 0)
     max_threads = std::max<size_t>(2, std::thread::hardware_concurrency());
-  collectives::configure_actor_system(cfg, max_threads);
+  collectives::configure_actor_system(cfg, max_threads, tls);
   proto::register_types(cfg);
 }
 

@@ -5,20 +5,27 @@
 #include <fmt/format.h>
 
 #include "hvactor/collectives/rendezvous_protocol.hpp"
+#include "hvactor/collectives/transport.hpp"
 #include "hvactor/errors.hpp"
+#include "hvactor/tls.hpp"
 
 namespace hvactor::collectives {
 
-void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads) {
+void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads,
+                            const tls::config& tls) {
   using namespace std::chrono_literals;
   proto::register_rendezvous_types(cfg);
   cfg.load<caf::io::middleman>();
   cfg.set("scheduler.max-threads", max_threads);
   cfg.set("work-stealing.aggressive-poll-attempts", size_t{0});
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
-  cfg.set("middleman.heartbeat-interval", caf::timespan{1s});
-  cfg.set("middleman.connection-timeout", caf::timespan{4s});
+  // Identical on every process (a one-sided setting drops healthy peers):
+  // a frozen peer is noticed within 2.5 s, and every live connection gets
+  // bytes twice a second, which the TLS connection watchdog relies on.
+  cfg.set("middleman.heartbeat-interval", caf::timespan{500ms});
+  cfg.set("middleman.connection-timeout", caf::timespan{2s});
   cfg.set("middleman.app-identifiers", std::vector<std::string>{"hvactor"});
+  transport::configure(cfg, tls);
 }
 
 struct rendezvous_client::impl {
@@ -55,23 +62,18 @@ struct rendezvous_client::impl {
 rendezvous_client::rendezvous_client(const std::string& host, uint16_t port, std::string scope,
                                      std::chrono::milliseconds timeout)
   : impl_(std::make_unique<impl>()), scope_(std::move(scope)), timeout_(timeout) {
-  configure_actor_system(impl_->cfg, 2);
+  // A worker reaches the store with its node's TLS identity, if any.
+  auto tls = tls::from_env();
+  tls::validate(tls);
+  configure_actor_system(impl_->cfg, 2, tls);
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   impl_->where = fmt::format("{}:{}", host, port);
-  caf::scoped_actor self{*impl_->sys};
-  auto mm = impl_->sys->middleman().actor_handle();
-  caf::error failure;
-  self->request(mm, timeout, caf::connect_atom::value, host, port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-        impl_->store = caf::actor_cast<proto::rendezvous_store>(std::move(ptr));
-      },
-      [&](caf::error& err) { failure = err; });
-  if (failure || !impl_->store)
+  auto found = transport::connect(*impl_->sys, host, port, timeout);
+  if (!found)
     throw error(fmt::format("cannot reach the rendezvous store at {} (HOROVOD_GLOO_RENDEZVOUS_ADDR/"
                             "PORT) within {} ms: {}",
-                            impl_->where, timeout.count(),
-                            failure ? impl_->sys->render(failure) : "nothing published there"));
+                            impl_->where, timeout.count(), impl_->sys->render(found.error())));
+  impl_->store = caf::actor_cast<proto::rendezvous_store>(std::move(*found));
 }
 
 rendezvous_client::~rendezvous_client() {

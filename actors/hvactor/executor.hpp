@@ -226,6 +226,10 @@ public:
   /// Process id of every rank, in rank order (after start()).
   std::vector<int> worker_pids() const;
 
+  /// Bytes of the driver's binary that start() sent to nodes lacking it
+  /// (0 on an embedded cluster, and when every node had it cached).
+  uint64_t shipped_bytes() const;
+
   struct impl;
 
 private:

@@ -5,14 +5,18 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 
+#include "hvactor/tls.hpp"
+
 namespace hvactor {
 
 /// Applies the settings every hvactor process shares: hvactor's message
 /// types, the middleman, a scheduler tuned for latency (idle threads block
 /// instead of polling with 50 us sleeps; notes/caf-0.17.md section 3) and
 /// heartbeats, identical on every process so that a frozen peer is noticed
-/// (interval 1 s, connection timeout 4 s).
-void configure_system(caf::actor_system_config& cfg, size_t max_threads = 0);
+/// (interval 500 ms, connection timeout 2 s), and mutual TLS when `tls` is
+/// enabled (validate it first: tls::validate).
+void configure_system(caf::actor_system_config& cfg, size_t max_threads = 0,
+                      const tls::config& tls = {});
 
 /// Throws the hvactor exception that `err` carries (placement_timeout,
 /// worker_error, ...), or hvactor::error with `context` and CAF's text.

@@ -31,6 +31,8 @@ inline constexpr const char* worker_node = "HVACTOR_WORKER_NODE";
 inline constexpr const char* worker_timeout_ms = "HVACTOR_WORKER_TIMEOUT_MS";
 /// Job id and generation of the rendezvous scope.
 inline constexpr const char* rendezvous_scope = "HVACTOR_RENDEZVOUS_SCOPE";
+/// Address of the node a worker runs on (Gloo binds its TCP pairs there).
+inline constexpr const char* node_address = "HVACTOR_NODE_ADDRESS";
 /// Cluster to join instead of starting an embedded one.
 inline constexpr const char* address = "HVACTOR_ADDRESS";
 /// Log level: error, warn, info, debug.

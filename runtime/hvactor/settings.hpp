@@ -1,5 +1,7 @@
 #pragma once
 
+#include "hvactor/tls.hpp"
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -63,6 +65,14 @@ struct runtime_options {
   std::vector<int> gpu_ids;
   /// Node id of the local node; empty: the hostname.
   std::string node_id;
+  /// Address the driver publishes its coordinator and rendezvous store on
+  /// when it joins a cluster; empty: the local address that reaches the head.
+  std::string bind;
+  /// The driver's TLS identity (`--tls-cert/--tls-key/--tls-ca` or
+  /// HVACTOR_TLS_*); required to join a cluster off loopback.
+  tls::config tls;
+  /// Join a non-loopback cluster without TLS (`--insecure`).
+  bool insecure = false;
 };
 
 } // namespace hvactor

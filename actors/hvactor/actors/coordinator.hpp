@@ -15,10 +15,14 @@ struct coordinator_config {
   std::string job_id;
   hvactor::settings settings;
   executor_options options;
-  /// Node agents to place on, in registry order.
-  std::vector<proto::node_agent> agents;
+  /// Where live nodes come from (the head's registry, or the embedded
+  /// cluster's); nodes are used in its join order.
+  proto::node_registry registry;
   /// Binary and argv the workers run (the driver's own).
   std::string executable;
+  /// SHA-256 of `executable`; nodes that cache binaries get it shipped
+  /// (when they lack it) and run their cached copy.
+  std::string binary_hash;
   std::vector<std::string> args;
 };
 

@@ -57,6 +57,12 @@ struct node_info {
   std::string hostname;
   /// Address other processes use to reach this node (bind address).
   std::string address;
+  /// Port the node agent is published on; 0 for an agent in the driver's
+  /// own process (embedded cluster, simulations), reached by its handle.
+  uint16_t port = 0;
+  /// True when the node runs shipped binaries from its cache (hvactor-node);
+  /// false when workers run the driver's binary in place (embedded).
+  bool caches_binaries = false;
   resources total;
   resources free;
   std::vector<int32_t> gpu_ids;
@@ -67,8 +73,8 @@ struct node_info {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-  return f(caf::meta::type_name("node_info"), x.node_id, x.hostname, x.address, x.total,
-           x.free, x.gpu_ids, x.free_gpu_ids, x.jobs);
+  return f(caf::meta::type_name("node_info"), x.node_id, x.hostname, x.address, x.port,
+           x.caches_binaries, x.total, x.free, x.gpu_ids, x.free_gpu_ids, x.jobs);
 }
 
 /// Resources a node agent set aside for one job.
@@ -99,6 +105,9 @@ struct spawn_request {
   std::string job_id;
   /// Path of the binary to run (the driver's own executable).
   std::string executable;
+  /// SHA-256 of the binary; when set, the node runs its cached copy of it
+  /// (shipped by the coordinator beforehand) instead of `executable`.
+  std::string binary_hash;
   /// argv[0..] the driver was started with.
   std::vector<std::string> args;
   /// World ranks of the workers this node runs, in local-rank order.
@@ -111,8 +120,8 @@ struct spawn_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
-  return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.args, x.ranks, x.env,
-           x.stderr_tail_lines);
+  return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.binary_hash, x.args,
+           x.ranks, x.env, x.stderr_tail_lines);
 }
 
 /// First message of a worker process to its coordinator.
@@ -195,11 +204,13 @@ struct job_info {
   /// Node id per world rank.
   std::vector<std::string> nodes;
   std::vector<int32_t> pids;
+  /// Bytes of the driver's binary sent to nodes that did not have it.
+  uint64_t shipped_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_info& x) {
-  return f(caf::meta::type_name("job_info"), x.job_id, x.size, x.nodes, x.pids);
+  return f(caf::meta::type_name("job_info"), x.job_id, x.size, x.nodes, x.pids, x.shipped_bytes);
 }
 
 } // namespace hvactor::proto
@@ -218,6 +229,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_one_atom, "call_one")
   CAF_ADD_ATOM(hvactor, hvactor::proto, shutdown_atom, "shutdown")
   CAF_ADD_ATOM(hvactor, hvactor::proto, ping_atom, "ping")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, join_atom, "join")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, update_atom, "update")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, list_atom, "list")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, has_bin_atom, "has_bin")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, put_bin_atom, "put_bin")
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
@@ -276,11 +292,48 @@ using coordinator = caf::typed_actor<
 /// Owns one machine's resources and creates colocators on it.
 using node_agent = caf::typed_actor<
   caf::replies_to<info_atom>::with<node_info>,
-  // All-or-nothing on this node: either the whole request or an error.
+  // All-or-nothing on this node: either the whole request or an error. The
+  // requester is monitored: a reservation whose driver dies is released.
   caf::replies_to<reserve_atom, std::string, resources>::with<reservation>,
   caf::replies_to<release_atom, std::string>::with<bool>,
   // Start a colocator for a reserved job; it reports to the coordinator.
-  caf::replies_to<colocate_atom, spawn_request, coordinator>::with<node_colocator>>;
+  caf::replies_to<colocate_atom, spawn_request, coordinator>::with<node_colocator>,
+  // Code shipping: is the binary with this SHA-256 in the node's cache?
+  caf::replies_to<has_bin_atom, std::string>::with<bool>,
+  // One chunk of a binary (hash, job id, offset, bytes, last chunk); the
+  // last one verifies the hash and moves the file into the cache (0700).
+  caf::replies_to<put_bin_atom, std::string, std::string, uint64_t, std::vector<char>,
+                  bool>::with<bool>,
+  // Join the head at (host, port), announcing the port this agent is
+  // published on, and keep rejoining when the head goes away; answers once
+  // the first join succeeded. An agent spawned beside the registry (the
+  // head) joins that one and ignores host and port.
+  caf::replies_to<join_atom, std::string, uint16_t, uint16_t>::with<bool>,
+  // Node shutdown: stop every colocator (kill its workers), then quit.
+  caf::replies_to<stop_atom>::with<bool>,
+  // Internal timer (rejoin attempts).
+  caf::reacts_to<expire_atom, uint64_t>>;
+
+/// Live nodes of a cluster, as the registry (or an embedded cluster) sees them.
+struct cluster_view {
+  std::vector<node_info> nodes;
+  /// Same order as `nodes`.
+  std::vector<node_agent> agents;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_view& x) {
+  return f(caf::meta::type_name("cluster_view"), x.nodes, x.agents);
+}
+
+/// Cluster membership on the head: live nodes and their free resources.
+using node_registry = caf::typed_actor<
+  // A node (re)joins; its agent is monitored and dropped when it goes away.
+  caf::replies_to<join_atom, node_info, node_agent>::with<bool>,
+  // An agent's resources changed (reserve, release, job end).
+  caf::reacts_to<update_atom, node_info>,
+  // Every live node, in join order.
+  caf::replies_to<list_atom>::with<cluster_view>>;
 
 } // namespace hvactor::proto
 
@@ -290,6 +343,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor_handles, caf::id_block::hvactor::end)
   CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::coordinator))
   CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::node_agent))
   CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::rendezvous_store))
+  CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::cluster_view))
+  CAF_ADD_TYPE_ID(hvactor_handles, (hvactor::proto::node_registry))
 CAF_END_TYPE_ID_BLOCK(hvactor_handles)
 
 namespace hvactor::proto {

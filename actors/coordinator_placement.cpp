@@ -1,0 +1,295 @@
+// Placement phase of the coordinator: cluster view -> plan -> all-or-nothing
+// reservation -> code shipping -> spawn_workers.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "coordinator_state.hpp"
+#include "hvactor/collectives/transport.hpp"
+#include "hvactor/log.hpp"
+#include "hvactor/system_config.hpp"
+
+namespace hvactor::detail {
+
+namespace {
+
+using namespace proto;
+using namespace std::chrono_literals;
+
+/// Pause between placement attempts.
+constexpr auto placement_retry = 200ms;
+
+/// Shipped binaries travel in chunks of this size (CAF messages must stay
+/// far below 4 GiB, and mid-sized buffers keep the sender's memory flat).
+constexpr size_t ship_chunk = 4 << 20;
+
+placement_request make_request(const executor_options& o) {
+  placement_request r;
+  if (o.num_hosts) {
+    r.num_hosts = *o.num_hosts;
+    r.workers_per_host = o.num_workers_per_host.value_or(1);
+  } else {
+    r.num_workers = o.num_workers.value_or(o.min_workers.value_or(1));
+  }
+  r.cpus_per_worker = o.cpus_per_worker;
+  r.gpus_per_worker = o.use_gpu ? o.gpus_per_worker.value_or(1) : 0;
+  return r;
+}
+
+void retry_placement(coord_actor self, std::string problem) {
+  auto& st = self->state;
+  st.last_placement_problem = std::move(problem);
+  if (caf::make_timestamp() >= st.placement_deadline) {
+    auto ms = st.cfg.settings.placement_timeout.count();
+    fail(self, hv_error(error_kind::placement_timeout,
+                        fmt::format("could not reserve resources within {} ms "
+                                    "(placement_timeout). Requested: {}. Available: {}",
+                                    ms, describe(make_request(st.cfg.options)),
+                                    st.last_placement_problem)));
+    return;
+  }
+  self->delayed_send(self, placement_retry, expire_atom_v, placement_retry_timer);
+}
+
+// Reads `count` bytes of the driver's binary at `offset`.
+std::vector<char> read_chunk(const std::string& path, uint64_t offset, size_t count) {
+  std::vector<char> out(count);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw error(fmt::format("cannot read the driver's binary {}: {}", path, std::strerror(errno)));
+  auto n = ::pread(fd, out.data(), count, static_cast<off_t>(offset));
+  int err = errno;
+  ::close(fd);
+  if (n < 0)
+    throw error(fmt::format("cannot read the driver's binary {}: {}", path, std::strerror(err)));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+uint64_t file_size(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  auto end = ::lseek(fd, 0, SEEK_END);
+  ::close(fd);
+  return end < 0 ? 0 : static_cast<uint64_t>(end);
+}
+
+// Sends the binary to `node` chunk by chunk, one request in flight.
+void ship_from(coord_actor self, std::string node, uint64_t offset, uint64_t size,
+               std::function<void(caf::error)> done) {
+  auto& st = self->state;
+  std::vector<char> chunk;
+  try {
+    chunk = read_chunk(st.cfg.executable, offset, ship_chunk);
+  } catch (const std::exception& e) {
+    done(hv_error(error_kind::generic, e.what()));
+    return;
+  }
+  auto next = offset + chunk.size();
+  bool last = next >= size || chunk.empty();
+  auto n = chunk.size();
+  self->request(st.agents_by_node[node], st.cfg.settings.timeout, put_bin_atom_v,
+                st.cfg.binary_hash, st.cfg.job_id, offset, std::move(chunk), last)
+    .then(
+      [=](bool) {
+        self->state.shipped_bytes += n;
+        if (last)
+          done({});
+        else
+          ship_from(self, node, next, size, done);
+      },
+      [=](caf::error& err) { done(err); });
+}
+
+// Ships the driver's binary to every planned node that caches binaries and
+// lacks it, in parallel; then starts the workers.
+void ship_binaries(coord_actor self) {
+  auto& st = self->state;
+  st.ph = phase::shipping;
+  std::vector<std::string> targets;
+  for (auto& a : st.plan.nodes)
+    if (st.infos_by_node[a.node_id].caches_binaries)
+      targets.push_back(a.node_id);
+  if (targets.empty() || st.cfg.binary_hash.empty()) {
+    spawn_workers(self);
+    return;
+  }
+  auto pending = std::make_shared<size_t>(targets.size());
+  auto size = file_size(st.cfg.executable);
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto& node : targets) {
+    auto done = [=](caf::error err) {
+      if (self->state.ph != phase::shipping)
+        return;
+      if (err) {
+        fail(self, hv_error(error_kind::worker_error,
+                            fmt::format("could not ship the driver's binary to node '{}': {}",
+                                        node, describe(err))));
+        return;
+      }
+      if (--*pending == 0) {
+        auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);
+        log::debug("job {}: binary shipped ({} bytes) in {:.1f} ms", self->state.cfg.job_id,
+                   self->state.shipped_bytes, ms.count());
+        spawn_workers(self);
+      }
+    };
+    self->request(st.agents_by_node[node], st.cfg.settings.timeout, has_bin_atom_v,
+                  st.cfg.binary_hash)
+      .then(
+        [=](bool cached) {
+          if (cached)
+            done({});
+          else
+            ship_from(self, node, 0, size, done);
+        },
+        [=](caf::error& err) { done(err); });
+  }
+}
+
+void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
+  auto& st = self->state;
+  auto req = make_request(st.cfg.options);
+  auto plan = plan_placement(req, nodes);
+  if (!plan) {
+    retry_placement(self, describe(nodes));
+    return;
+  }
+  check_unique_nodes(*plan);
+  st.plan = *plan;
+  auto attempt = st.attempt;
+  auto pending = std::make_shared<size_t>(plan->nodes.size());
+  auto failed = std::make_shared<std::string>();
+  for (auto& a : plan->nodes) {
+    resources want{a.cpus, a.gpus};
+    auto node = a.node_id;
+    auto done = [=] {
+      if (--*pending > 0 || self->state.ph != phase::placing || self->state.attempt != attempt)
+        return;
+      if (failed->empty()) {
+        ship_binaries(self);
+      } else {
+        release_reserved(self);
+        retry_placement(self, describe(nodes) + " (" + *failed + ")");
+      }
+    };
+    self->request(st.agents_by_node[node], st.cfg.settings.timeout, reserve_atom_v,
+                  st.cfg.job_id, want)
+      .then(
+        [=](const reservation&) {
+          if (self->state.ph != phase::placing) { // shut down meanwhile
+            caf::anon_send(self->state.agents_by_node[node], release_atom_v,
+                           self->state.cfg.job_id);
+            return;
+          }
+          self->state.reserved_nodes.insert(node);
+          done();
+        },
+        [=](caf::error& err) {
+          // A reservation that timed out may still be granted: release it.
+          caf::anon_send(self->state.agents_by_node[node], release_atom_v,
+                         self->state.cfg.job_id);
+          *failed = describe(err);
+          done();
+        });
+  }
+}
+
+// Makes sure every node of `view` has a usable agent handle: in-process
+// agents come with the view; hvactor-node agents get a direct connection
+// (a handle relayed by the head would route every message through it).
+void connect_agents(coord_actor self, cluster_view view) {
+  auto& st = self->state;
+  auto attempt = st.attempt;
+  auto nodes = std::make_shared<std::vector<node_resources>>();
+  auto pending = std::make_shared<size_t>(view.nodes.size() + 1);
+  auto done = [=] {
+    if (--*pending > 0 || self->state.ph != phase::placing || self->state.attempt != attempt)
+      return;
+    // Keep the registry's order.
+    std::vector<node_resources> ordered;
+    for (auto& info : view.nodes)
+      if (self->state.agents_by_node.count(info.node_id))
+        ordered.push_back({info.node_id, info.total.cpus, info.total.gpus, info.free.cpus,
+                           info.free.gpus});
+    reserve_plan(self, std::move(ordered));
+  };
+  // Forget nodes that left, and nodes that came back on another port.
+  std::map<std::string, node_agent> kept;
+  for (auto& info : view.nodes) {
+    auto old = st.infos_by_node.find(info.node_id);
+    auto agent = st.agents_by_node.find(info.node_id);
+    if (old != st.infos_by_node.end() && agent != st.agents_by_node.end()
+        && old->second.address == info.address && old->second.port == info.port)
+      kept.emplace(info.node_id, agent->second);
+  }
+  st.agents_by_node = std::move(kept);
+  st.infos_by_node.clear();
+  for (size_t i = 0; i < view.nodes.size(); ++i) {
+    auto& info = view.nodes[i];
+    st.infos_by_node[info.node_id] = info;
+    if (info.port == 0) {
+      st.agents_by_node[info.node_id] = view.agents[i];
+      --*pending;
+      continue;
+    }
+    if (st.agents_by_node.count(info.node_id)) {
+      --*pending;
+      continue;
+    }
+    auto id = info.node_id;
+    self->request(transport::connector(self->system()), st.cfg.settings.timeout,
+                  caf::connect_atom_v, info.address, info.port)
+      .then(
+        [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+          if (ptr)
+            self->state.agents_by_node[id] = caf::actor_cast<node_agent>(std::move(ptr));
+          done();
+        },
+        [=](caf::error& err) {
+          log::warn("cannot reach node '{}' at {}:{}: {}", id, view.nodes[i].address,
+                    view.nodes[i].port, describe(err));
+          done();
+        });
+  }
+  done();
+}
+
+} // namespace
+
+void release_reserved(coord_actor self) {
+  auto& st = self->state;
+  for (auto& node : st.reserved_nodes)
+    caf::anon_send(st.agents_by_node[node], release_atom_v, st.cfg.job_id);
+  st.reserved_nodes.clear();
+}
+
+void try_placement(coord_actor self) {
+  auto& st = self->state;
+  if (st.ph != phase::placing)
+    return;
+  ++st.attempt;
+  auto attempt = st.attempt;
+  self->request(st.cfg.registry, st.cfg.settings.timeout, list_atom_v)
+    .then(
+      [=](cluster_view& view) {
+        if (self->state.ph != phase::placing || self->state.attempt != attempt)
+          return;
+        if (view.nodes.empty()) {
+          retry_placement(self, "no live nodes");
+          return;
+        }
+        connect_agents(self, std::move(view));
+      },
+      [=](caf::error& err) {
+        retry_placement(self, "the cluster's node registry did not answer: " + describe(err));
+      });
+}
+
+} // namespace hvactor::detail

@@ -1,0 +1,97 @@
+#pragma once
+
+// Internal: the coordinator's state and the functions its phases share
+// (coordinator.cpp: start, registration, calls, shutdown;
+// coordinator_placement.cpp: placement, reservation, code shipping).
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hvactor/actors/coordinator.hpp"
+#include "hvactor/errors.hpp"
+#include "hvactor/placement.hpp"
+
+namespace hvactor::detail {
+
+enum class phase { idle, placing, shipping, registering, ready, stopping, stopped };
+
+// Timer ids (expire_atom payloads).
+inline constexpr uint64_t placement_retry_timer = 1;
+inline constexpr uint64_t registration_timer = 2;
+inline constexpr uint64_t worker_lost_timer_base = 1000;            // + rank
+inline constexpr uint64_t call_timer_base = uint64_t{1} << 32;      // + call id
+
+struct worker_slot {
+  bool registered = false;
+  proto::worker_hello hello;
+  proto::horovod_worker handle;
+  std::string node_id; // planned node
+};
+
+struct pending_call {
+  bool single = false;
+  caf::typed_response_promise<proto::call_results> all;
+  caf::typed_response_promise<proto::call_result> one;
+  std::vector<proto::call_result> results;
+  size_t remaining = 0;
+  /// First failure, answered after a grace period unless the job fails.
+  caf::error first_error;
+};
+
+struct coordinator_state {
+  coordinator_config cfg;
+  phase ph = phase::idle;
+  std::string endpoint;
+  std::string rendezvous_host;
+  uint16_t rendezvous_port = 0;
+  caf::timestamp placement_deadline;
+  std::string last_placement_problem;
+  /// Bumped per placement attempt; answers of older attempts are ignored.
+  uint64_t attempt = 0;
+  placement_plan plan;
+  /// Agents of the nodes of the current cluster view (direct connections
+  /// for hvactor-node agents, cached for the job's life).
+  std::map<std::string, proto::node_agent> agents_by_node;
+  std::map<std::string, proto::node_info> infos_by_node;
+  std::set<std::string> reserved_nodes;
+  std::map<std::string, proto::node_colocator> colocators; // by node id
+  std::vector<worker_slot> workers;                        // by world rank
+  size_t registered = 0;
+  uint64_t shipped_bytes = 0;
+  caf::typed_response_promise<proto::job_info> start_promise;
+  bool start_pending = false;
+  caf::error failure;
+  std::map<uint64_t, pending_call> calls;
+  uint64_t next_call = 1;
+  static inline const char* name = "coordinator";
+
+  int size() const {
+    return static_cast<int>(workers.size());
+  }
+};
+
+using coord_actor = proto::coordinator::stateful_pointer<coordinator_state>;
+
+/// An hvactor error as a caf::error (error_category, message, rank).
+caf::error hv_error(error_kind kind, std::string message, int32_t rank = -1);
+
+/// Fails the job: every pending call and a pending start get `err`.
+void fail(coord_actor self, caf::error err);
+
+/// Placement phase: asks the registry for live nodes, plans (PACK or one
+/// colocator per node), reserves all-or-nothing, ships the binary where
+/// needed, then calls spawn_workers. Retries every 200 ms until the
+/// placement deadline, then fails with placement_timeout.
+void try_placement(coord_actor self);
+
+/// Releases every reservation this job holds that no colocator owns yet.
+void release_reserved(coord_actor self);
+
+/// Registration phase: one colocate per planned node (coordinator.cpp).
+void spawn_workers(coord_actor self);
+
+} // namespace hvactor::detail

@@ -1,0 +1,113 @@
+#include "hvactor/actors/node_registry.hpp"
+
+#include <chrono>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "hvactor/errors.hpp"
+#include "hvactor/log.hpp"
+
+namespace hvactor {
+
+namespace {
+
+using namespace proto;
+using namespace std::chrono_literals;
+
+/// How long a node that rejoins under a taken id waits for the old agent.
+constexpr auto liveness_probe = 1s;
+
+struct member {
+  node_info info;
+  node_agent agent;
+};
+
+struct registry_state {
+  /// In join order; a few thousand entries at most, so lookups scan.
+  std::vector<member> members;
+  static inline const char* name = "node_registry";
+
+  member* find(const std::string& node_id) {
+    for (auto& m : members)
+      if (m.info.node_id == node_id)
+        return &m;
+    return nullptr;
+  }
+};
+
+using registry_actor = node_registry::stateful_pointer<registry_state>;
+
+void admit(registry_actor self, node_info info, node_agent agent) {
+  auto& st = self->state;
+  self->monitor(agent);
+  if (auto* m = st.find(info.node_id)) {
+    log::info("node '{}' rejoined the cluster from {}:{}", info.node_id, info.address, info.port);
+    *m = member{std::move(info), agent};
+    return;
+  }
+  log::info("node '{}' joined the cluster from {}:{} ({} CPUs, {} GPUs)", info.node_id,
+            info.address, info.port, info.total.cpus, info.total.gpus);
+  st.members.push_back(member{std::move(info), agent});
+}
+
+node_registry::behavior_type registry_impl(registry_actor self) {
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& ms = self->state.members;
+    for (auto i = ms.begin(); i != ms.end(); ++i)
+      if (i->agent.address() == dm.source) {
+        log::warn("node '{}' left the cluster ({})", i->info.node_id, caf::to_string(dm.reason));
+        ms.erase(i);
+        return;
+      }
+  });
+  return {
+    [=](join_atom, node_info& info, node_agent agent) -> caf::result<bool> {
+      auto* old = self->state.find(info.node_id);
+      if (old == nullptr || old->agent == agent) {
+        admit(self, std::move(info), agent);
+        return true;
+      }
+      // Same id, another agent: a restarted node (the old one is gone but
+      // not yet noticed) or a second live node under one id.
+      auto rp = self->make_response_promise<bool>();
+      auto previous = old->agent;
+      self->request(previous, liveness_probe, info_atom_v)
+        .then(
+          [=](const node_info& alive) mutable {
+            rp.deliver(make_error(static_cast<int>(error_kind::invalid_argument),
+                                  fmt::format("node id '{}' is already in the cluster (a live "
+                                              "node at {}:{}); give this node another --node-id",
+                                              alive.node_id, alive.address, alive.port)));
+          },
+          [=](caf::error&) mutable {
+            admit(self, info, agent);
+            rp.deliver(true);
+          });
+      return rp;
+    },
+    [=](update_atom, node_info& info) {
+      if (auto* m = self->state.find(info.node_id);
+          m != nullptr && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(m->agent))
+        m->info = std::move(info);
+    },
+    [=](list_atom) {
+      cluster_view view;
+      view.nodes.reserve(self->state.members.size());
+      view.agents.reserve(self->state.members.size());
+      for (auto& m : self->state.members) {
+        view.nodes.push_back(m.info);
+        view.agents.push_back(m.agent);
+      }
+      return view;
+    },
+  };
+}
+
+} // namespace
+
+proto::node_registry spawn_node_registry(caf::actor_system& sys) {
+  return sys.spawn(registry_impl);
+}
+
+} // namespace hvactor

@@ -1,0 +1,65 @@
+#include "hvactor/collectives/transport.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+
+#include "hvactor/tls.hpp"
+
+namespace hvactor::transport {
+
+void configure(caf::actor_system_config& cfg, const tls::config& tls) {
+  if (!tls.enabled())
+    return;
+  cfg.load<caf::openssl::manager>();
+  tls::apply(tls, cfg);
+}
+
+bool secure(caf::actor_system& sys) {
+  return sys.has_openssl_manager();
+}
+
+caf::actor connector(caf::actor_system& sys) {
+  if (secure(sys))
+    return caf::actor_cast<caf::actor>(sys.openssl_manager().actor_handle());
+  return caf::actor_cast<caf::actor>(sys.middleman().actor_handle());
+}
+
+caf::expected<uint16_t> publish(caf::actor_system& sys, const caf::actor& whom, uint16_t port,
+                                const std::string& bind) {
+  const char* in = bind.empty() ? nullptr : bind.c_str();
+  if (secure(sys))
+    return caf::openssl::publish(whom, port, in, true);
+  return sys.middleman().publish(whom, port, in, true);
+}
+
+void unpublish(caf::actor_system& sys, const caf::actor& whom, uint16_t port) {
+  if (!secure(sys)) {
+    sys.middleman().unpublish(whom, port);
+    return;
+  }
+  // caf::openssl::unpublish in 0.17.6 drops `whom` from the request; ask
+  // the OpenSSL middleman actor directly.
+  caf::scoped_actor self{sys};
+  self->request(sys.openssl_manager().actor_handle(), std::chrono::seconds(5),
+                caf::unpublish_atom_v, whom.address(), port)
+    .receive([] {}, [](caf::error&) {});
+}
+
+caf::expected<caf::strong_actor_ptr> connect(caf::actor_system& sys, const std::string& host,
+                                             uint16_t port, std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{sys};
+  caf::expected<caf::strong_actor_ptr> out{caf::sec::cannot_connect_to_node};
+  self->request(connector(sys), timeout, caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (ptr)
+          out = std::move(ptr);
+        else
+          out = caf::make_error(caf::sec::no_actor_published_at_port, port);
+      },
+      [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+} // namespace hvactor::transport

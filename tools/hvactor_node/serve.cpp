@@ -1,0 +1,178 @@
+// hvactor-node --head / --address: one node (and on the head the registry)
+// until SIGTERM or SIGINT.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
+#include <fmt/format.h>
+
+#include "hvactor/actors/node_agent.hpp"
+#include "hvactor/actors/node_registry.hpp"
+#include "hvactor/collectives/transport.hpp"
+#include "hvactor/connection_watchdog.hpp"
+#include "hvactor/errors.hpp"
+#include "hvactor/log.hpp"
+#include "hvactor/net.hpp"
+#include "hvactor/system_config.hpp"
+#include "node_options.hpp"
+
+namespace hvactor::node_tool {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Fills in defaults and refuses an unsafe or inconsistent setup.
+void resolve(node_options& o, std::string& head_host, uint16_t& head_port) {
+  if (o.node_id.empty())
+    o.node_id = net::host_name();
+  if (o.work_dir.empty())
+    o.work_dir = fmt::format("/tmp/hvactor-{}/{}", ::getuid(), o.node_id);
+  if (!o.head)
+    std::tie(head_host, head_port) = net::parse_host_port(o.address, "--address");
+  if (o.bind.empty())
+    o.bind = o.head ? "127.0.0.1" : net::local_address_towards(head_host);
+  if (o.node_ip.empty())
+    o.node_ip = !net::is_wildcard(o.bind) ? o.bind
+                : o.head                  ? net::host_name()
+                                          : net::local_address_towards(head_host);
+  if (!net::is_loopback(o.bind) && !o.tls.enabled() && !o.insecure)
+    throw std::invalid_argument(fmt::format(
+      "refusing to listen on {} without TLS: nodes run the programs drivers send them, so off "
+      "loopback every connection must be mutual TLS. Pass --tls-cert, --tls-key and --tls-ca "
+      "(`hvactor-node certs --dir DIR NAME...` makes them), or --insecure on a trusted network",
+      o.bind));
+  tls::validate(o.tls);
+}
+
+// Exits the process if the actor system does not stop in time: a node must
+// never hang on its way out.
+void destroy_bounded(std::unique_ptr<caf::actor_system>& sys) {
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread guard{[&] {
+    std::unique_lock<std::mutex> lock{mtx};
+    if (!cv.wait_for(lock, 10s, [&] { return done; })) {
+      log::error("actor system did not stop within 10 s; exiting");
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  }};
+  sys.reset();
+  {
+    std::lock_guard<std::mutex> lock{mtx};
+    done = true;
+  }
+  cv.notify_all();
+  guard.join();
+}
+
+} // namespace
+
+int serve(node_options o) {
+  std::string head_host;
+  uint16_t head_port = 0;
+  resolve(o, head_host, head_port);
+  log::set_role(o.head ? "head" : "node " + o.node_id);
+  // Every thread CAF starts inherits this mask, so only sigwait sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  caf::actor_system_config cfg;
+  configure_system(cfg, 0, o.tls);
+  auto sys = std::make_unique<caf::actor_system>(cfg);
+  if (o.tls.enabled() && !sys->openssl_manager().authentication_enabled()) {
+    // CAF would silently fall back to anonymous TLS (notes/caf-tls.md).
+    log::error("TLS is configured but CAF's OpenSSL module is not authenticating; refusing");
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+  std::unique_ptr<connection_watchdog> watchdog;
+  if (o.tls.enabled())
+    watchdog = std::make_unique<connection_watchdog>(connection_watchdog::options{});
+  auto publish = [&](const caf::actor& whom, uint16_t port, const char* what) {
+    auto got = transport::publish(*sys, whom, port, o.bind);
+    if (!got)
+      throw error(fmt::format("cannot listen for the {} on {}:{}: {}{}", what, o.bind, port,
+                              sys->render(got.error()),
+                              port != 0 ? " (is the port taken? try another --port)" : ""));
+    if (watchdog)
+      watchdog->watch(*got);
+    return *got;
+  };
+  proto::node_registry registry;
+  proto::node_agent agent;
+  int rc = 0;
+  try {
+    uint16_t registry_port = 0;
+    if (o.head) {
+      registry = spawn_node_registry(*sys);
+      registry_port = publish(caf::actor_cast<caf::actor>(registry), o.port, "node registry");
+      head_host = o.node_ip;
+      head_port = registry_port;
+    }
+    node_agent_config node{o.node_id, net::host_name(), o.node_ip, o.num_cpus, o.gpu_ids};
+    node.work_dir = o.work_dir;
+    node.tls = o.tls;
+    node.registry = registry;
+    agent = spawn_node_agent(*sys, node);
+    auto agent_port = publish(caf::actor_cast<caf::actor>(agent), o.head ? 0 : o.port,
+                              "node agent");
+    caf::scoped_actor self{*sys};
+    caf::error join_failure;
+    self->request(agent, std::chrono::seconds(o.connect_timeout_s), proto::join_atom_v,
+                  head_host, head_port, agent_port)
+      .receive([](bool) {}, [&](caf::error& err) { join_failure = err; });
+    if (join_failure)
+      throw error(fmt::format("cannot join the head at {}:{} within {} s: {}{}", head_host,
+                              head_port, o.connect_timeout_s, describe(join_failure),
+                              o.tls.enabled() ? " (does the head use the same cluster CA?)"
+                                              : " (is it running? a TLS head refuses nodes "
+                                                "without --tls-cert/--tls-key/--tls-ca)"));
+    if (o.head)
+      fmt::print("hvactor-node: head '{}' listening on {}:{} ({} CPUs, {} GPUs, {}); join with: "
+                 "hvactor-node --address {}:{}\n",
+                 o.node_id, o.node_ip, registry_port, o.num_cpus, o.gpu_ids.size(),
+                 o.tls.enabled() ? "mutual TLS" : "no TLS", o.node_ip, registry_port);
+    else
+      fmt::print("hvactor-node: node '{}' joined {}:{} and listens on {}:{} ({} CPUs, {} GPUs, "
+                 "{})\n",
+                 o.node_id, head_host, head_port, o.node_ip, agent_port, o.num_cpus,
+                 o.gpu_ids.size(), o.tls.enabled() ? "mutual TLS" : "no TLS");
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    log::info("received {}: stopping the node and its workers", ::strsignal(sig));
+    self->request(agent, 15s, proto::stop_atom_v)
+      .receive([](bool) {},
+               [&](caf::error& err) {
+                 log::warn("workers did not all stop in time: {}", describe(err));
+               });
+  } catch (const std::exception& e) {
+    log::error("{}", e.what());
+    rc = 1;
+  }
+  if (agent)
+    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+  if (registry)
+    caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  agent = nullptr;
+  registry = nullptr;
+  watchdog.reset();
+  destroy_bounded(sys);
+  return rc;
+}
+
+} // namespace hvactor::node_tool

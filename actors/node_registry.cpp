@@ -56,7 +56,11 @@ node_registry::behavior_type registry_impl(registry_actor self) {
     auto& ms = self->state.members;
     for (auto i = ms.begin(); i != ms.end(); ++i)
       if (i->agent.address() == dm.source) {
-        log::warn("node '{}' left the cluster ({})", i->info.node_id, caf::to_string(dm.reason));
+        if (dm.reason == caf::exit_reason::user_shutdown || !dm.reason)
+          log::info("node '{}' left the cluster (shut down)", i->info.node_id);
+        else
+          log::warn("node '{}' left the cluster ({})", i->info.node_id,
+                    caf::to_string(dm.reason));
         ms.erase(i);
         return;
       }

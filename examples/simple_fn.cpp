@@ -1,7 +1,9 @@
 // simple_fn: every worker returns its Horovod rank; the driver checks that
-// the ranks are unique. Runs on the embedded local cluster:
+// the ranks are unique. Runs on the embedded local cluster, or on a cluster
+// of hvactor-node processes:
 //   ./simple_fn [--num-workers N] [--num-cpus C]
-// (--num-cpus is the runtime's: what the embedded node offers)
+//   ./simple_fn --address HEAD:PORT [--num-workers N]
+// (--num-cpus and --address are the runtime's options)
 
 #include <algorithm>
 #include <cstdio>
@@ -23,8 +25,10 @@ int horovod_rank() {
 int main(int argc, char** argv) {
   // In a worker process this never returns.
   hvactor::runtime rt{argc, argv};
-  // Four workers, or as many as the embedded node has CPUs for.
-  int workers = std::min(4, rt.options().num_cpus);
+  // Four workers, or as many as the embedded node has CPUs for (a cluster
+  // joined with --address: four).
+  int cpus = rt.options().num_cpus;
+  int workers = cpus > 0 ? std::min(4, cpus) : 4;
   for (size_t i = 1; i + 1 < rt.args().size(); ++i)
     if (rt.args()[i] == "--num-workers")
       workers = std::stoi(rt.args()[i + 1]);

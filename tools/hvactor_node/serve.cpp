@@ -2,11 +2,15 @@
 // until SIGTERM or SIGINT.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -52,6 +56,12 @@ void resolve(node_options& o, std::string& head_host, uint16_t& head_port) {
       "(`hvactor-node certs --dir DIR NAME...` makes them), or --insecure on a trusted network",
       o.bind));
   tls::validate(o.tls);
+  // Shipped binaries run from here: private to the node's user.
+  std::error_code ec;
+  std::filesystem::create_directories(o.work_dir, ec);
+  if (ec || ::chmod(o.work_dir.c_str(), 0700) != 0)
+    throw error(fmt::format("cannot create the work dir {} with mode 0700: {}", o.work_dir,
+                            ec ? ec.message() : std::strerror(errno)));
 }
 
 // Exits the process if the actor system does not stop in time: a node must

@@ -2,27 +2,44 @@
 
 // Every typed actor of hvactor and every message it exchanges, in one place.
 //
+// Cluster membership (hvactor-node):
+//  A. The head runs a `node_registry` and a `node_agent`; every other
+//     hvactor-node runs a `node_agent`, publishes it and sends `join` to it,
+//     which connects to the head and joins the registry with its
+//     `node_info` (address, port, resources). The registry monitors each
+//     agent and drops a node whose process dies (at once) or freezes (CAF
+//     heartbeat timeout). Agents send `update` after every change of their
+//     free resources; an agent that loses the head rejoins every second.
+//  B. An embedded cluster is the same pair of actors inside the driver.
+//
 // Protocol of a static job (executor::start and the calls after it):
 //  1. The driver spawns a `coordinator` (and beside it a `rendezvous_store`)
 //     and publishes both on the driver's address.
-//  2. `coordinator` asks each `node_agent` for its `node_info`, plans a
-//     placement (PACK or one colocator per distinct node) and sends
-//     `reserve` to every chosen agent. If any reservation fails it sends
-//     `release` to all of them and retries until the placement timeout.
-//  3. `coordinator` sends `colocate` to each chosen agent. The agent spawns a
+//  2. `coordinator` asks the registry for a `cluster_view`, connects
+//     directly to the agents of hvactor-node nodes, plans a placement (PACK
+//     or one colocator per distinct node) and sends `reserve` to every
+//     chosen agent. If any reservation fails it sends `release` to all of
+//     them and retries until the placement timeout. Agents monitor the
+//     requester and release a reservation whose driver died.
+//  3. To each chosen node that caches binaries it sends `has_bin` with the
+//     SHA-256 of the driver's executable and, if missing, the binary in
+//     `put_bin` chunks (the node verifies the hash before caching it).
+//  4. `coordinator` sends `colocate` to each chosen agent. The agent spawns a
 //     `node_colocator` that holds the reservation, starts one worker process
-//     per assigned rank and monitors the coordinator and the processes.
-//  4. Each worker process connects to the coordinator and sends `register`
+//     per assigned rank (from the cached binary) and monitors the
+//     coordinator and the processes.
+//  5. Each worker process connects to the coordinator and sends `register`
 //     with its `worker_hello` and its `horovod_worker` handle.
-//  5. Once every rank registered (else `rendezvous_timeout` naming the
+//  6. Once every rank registered (else `rendezvous_timeout` naming the
 //     missing ranks), `coordinator` computes local/cross ranks and sends
 //     every worker `set_env` with the Horovod variables, then the user's
 //     extra_env_vars; then `start<T>` sends `call` with the constructor.
-//  6. Calls travel driver -> coordinator -> workers (`call`) and back in
+//  7. Calls travel driver -> coordinator -> workers (`call`) and back in
 //     world-rank order. A worker process that exits is reported by its
 //     colocator (`worker_exit`, with exit status and stderr tail) and fails
-//     every pending call of the job at once.
-//  7. `shutdown`: coordinator sends `stop` to every colocator, which
+//     every pending call of the job at once; a colocator that goes away
+//     (its node died) fails the job with `node_lost`.
+//  8. `shutdown`: coordinator sends `stop` to every colocator, which
 //     terminates its workers, releases the reservation and quits. A dead
 //     coordinator (driver killed) is a `down_msg` at every colocator and
 //     worker, which then do the same on their own.

@@ -1,9 +1,14 @@
 #include "hvactor/collectives/transport.hpp"
 
+#include <dlfcn.h>
+
+#include <string_view>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 
+#include "hvactor/log.hpp"
 #include "hvactor/tls.hpp"
 
 namespace hvactor::transport {
@@ -11,6 +16,13 @@ namespace hvactor::transport {
 void configure(caf::actor_system_config& cfg, const tls::config& tls) {
   if (!tls.enabled())
     return;
+  // openssl_error_queue.cpp must win symbol lookup over libssl.
+  Dl_info where{};
+  if (::dladdr(::dlsym(RTLD_DEFAULT, "SSL_read"), &where) == 0 || where.dli_fname == nullptr
+      || std::string_view{where.dli_fname}.find("hvactor_collectives") == std::string_view::npos)
+    log::warn("SSL_read resolves to {}, not hvactor's wrapper: a TLS peer that disconnects "
+              "abruptly may drop other connections (link libhvactor_collectives before libssl)",
+              where.dli_fname ? where.dli_fname : "?");
   cfg.load<caf::openssl::manager>();
   tls::apply(tls, cfg);
 }

@@ -43,7 +43,8 @@ std::string train_step(int length) {
 
 int main(int argc, char** argv) {
   hvactor::runtime rt{argc, argv};
-  int workers = std::min(4, rt.options().num_cpus);
+  int cpus = rt.options().num_cpus; // 0 when joining a cluster (--address)
+  int workers = cpus > 0 ? std::min(4, cpus) : 4;
   for (size_t i = 1; i + 1 < rt.args().size(); ++i)
     if (rt.args()[i] == "--num-workers")
       workers = std::stoi(rt.args()[i + 1]);

@@ -27,18 +27,7 @@ namespace {
 /// How long a lost worker connection waits for its colocator's exit report.
 constexpr auto exit_report_grace = 1500ms;
 
-/// How long a failed call waits before answering: when one rank dies, its
-/// peers often fail first (their collective breaks), and the dead rank's
-/// exit report is the error the user needs.
-constexpr auto call_error_grace = 250ms;
-
-std::string worker_label(const coordinator_state& st, int rank) {
-  auto& w = st.workers.at(rank);
-  auto node = w.registered ? w.hello.node_id : w.node_id;
-  if (w.registered)
-    return fmt::format("rank {} on node '{}' (pid {})", rank, node, w.hello.pid);
-  return fmt::format("rank {} on node '{}'", rank, node);
-}
+} // namespace
 
 void deliver_error(pending_call& call, const caf::error& err) {
   if (call.single)
@@ -46,6 +35,8 @@ void deliver_error(pending_call& call, const caf::error& err) {
   else
     call.all.deliver(err);
 }
+
+namespace {
 
 // A pending start and every pending call get `err`.
 void answer_pending(coordinator_state& st, const caf::error& err) {
@@ -59,6 +50,14 @@ void answer_pending(coordinator_state& st, const caf::error& err) {
 }
 
 } // namespace
+
+std::string worker_label(const coordinator_state& st, int rank) {
+  auto& w = st.workers.at(rank);
+  auto node = w.registered ? w.hello.node_id : w.node_id;
+  if (w.registered)
+    return fmt::format("rank {} on node '{}' (pid {})", rank, node, w.hello.pid);
+  return fmt::format("rank {} on node '{}'", rank, node);
+}
 
 caf::error hv_error(error_kind kind, std::string message, int32_t rank) {
   return make_error(static_cast<int>(kind), std::move(message), rank);
@@ -195,60 +194,6 @@ caf::error exit_error(const coordinator_state& st, const worker_exit& ex) {
   else
     text += fmt::format(". Last stderr lines:\n  {}", fmt::join(ex.stderr_tail, "\n  "));
   return hv_error(error_kind::worker_error, text, ex.world_rank);
-}
-
-// Keeps the first failure of call `id` and answers it after a grace period
-// (see call_error_grace); a job failure in between answers the call first.
-void hold_error(coord_actor self, uint64_t id, caf::error err) {
-  auto i = self->state.calls.find(id);
-  if (i == self->state.calls.end() || i->second.first_error)
-    return;
-  i->second.first_error = std::move(err);
-  self->delayed_send(self, call_error_grace, expire_atom_v, call_timer_base + id);
-}
-
-void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) {
-  auto& st = self->state;
-  self->request(st.workers[rank].handle, st.cfg.settings.call_timeout, call_atom_v, req)
-    .then(
-      [=](call_result& res) {
-        auto& st = self->state;
-        auto i = st.calls.find(id);
-        if (i == st.calls.end())
-          return;
-        auto& call = i->second;
-        if (call.first_error)
-          return;
-        if (!res.ok) {
-          hold_error(self, id,
-                     hv_error(error_kind::worker_error,
-                              fmt::format("remote call on {} raised: {}", worker_label(st, rank),
-                                          res.error),
-                              rank));
-          return;
-        }
-        if (call.single) {
-          call.one.deliver(std::move(res));
-          st.calls.erase(i);
-          return;
-        }
-        call.results[rank] = std::move(res);
-        if (--call.remaining == 0) {
-          call.all.deliver(call_results{std::move(call.results)});
-          st.calls.erase(i);
-        }
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        auto i = st.calls.find(id);
-        if (i == st.calls.end())
-          return;
-        hold_error(self, id,
-                   hv_error(error_kind::worker_error,
-                            fmt::format("remote call on {} failed: {}", worker_label(st, rank),
-                                        describe(err)),
-                            rank));
-      });
 }
 
 caf::error not_ready_error(const coordinator_state& st, const char* what) {

@@ -94,4 +94,15 @@ void release_reserved(coord_actor self);
 /// Registration phase: one colocate per planned node (coordinator.cpp).
 void spawn_workers(coord_actor self);
 
+/// "rank 3 on node 'n1' (pid 4711)", for error messages.
+std::string worker_label(const coordinator_state& st, int rank);
+
+/// Answers a pending call with `err`.
+void deliver_error(pending_call& call, const caf::error& err);
+
+/// Sends call `id` to `rank` (bounded by call_timeout) and records its
+/// result; the call is answered once every rank answered, or with its
+/// first failure (coordinator_calls.cpp).
+void dispatch(coord_actor self, uint64_t id, int rank, const proto::call_request& req);
+
 } // namespace hvactor::detail

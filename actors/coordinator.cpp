@@ -196,6 +196,40 @@ caf::error exit_error(const coordinator_state& st, const worker_exit& ex) {
   return hv_error(error_kind::worker_error, text, ex.world_rank);
 }
 
+// The job's error when the node behind a colocator went away.
+caf::error node_lost_error(coordinator_state& st, const std::string& node,
+                           const caf::error& reason) {
+  std::vector<std::string> lost;
+  for (int r = 0; r < st.size(); ++r)
+    if (st.workers[r].node_id == node)
+      lost.push_back(st.workers[r].registered
+                       ? fmt::format("rank {} (pid {})", r, st.workers[r].hello.pid)
+                       : fmt::format("rank {}", r));
+  auto& info = st.infos_by_node[node];
+  auto where = info.port != 0 ? fmt::format(" at {}:{}", info.address, info.port)
+                              : std::string{};
+  auto why = reason && reason != caf::exit_reason::user_shutdown
+               ? caf::to_string(reason)
+               : std::string{"the node was shut down"};
+  return hv_error(error_kind::node_lost,
+                  fmt::format("node '{}'{} left the cluster during the job ({}); its workers "
+                              "are gone: {}",
+                              node, where, why, fmt::join(lost, ", ")));
+}
+
+// One colocator stopped (or is gone); the last one completes shutdown. An
+// empty `node` only checks.
+void colocator_stopped(coord_actor self, const std::string& node) {
+  auto& st = self->state;
+  if (!node.empty())
+    st.stopping_nodes.erase(node);
+  if (!st.stopping_nodes.empty() || st.ph != phase::stopping)
+    return;
+  release_reserved(self);
+  st.ph = phase::stopped;
+  st.shutdown_promise.deliver(true);
+}
+
 caf::error not_ready_error(const coordinator_state& st, const char* what) {
   if (st.failure)
     return st.failure;
@@ -208,6 +242,18 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
   self->state.cfg = std::move(cfg);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
+    // A colocator that is gone needs no stop: its node died or shut down
+    // (a request to a dead node would only end by its timeout).
+    for (auto i = st.colocators.begin(); i != st.colocators.end(); ++i)
+      if (i->second.address() == dm.source) {
+        auto node = i->first;
+        st.colocators.erase(i);
+        if (st.ph == phase::stopping)
+          colocator_stopped(self, node);
+        else if (st.ph != phase::stopped && !st.failure)
+          fail(self, node_lost_error(st, node, dm.reason));
+        return;
+      }
     if (st.ph == phase::stopping || st.ph == phase::stopped || st.failure)
       return;
     for (int r = 0; r < st.size(); ++r) {
@@ -218,24 +264,6 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
         return;
       }
     }
-    for (auto& [node, coloc] : st.colocators)
-      if (coloc.address() == dm.source) {
-        std::vector<std::string> lost;
-        for (int r = 0; r < st.size(); ++r)
-          if (st.workers[r].node_id == node)
-            lost.push_back(st.workers[r].registered
-                             ? fmt::format("rank {} (pid {})", r, st.workers[r].hello.pid)
-                             : fmt::format("rank {}", r));
-        auto& info = st.infos_by_node[node];
-        auto where = info.port != 0 ? fmt::format(" at {}:{}", info.address, info.port)
-                                    : std::string{};
-        fail(self, hv_error(error_kind::node_lost,
-                            fmt::format("node '{}'{} left the cluster during the job ({}); its "
-                                        "workers are gone: {}",
-                                        node, where, caf::to_string(dm.reason),
-                                        fmt::join(lost, ", "))));
-        return;
-      }
   });
   return {
     [=](start_atom, std::string& endpoint, std::string& rdv_host,
@@ -319,23 +347,19 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       for (auto& w : st.workers)
         if (w.registered)
           self->send(w.handle, stop_atom_v);
-      auto pending = std::make_shared<size_t>(st.colocators.size() + 1);
-      auto done = [=]() mutable {
-        if (--*pending > 0)
-          return;
-        release_reserved(self);
-        self->state.ph = phase::stopped;
-        rp.deliver(true);
-      };
-      for (auto& [node, coloc] : st.colocators)
+      st.shutdown_promise = rp;
+      for (auto& [node, coloc] : st.colocators) {
+        st.stopping_nodes.insert(node);
+        auto id = node;
         self->request(coloc, st.cfg.settings.timeout + 5s, stop_atom_v)
-          .then([=](bool) mutable { done(); },
-                [=](caf::error& err) mutable {
-                  log::warn("colocator on node '{}' did not stop cleanly: {}", node,
+          .then([=](bool) { colocator_stopped(self, id); },
+                [=](caf::error& err) {
+                  log::warn("colocator on node '{}' did not stop cleanly: {}", id,
                             describe(err));
-                  done();
+                  colocator_stopped(self, id);
                 });
-      done();
+      }
+      colocator_stopped(self, {});
       return rp;
     },
     [=](expire_atom, uint64_t timer) {

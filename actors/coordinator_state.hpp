@@ -65,6 +65,9 @@ struct coordinator_state {
   caf::typed_response_promise<proto::job_info> start_promise;
   bool start_pending = false;
   caf::error failure;
+  /// shutdown: nodes whose colocator has not stopped yet.
+  std::set<std::string> stopping_nodes;
+  caf::typed_response_promise<bool> shutdown_promise;
   std::map<uint64_t, pending_call> calls;
   uint64_t next_call = 1;
   static inline const char* name = "coordinator";

@@ -164,7 +164,9 @@ std::vector<std::string> executor::worker_nodes() const {
 }
 
 uint64_t executor::shipped_bytes() const {
-  impl_->require_started("shipped_bytes");
+  // Still readable after shutdown(): it describes the start() that ran.
+  if (impl_->phase == executor_phase::created)
+    throw not_started("shipped_bytes: call start() first");
   return impl_->job.shipped_bytes;
 }
 

@@ -1,6 +1,7 @@
 #include "hvactor/actors/node_registry.hpp"
 
 #include <chrono>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,15 +25,28 @@ struct member {
 };
 
 struct registry_state {
-  /// In join order; a few thousand entries at most, so lookups scan.
+  /// In join order.
   std::vector<member> members;
+  /// node id -> index into `members` (updates arrive once per reservation,
+  /// so lookups must not scan: 10,000 nodes are placed in one go).
+  std::unordered_map<std::string, size_t> index;
   static inline const char* name = "node_registry";
 
   member* find(const std::string& node_id) {
-    for (auto& m : members)
-      if (m.info.node_id == node_id)
-        return &m;
-    return nullptr;
+    auto i = index.find(node_id);
+    return i == index.end() ? nullptr : &members[i->second];
+  }
+
+  void add(member m) {
+    index.emplace(m.info.node_id, members.size());
+    members.push_back(std::move(m));
+  }
+
+  void erase(size_t pos) {
+    members.erase(members.begin() + static_cast<std::ptrdiff_t>(pos));
+    index.clear();
+    for (size_t i = 0; i < members.size(); ++i)
+      index.emplace(members[i].info.node_id, i);
   }
 };
 
@@ -48,20 +62,20 @@ void admit(registry_actor self, node_info info, node_agent agent) {
   }
   log::info("node '{}' joined the cluster from {}:{} ({} CPUs, {} GPUs)", info.node_id,
             info.address, info.port, info.total.cpus, info.total.gpus);
-  st.members.push_back(member{std::move(info), agent});
+  st.add(member{std::move(info), agent});
 }
 
 node_registry::behavior_type registry_impl(registry_actor self) {
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& ms = self->state.members;
-    for (auto i = ms.begin(); i != ms.end(); ++i)
-      if (i->agent.address() == dm.source) {
+    for (size_t pos = 0; pos < ms.size(); ++pos)
+      if (auto* i = &ms[pos]; i->agent.address() == dm.source) {
         if (dm.reason == caf::exit_reason::user_shutdown || !dm.reason)
           log::info("node '{}' left the cluster (shut down)", i->info.node_id);
         else
           log::warn("node '{}' left the cluster ({})", i->info.node_id,
                     caf::to_string(dm.reason));
-        ms.erase(i);
+        self->state.erase(pos);
         return;
       }
   });

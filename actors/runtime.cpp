@@ -211,26 +211,7 @@ runtime::~runtime() {
   impl_->local_registry = nullptr;
   impl_->registry = nullptr;
   impl_->watchdog.reset();
-  // ~actor_system waits for every actor; never let a stuck actor hang the
-  // program's exit.
-  std::mutex mtx;
-  std::condition_variable cv;
-  bool done = false;
-  std::thread watchdog{[&] {
-    std::unique_lock<std::mutex> guard{mtx};
-    if (!cv.wait_for(guard, std::chrono::seconds(10), [&] { return done; })) {
-      log::error("actor system did not stop within 10 s; exiting");
-      std::fflush(nullptr);
-      std::_Exit(1);
-    }
-  }};
-  impl_->sys.reset();
-  {
-    std::lock_guard<std::mutex> guard{mtx};
-    done = true;
-  }
-  cv.notify_all();
-  watchdog.join();
+  destroy_bounded(impl_->sys, std::chrono::seconds(10));
 }
 
 const std::vector<std::string>& runtime::args() const noexcept {

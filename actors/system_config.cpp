@@ -1,6 +1,10 @@
 #include "hvactor/system_config.hpp"
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <caf/io/middleman.hpp>
@@ -8,6 +12,7 @@
 #include "hvactor/actors/interfaces.hpp"
 #include "hvactor/collectives/rendezvous_client.hpp"
 #include "hvactor/errors.hpp"
+#include "hvactor/log.hpp"
 
 namespace hvactor {
 
@@ -35,6 +40,31 @@ void throw_caf_error(const caf::error& err, const std::string& context) {
   if (err == caf::sec::request_timeout)
     throw error(context + ": no answer in time (request_timeout)");
   throw error(context + ": " + caf::to_string(err));
+}
+
+} // namespace hvactor
+
+namespace hvactor {
+
+void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::seconds limit) {
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread guard{[&] {
+    std::unique_lock<std::mutex> lock{mtx};
+    if (!cv.wait_for(lock, limit, [&] { return done; })) {
+      log::error("actor system did not stop within {} s; exiting", limit.count());
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  }};
+  sys.reset();
+  {
+    std::lock_guard<std::mutex> lock{mtx};
+    done = true;
+  }
+  cv.notify_all();
+  guard.join();
 }
 
 } // namespace hvactor

@@ -18,8 +18,17 @@ class executor;
 /// embedded local cluster: one node offering this machine's CPUs (and GPUs),
 /// reachable on 127.0.0.1 only.
 ///
+/// With `--address HEAD:PORT` it joins the cluster of `hvactor-node`s
+/// behind that head (throws hvactor::error naming the address when the head
+/// cannot be reached or refuses the connection), publishes each job's
+/// coordinator on `--bind` (default: the local address that reaches the
+/// head), and hashes its own binary so nodes can cache it.
+///
 /// Options it owns (removed from `args()`): `--address HOST:PORT`,
-/// `--num-cpus N`, `--num-gpus N`, `--gpu-ids 0,1`, `--node-id ID`.
+/// `--num-cpus N`, `--num-gpus N`, `--gpu-ids 0,1`, `--node-id ID` (embedded
+/// cluster); `--bind ADDR`, `--tls-cert F`, `--tls-key F`, `--tls-ca F`
+/// (or HVACTOR_TLS_CERT/KEY/CA), `--insecure` (joining a cluster). A head
+/// off loopback needs the TLS identity, or `--insecure`.
 class runtime {
 public:
   runtime(int argc, char** argv, runtime_options defaults = {});

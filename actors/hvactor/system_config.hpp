@@ -1,7 +1,10 @@
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <string>
 
+#include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 
@@ -17,6 +20,11 @@ namespace hvactor {
 /// enabled (validate it first: tls::validate).
 void configure_system(caf::actor_system_config& cfg, size_t max_threads = 0,
                       const tls::config& tls = {});
+
+/// Destroys `sys` (~actor_system waits for every actor) but ends the process
+/// with exit code 1 if that takes longer than `limit`: a stuck actor must
+/// never hang a program's or a node's exit.
+void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::seconds limit);
 
 /// Throws the hvactor exception that `err` carries (placement_timeout,
 /// worker_error, ...), or hvactor::error with `context` and CAF's text.

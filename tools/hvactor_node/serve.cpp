@@ -56,35 +56,16 @@ void resolve(node_options& o, std::string& head_host, uint16_t& head_port) {
       "(`hvactor-node certs --dir DIR NAME...` makes them), or --insecure on a trusted network",
       o.bind));
   tls::validate(o.tls);
+  if (!net::is_loopback(o.bind) && !o.tls.enabled())
+    log::warn("listening on {} WITHOUT TLS (--insecure): anyone who reaches the port can run "
+              "programs on this machine",
+              o.bind);
   // Shipped binaries run from here: private to the node's user.
   std::error_code ec;
   std::filesystem::create_directories(o.work_dir, ec);
   if (ec || ::chmod(o.work_dir.c_str(), 0700) != 0)
     throw error(fmt::format("cannot create the work dir {} with mode 0700: {}", o.work_dir,
                             ec ? ec.message() : std::strerror(errno)));
-}
-
-// Exits the process if the actor system does not stop in time: a node must
-// never hang on its way out.
-void destroy_bounded(std::unique_ptr<caf::actor_system>& sys) {
-  std::mutex mtx;
-  std::condition_variable cv;
-  bool done = false;
-  std::thread guard{[&] {
-    std::unique_lock<std::mutex> lock{mtx};
-    if (!cv.wait_for(lock, 10s, [&] { return done; })) {
-      log::error("actor system did not stop within 10 s; exiting");
-      std::fflush(nullptr);
-      std::_Exit(1);
-    }
-  }};
-  sys.reset();
-  {
-    std::lock_guard<std::mutex> lock{mtx};
-    done = true;
-  }
-  cv.notify_all();
-  guard.join();
 }
 
 } // namespace
@@ -181,7 +162,7 @@ int serve(node_options o) {
   agent = nullptr;
   registry = nullptr;
   watchdog.reset();
-  destroy_bounded(sys);
+  destroy_bounded(sys, 10s);
   return rc;
 }
 

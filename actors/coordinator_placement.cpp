@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -39,6 +40,15 @@ placement_request make_request(const executor_options& o) {
   r.cpus_per_worker = o.cpus_per_worker;
   r.gpus_per_worker = o.use_gpu ? o.gpus_per_worker.value_or(1) : 0;
   return r;
+}
+
+// Bound of one placement request: never past the placement deadline (a
+// frozen node must not hold start() beyond placement_timeout), at least
+// 500 ms, at most settings.timeout.
+caf::timespan attempt_timeout(const coordinator_state& st) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(st.placement_deadline
+                                                                    - caf::make_timestamp());
+  return std::clamp<std::chrono::milliseconds>(left, 500ms, st.cfg.settings.timeout);
 }
 
 void retry_placement(coord_actor self, std::string problem) {
@@ -211,7 +221,7 @@ void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
         retry_placement(self, describe(*shared_nodes) + " (" + *failed + ")");
       }
     };
-    self->request(st.agents_by_node[node], st.cfg.settings.timeout, reserve_atom_v,
+    self->request(st.agents_by_node[node], attempt_timeout(st), reserve_atom_v,
                   st.cfg.job_id, want)
       .then(
         [=](const reservation&) {
@@ -278,7 +288,7 @@ void connect_agents(coord_actor self, cluster_view view) {
     }
     auto id = info.node_id;
     auto where = fmt::format("{}:{}", info.address, info.port);
-    self->request(transport::connector(self->system()), st.cfg.settings.timeout,
+    self->request(transport::connector(self->system()), attempt_timeout(st),
                   caf::connect_atom_v, info.address, info.port)
       .then(
         [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
@@ -309,7 +319,7 @@ void try_placement(coord_actor self) {
     return;
   ++st.attempt;
   auto attempt = st.attempt;
-  self->request(st.cfg.registry, st.cfg.settings.timeout, list_atom_v)
+  self->request(st.cfg.registry, attempt_timeout(st), list_atom_v)
     .then(
       [=](cluster_view& view) {
         if (self->state.ph != phase::placing || self->state.attempt != attempt)

@@ -201,4 +201,39 @@ TEST_CASE("a TCP client that connects to the TLS head and sends nothing is disco
   check_job_runs(t.c, t.certs.good.at("driver").args());
 }
 
+TEST_CASE("a head on a non-loopback address refuses to start without TLS unless --insecure") {
+  temp_dir dir;
+  auto refused = run_command({HVACTOR_NODE, "--head", "--bind", "0.0.0.0", "--port", "0",
+                              "--node-id", "open", "--work-dir", (dir.path() / "w").string()},
+                             dir.path() / "refused", 10s);
+  INFO("stderr: " << refused.err);
+  CHECK(refused.status.exited);
+  CHECK(refused.status.code == 2);
+  CHECK(refused.err.find("refusing to listen on 0.0.0.0 without TLS") != std::string::npos);
+  CHECK(refused.err.find("--insecure") != std::string::npos);
+  // --insecure starts it (and says so); SIGTERM stops it cleanly.
+  process head{{HVACTOR_NODE, "--head", "--bind", "0.0.0.0", "--port", "0", "--node-id", "open",
+                "--work-dir", (dir.path() / "w").string(), "--insecure"},
+               dir.path() / "insecure"};
+  CHECK(head.read_line_with("hvactor-node: head 'open' listening on", 10s));
+  ::kill(head.pid(), SIGTERM);
+  auto exit = head.wait_exit(10s);
+  REQUIRE(exit);
+  CHECK(exit->success());
+  CHECK(head.stderr_text().find("WITHOUT TLS") != std::string::npos);
+}
+
+TEST_CASE("a driver refuses to join a non-loopback head without TLS unless --insecure") {
+  temp_dir dir;
+  // 192.0.2.1 (TEST-NET-1) is never reached: the driver refuses first.
+  auto r = run_command({HVACTOR_CLUSTER_DRIVER, "--address", "192.0.2.1:6380", "pack", "1"},
+                       dir.path() / "driver", 20s);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.status.exited);
+  CHECK(r.status.code != 0);
+  auto text = r.out + r.err;
+  CHECK(text.find("needs a TLS identity") != std::string::npos);
+  CHECK(text.find("--insecure") != std::string::npos);
+}
+
 } // TEST_SUITE

@@ -9,14 +9,16 @@
 //   cluster_driver --address A [TLS] ship-twice N [OPTIONS]
 //       two jobs of num_workers=N one after the other, same binary
 //
-// OPTIONS: --placement-ms MS (default 3000), --timeout-ms MS (default 10000).
+// OPTIONS: --placement-ms MS (default 3000), --timeout-ms MS (default 10000),
+// --gpus-per-worker G (use_gpu with G GPUs per worker).
 //
 // Output, one machine-readable line each (flushed at once):
 //   NODES <node id per rank>          after start()
 //   PIDS <pid per rank>               after start()
 //   STARTED <monotonic ms>            when start() returned
 //   WORKER rank=R size=.. local_rank=.. local_size=.. cross_rank=.. cross_size=..
-//          host=.. pid=.. exe=..      one per rank (hosts, pack, ship-twice)
+//          host=.. pid=.. exe=.. cvd=..   one per rank (hosts, pack, ship-twice);
+//                                    cvd: CUDA_VISIBLE_DEVICES or -
 //   SHIPPED <bytes job 1> [<bytes job 2>]
 //   RESULT <value per rank>           hold: the sleeping call's results
 //   ERROR <class>: <message>          any exception (message on one line)
@@ -57,7 +59,8 @@ std::string describe_worker() {
          + " local_size=" + env_or("HOROVOD_LOCAL_SIZE")
          + " cross_rank=" + env_or("HOROVOD_CROSS_RANK")
          + " cross_size=" + env_or("HOROVOD_CROSS_SIZE") + " host=" + env_or("HOROVOD_HOSTNAME")
-         + " pid=" + std::to_string(::getpid()) + " exe=" + (ec ? "?" : exe.string());
+         + " pid=" + std::to_string(::getpid()) + " exe=" + (ec ? "?" : exe.string())
+         + " cvd=" + env_or("CUDA_VISIBLE_DEVICES", "-");
 }
 
 /// Sleeps `seconds` in the worker, then returns its rank.
@@ -128,6 +131,7 @@ struct command {
   std::vector<std::string> words; // mode and its positional arguments
   std::chrono::milliseconds placement{3000};
   std::chrono::milliseconds timeout{10000};
+  int gpus_per_worker = 0;
 
   int number(size_t i) const {
     if (i >= words.size())
@@ -139,7 +143,9 @@ struct command {
 command parse(const std::vector<std::string>& args) {
   command cmd;
   for (size_t i = 1; i < args.size(); ++i) {
-    if ((args[i] == "--placement-ms" || args[i] == "--timeout-ms") && i + 1 < args.size()) {
+    if (args[i] == "--gpus-per-worker" && i + 1 < args.size()) {
+      cmd.gpus_per_worker = std::stoi(args[++i]);
+    } else if ((args[i] == "--placement-ms" || args[i] == "--timeout-ms") && i + 1 < args.size()) {
       auto& field = args[i] == "--placement-ms" ? cmd.placement : cmd.timeout;
       field = std::chrono::milliseconds(std::stoll(args[++i]));
     } else {
@@ -193,7 +199,12 @@ std::optional<uint64_t> describe_job(hvactor::runtime& rt, const command& cmd,
 }
 
 int hold(hvactor::runtime& rt, const command& cmd) {
-  hvactor::executor ex{rt, settings_of(cmd), {.num_workers = cmd.number(1)}};
+  hvactor::executor_options opts{.num_workers = cmd.number(1)};
+  if (cmd.gpus_per_worker > 0) {
+    opts.use_gpu = true;
+    opts.gpus_per_worker = cmd.gpus_per_worker;
+  }
+  hvactor::executor ex{rt, settings_of(cmd), opts};
   ex.start();
   print_started(ex);
   auto t0 = clock_type::now();
@@ -223,6 +234,10 @@ int run_mode(hvactor::runtime& rt, const command& cmd) {
     opts.num_workers_per_host = cmd.number(2);
   } else {
     opts.num_workers = cmd.number(1);
+  }
+  if (cmd.gpus_per_worker > 0) {
+    opts.use_gpu = true;
+    opts.gpus_per_worker = cmd.gpus_per_worker;
   }
   auto first = describe_job(rt, cmd, opts);
   if (!first)

@@ -204,6 +204,8 @@ struct cluster_options {
   /// Node ids; the first is the head.
   std::vector<std::string> node_ids{"head", "node-a", "node-b"};
   int cpus_per_node = 2;
+  /// Fake GPU ids 0..N-1 each node offers (--num-gpus).
+  int gpus_per_node = 0;
   /// Per-node TLS identity (by node id); empty: no TLS.
   std::map<std::string, tls_identity> tls;
 };
@@ -319,7 +321,8 @@ public:
 private:
   void add_common_args(std::vector<std::string>& argv, const std::string& id) const {
     argv.insert(argv.end(), {"--node-id", id, "--num-cpus", std::to_string(opts_.cpus_per_node),
-                             "--work-dir", work_dir(id).string()});
+                             "--num-gpus", std::to_string(opts_.gpus_per_node), "--work-dir",
+                             work_dir(id).string()});
     if (auto i = opts_.tls.find(id); i != opts_.tls.end()) {
       auto extra = i->second.args();
       argv.insert(argv.end(), extra.begin(), extra.end());

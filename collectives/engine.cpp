@@ -18,8 +18,8 @@ op reduce_kind(op o) {
 }
 
 std::string describe(const pending_op& p) {
-  return fmt::format("allreduce '{}' ({} x {}, {})", p.name, to_string(p.type), p.count,
-                     to_string(p.reduction));
+  return fmt::format("allreduce '{}' ({} x {}, {}{})", p.name, to_string(p.type), p.count,
+                     to_string(p.reduction), p.device ? ", device" : "");
 }
 
 template <class T>
@@ -120,10 +120,11 @@ void engine::run(std::string name, const std::function<void(collectives::backend
 }
 
 std::shared_ptr<pending_op> engine::submit(void* data, size_t count, dtype t, op o,
-                                           std::string name) {
+                                           std::string name, bool device) {
   auto p = std::make_shared<pending_op>();
   p->name = std::move(name);
   p->fusible = true;
+  p->device = device;
   p->data = data;
   p->count = count;
   p->type = t;
@@ -220,7 +221,7 @@ void engine::loop() {
       if (!p->fusible)
         break;
       run.push_back(p);
-      entries.push_back({p->count * size_of(p->type), p->type, p->reduction});
+      entries.push_back({p->count * size_of(p->type), p->type, p->reduction, p->device});
     }
     size_t local = planner_.batch_size(entries);
     run.resize(local);
@@ -336,7 +337,7 @@ size_t engine::agree(const std::vector<std::string>& descriptors, bool batch) {
 void engine::execute_batch(std::vector<std::shared_ptr<pending_op>>& batch) {
   std::vector<collectives::fusion_entry> entries;
   for (auto& p : batch)
-    entries.push_back({p->count * size_of(p->type), p->type, p->reduction});
+    entries.push_back({p->count * size_of(p->type), p->type, p->reduction, p->device});
   for (auto [begin, end] : collectives::fusion_planner::groups(entries)) {
     try {
       reduce_group(batch, begin, end);
@@ -353,41 +354,57 @@ void engine::execute_batch(std::vector<std::shared_ptr<pending_op>>& batch) {
 void engine::reduce_group(std::vector<std::shared_ptr<pending_op>>& batch, size_t begin,
                           size_t end) {
   auto& first = *batch[begin];
+  if (first.device && !device_)
+    throw error(fmt::format("hvd::allreduce_async('{}') of device memory: no GPU backend in "
+                            "this process ({})",
+                            first.name, "see hvd::gpu_backend()"));
+  auto& b = first.device ? *device_ : *backend_;
   auto elem = size_of(first.type);
   auto kind = reduce_kind(first.reduction);
   if (end - begin == 1) {
-    backend_->allreduce(first.data, first.count, first.type, kind);
+    b.allreduce(first.data, first.count, first.type, kind);
     if (first.reduction == op::average)
-      scale_average(first.data, first.count, first.type, topo_.size);
+      b.scale(first.data, first.count, first.type, topo_.size);
+    b.finish();
     complete(first, nullptr);
     return;
   }
   size_t total = 0;
   for (size_t i = begin; i < end; ++i)
     total += collectives::fusion_planner::padded(batch[i]->count * elem);
-  if (fusion_buffer_.size() < total)
-    fusion_buffer_.resize(std::max(total, std::min(opts_.fusion_threshold, 2 * total)));
-  char* buf = fusion_buffer_.data();
+  char* buf = nullptr;
+  if (first.device) {
+    buf = static_cast<char*>(b.scratch(total));
+  } else {
+    if (fusion_buffer_.size() < total)
+      fusion_buffer_.resize(std::max(total, std::min(opts_.fusion_threshold, 2 * total)));
+    buf = fusion_buffer_.data();
+  }
   size_t offset = 0;
   for (size_t i = begin; i < end; ++i) {
     auto bytes = batch[i]->count * elem;
     auto padded = collectives::fusion_planner::padded(bytes);
-    std::memcpy(buf + offset, batch[i]->data, bytes);
-    std::memset(buf + offset + bytes, 0, padded - bytes);
+    b.copy(buf + offset, batch[i]->data, bytes);
+    b.zero(buf + offset + bytes, padded - bytes);
     offset += padded;
   }
-  backend_->allreduce(buf, total / elem, first.type, kind);
+  b.allreduce(buf, total / elem, first.type, kind);
   offset = 0;
   for (size_t i = begin; i < end; ++i) {
     auto& p = *batch[i];
     auto bytes = p.count * elem;
-    std::memcpy(p.data, buf + offset, bytes);
+    b.copy(p.data, buf + offset, bytes);
     if (p.reduction == op::average)
-      scale_average(p.data, p.count, p.type, topo_.size);
+      b.scale(p.data, p.count, p.type, topo_.size);
     offset += collectives::fusion_planner::padded(bytes);
   }
+  b.finish();
   for (size_t i = begin; i < end; ++i)
     complete(*batch[i], nullptr);
+}
+
+void engine::set_device_backend(std::unique_ptr<collectives::backend> b) {
+  device_ = std::move(b);
 }
 
 } // namespace hvactor::hvd::detail

@@ -28,6 +28,8 @@ struct pending_op {
   size_t count = 0;
   dtype type = dtype::float32;
   op reduction = op::sum;
+  /// Device memory: reduced by the device backend.
+  bool device = false;
   // Any other operation.
   std::function<void(collectives::backend&)> run;
   std::chrono::steady_clock::time_point submitted;
@@ -62,8 +64,27 @@ public:
   /// thread when nothing is queued (no hand-off), else on the engine's.
   void run(std::string name, const std::function<void(collectives::backend&)>& fn);
 
-  /// Queues an in-place allreduce.
-  std::shared_ptr<pending_op> submit(void* data, size_t count, dtype t, op o, std::string name);
+  /// Queues an in-place allreduce (of device memory when `device`).
+  std::shared_ptr<pending_op> submit(void* data, size_t count, dtype t, op o, std::string name,
+                                     bool device = false);
+
+  /// Installs the backend of device tensors (NCCL or host-staged); the host
+  /// backend keeps negotiating every batch.
+  void set_device_backend(std::unique_ptr<collectives::backend> b);
+
+  /// The host backend (Gloo): the host-staged device path reduces there.
+  collectives::backend& host_backend() noexcept {
+    return *backend_;
+  }
+
+  /// The device backend, or nullptr.
+  collectives::backend* device_backend() const noexcept {
+    return device_.get();
+  }
+
+  /// Every rank's `mine`, in rank order (through the host backend; call it
+  /// inside run()).
+  std::vector<std::string> gather_strings(const std::string& mine);
 
   /// Waits for `p`, closing its batch at once; rethrows its error.
   void wait(pending_op& p);
@@ -78,10 +99,11 @@ private:
   void reduce_group(std::vector<std::shared_ptr<pending_op>>& batch, size_t begin, size_t end);
   size_t negotiate(const std::vector<std::shared_ptr<pending_op>>& run, size_t local_count);
   size_t agree(const std::vector<std::string>& descriptors, bool batch);
-  std::vector<std::string> gather_strings(const std::string& mine);
   void complete(pending_op& p, std::exception_ptr error);
 
   std::unique_ptr<collectives::backend> backend_;
+  // Declared after backend_: a host-staged device backend uses it.
+  std::unique_ptr<collectives::backend> device_;
   collectives::topology topo_;
   engine_options opts_;
   collectives::fusion_planner planner_;

@@ -30,6 +30,7 @@ std::vector<std::pair<size_t, size_t>> fusion_planner::groups(std::span<const fu
   size_t begin = 0;
   for (size_t i = 1; i <= batch.size(); ++i) {
     if (i == batch.size() || batch[i].type != batch[begin].type
+        || batch[i].device != batch[begin].device
         || reduce_kind(batch[i].reduction) != reduce_kind(batch[begin].reduction)) {
       out.emplace_back(begin, i);
       begin = i;

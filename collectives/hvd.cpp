@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "device_setup.hpp"
 #include "engine.hpp"
 #include "gloo/gloo_backend.hpp"
 #include "hvactor/collectives/rendezvous_client.hpp"
@@ -32,6 +33,8 @@ struct state {
   // re-init never reads the previous connection's keys.
   int connections = 0;
   std::atomic<uint64_t> unnamed{0};
+  /// The device backend chosen at init: "nccl", "host-staged", "none: ...".
+  std::string gpu = "none: hvd::init() was not called";
 };
 
 state& global() {
@@ -84,10 +87,16 @@ detail::engine_options engine_options_from_env(std::chrono::milliseconds timeout
   return opts;
 }
 
-std::unique_ptr<collectives::backend> connect(const topology& topo, int connection,
-                                              std::chrono::milliseconds timeout) {
+struct connection {
+  std::unique_ptr<collectives::backend> host;
+  /// Lives until init() returns: the device setup passes the NCCL id
+  /// through it.
+  std::unique_ptr<collectives::rendezvous_client> store;
+};
+
+connection connect(const topology& topo, int connection_no, std::chrono::milliseconds timeout) {
   if (topo.size == 1)
-    return collectives::make_local_backend();
+    return {collectives::make_local_backend(), nullptr};
   auto addr = env::get(env::rendezvous_addr);
   auto port = env::get_int(env::rendezvous_port, 0);
   if (!addr || addr->empty() || port <= 0)
@@ -95,9 +104,11 @@ std::unique_ptr<collectives::backend> connect(const topology& topo, int connecti
                             "hvactor-run or through an hvactor::executor",
                             env::size, topo.size, env::rendezvous_addr, env::rendezvous_port));
   auto scope = env::get(env::rendezvous_scope).value_or("default/0");
-  collectives::rendezvous_client client{*addr, static_cast<uint16_t>(port), scope, timeout};
-  return collectives::make_gloo_backend(topo, client, fmt::format("gloo.{}", connection),
-                                        bind_host(*addr));
+  auto client = std::make_unique<collectives::rendezvous_client>(
+    *addr, static_cast<uint16_t>(port), scope, timeout);
+  auto host = collectives::make_gloo_backend(topo, *client, fmt::format("gloo.{}", connection_no),
+                                             bind_host(*addr));
+  return {std::move(host), std::move(client)};
 }
 
 // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would
@@ -132,12 +143,18 @@ void init() {
   ignore_sigpipe();
   auto timeout = std::chrono::milliseconds{
     1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
-  auto backend = connect(t, st.connections, timeout);
+  auto conn = connect(t, st.connections, timeout);
+  auto prefix = fmt::format("gloo.{}", st.connections);
   ++st.connections;
   st.topo = t;
-  st.engine = std::make_unique<detail::engine>(std::move(backend), t,
-                                               engine_options_from_env(timeout));
-  log::debug("hvd::init: rank {} of {} on {}", t.rank, t.size, t.host);
+  auto eng = std::make_unique<detail::engine>(std::move(conn.host), t,
+                                              engine_options_from_env(timeout));
+  auto dev = collectives::setup_devices(t, *eng, conn.store.get(), prefix, timeout);
+  eng->set_device_backend(std::move(dev.device));
+  st.gpu = dev.description;
+  st.engine = std::move(eng);
+  log::debug("hvd::init: rank {} of {} on {} (GPU collectives: {})", t.rank, t.size, t.host,
+             st.gpu);
 }
 
 void shutdown() {
@@ -281,6 +298,72 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   return out;
 }
 
+collectives::backend& device_backend(const char* call) {
+  auto* dev = current(call).device_backend();
+  if (dev == nullptr)
+    throw error(fmt::format("hvd::{} on device memory: no GPU collectives on rank {} ({}): {}",
+                            call, global().topo.rank, global().topo.host, global().gpu));
+  return *dev;
+}
+
+void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s) {
+  auto& dev = device_backend("allreduce");
+  collectives::wait_for_stream(s);
+  int n = global().topo.size;
+  current("allreduce").run(
+    fmt::format("allreduce (device, {} x {}, {})", to_string(t), count, to_string(o)),
+    [&](collectives::backend&) {
+      dev.allreduce(data, count, t, o == op::average ? op::sum : o);
+      if (o == op::average)
+        dev.scale(data, count, t, n);
+      dev.finish();
+    });
+}
+
+void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s) {
+  auto& dev = device_backend("allgather");
+  collectives::wait_for_stream(s);
+  std::vector<size_t> counts(static_cast<size_t>(global().topo.size), count);
+  current("allgather").run(fmt::format("allgather (device, {} x {})", to_string(t), count),
+                           [&](collectives::backend&) {
+                             dev.allgatherv(in, out, counts, t);
+                             dev.finish();
+                           });
+}
+
+void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s) {
+  auto& dev = device_backend("broadcast");
+  const auto& tp = global().topo;
+  if (root < 0 || root >= tp.size)
+    throw std::invalid_argument(
+      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
+  collectives::wait_for_stream(s);
+  current("broadcast").run(
+    fmt::format("broadcast (device, {} x {}, root {})", to_string(t), count, root),
+    [&](collectives::backend&) {
+      dev.broadcast(data, count, t, root);
+      dev.finish();
+    });
+}
+
+handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
+                              cuda_stream s) {
+  device_backend("allreduce_async");
+  collectives::wait_for_stream(s);
+  auto& eng = current("allreduce_async");
+  if (name.empty())
+    name = fmt::format("allreduce.{}", global().unnamed++);
+  return handle{eng.submit(data, count, t, o, std::move(name), true)};
+}
+
 } // namespace detail
+
+bool gpu_available() {
+  return is_initialized() && global().engine->device_backend() != nullptr;
+}
+
+std::string gpu_backend() {
+  return global().gpu;
+}
 
 } // namespace hvactor::hvd

@@ -154,3 +154,6 @@ void grouped_allreduce(const std::vector<std::span<T>>& xs, op o = op::average) 
 }
 
 } // namespace hvactor::hvd
+
+// Device memory (GPU builds; clear errors otherwise).
+#include "hvactor/hvd_device.hpp"

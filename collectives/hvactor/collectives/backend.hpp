@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "hvactor/collectives/types.hpp"
 
@@ -49,8 +50,39 @@ public:
   virtual void alltoallv(const void* in, std::span<const int64_t> send_counts, void* out,
                          std::span<const int64_t> recv_counts, hvd::dtype t) = 0;
 
-  /// "gloo", "local", ...
+  /// "gloo", "local", "nccl", "host-staged", ...
   virtual const char* name() const = 0;
+
+  // Memory of the buffers this backend reduces. Host backends keep the
+  // defaults (plain memory, synchronous); device backends (nccl/) override
+  // them so that the engine packs device tensors into a device fusion buffer
+  // exactly as it packs host tensors.
+
+  /// True when the buffers passed in live in GPU memory.
+  virtual bool on_device() const {
+    return false;
+  }
+
+  /// Copies `bytes` between two buffers of this backend's memory.
+  virtual void copy(void* dst, const void* src, size_t bytes);
+
+  /// Zeroes `bytes` at `dst`.
+  virtual void zero(void* dst, size_t bytes);
+
+  /// A buffer of at least `bytes` owned by the backend (the fusion buffer
+  /// of device tensors); valid until the next call.
+  virtual void* scratch(size_t bytes);
+
+  /// Divides `count` elements at `data` by `divisor` (op::average).
+  virtual void scale(void* data, size_t count, hvd::dtype t, int divisor);
+
+  /// Waits until the work queued so far finished (device streams); throws
+  /// like the collectives themselves.
+  virtual void finish() {
+  }
+
+private:
+  std::vector<char> scratch_;
 };
 
 /// The backend of a job of one process (no environment): every collective is

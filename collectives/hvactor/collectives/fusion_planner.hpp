@@ -14,6 +14,9 @@ struct fusion_entry {
   size_t bytes = 0;
   hvd::dtype type = hvd::dtype::float32;
   hvd::op reduction = hvd::op::sum;
+  /// Device memory (reduced by the device backend); never fused with host
+  /// tensors.
+  bool device = false;
 };
 
 /// Tensor fusion policy (Horovod's FuseResponses): which queued allreduces

@@ -1,0 +1,26 @@
+// Builds without CUDA/NCCL: no device backend, so every hvd call on device
+// memory throws "built without CUDA/NCCL" (hvd.cpp).
+
+#include "device_setup.hpp"
+#include "hvactor/collectives/devices.hpp"
+#include "hvactor/hvd.hpp"
+
+namespace hvactor::collectives {
+
+bool built_with_cuda() noexcept {
+  return false;
+}
+
+device_probe probe_devices() {
+  return {0, "built without CUDA/NCCL"};
+}
+
+device_setup setup_devices(const topology&, hvd::detail::engine&, rendezvous_client*,
+                           const std::string&, std::chrono::milliseconds) {
+  return {nullptr, "none: built without CUDA/NCCL"};
+}
+
+void wait_for_stream(hvd::cuda_stream) {
+}
+
+} // namespace hvactor::collectives

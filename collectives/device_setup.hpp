@@ -1,0 +1,36 @@
+#pragma once
+
+// Internal: the device half of hvd::init (nccl/device_setup.cpp in CUDA
+// builds, device_none.cpp otherwise).
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "engine.hpp"
+#include "hvactor/collectives/backend.hpp"
+#include "hvactor/collectives/rendezvous_client.hpp"
+#include "hvactor/hvd.hpp"
+
+namespace hvactor::collectives {
+
+struct device_setup {
+  /// nullptr when the job has no device backend.
+  std::unique_ptr<backend> device;
+  /// "nccl", "host-staged", or "none: <why>".
+  std::string description;
+};
+
+/// Runs on every rank inside hvd::init, after the host engine is up: ranks
+/// exchange what GPU they got (through `eng`) and agree on NCCL, the
+/// host-staged path, or none. `client` (the rendezvous store; nullptr in a
+/// job of one) carries the ncclUniqueId under `prefix`.
+device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
+                           rendezvous_client* client, const std::string& prefix,
+                           std::chrono::milliseconds timeout);
+
+/// Blocks until the work queued on `stream` finished (so a device
+/// collective reads what the caller's kernels wrote); no-op without CUDA.
+void wait_for_stream(hvd::cuda_stream stream);
+
+} // namespace hvactor::collectives

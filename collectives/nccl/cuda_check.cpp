@@ -1,0 +1,62 @@
+#include "cuda_check.hpp"
+
+#include <fmt/format.h>
+
+#include "hvactor/errors.hpp"
+
+namespace hvactor::collectives::cuda {
+
+std::string where(const topology& t, int device) {
+  return fmt::format("rank {} of {} on node '{}', GPU {}", t.rank, t.size, t.host, device);
+}
+
+void check(cudaError_t rc, const char* what, const topology& t, int device) {
+  if (rc == cudaSuccess)
+    return;
+  cudaGetLastError(); // clear a sticky-free error so the next call reports its own
+  throw collective_error(
+    fmt::format("{} on {}: {} ({})", what, where(t, device), cudaGetErrorString(rc),
+                cudaGetErrorName(rc)));
+}
+
+void check(ncclResult_t rc, const char* what, const topology& t, int device) {
+  if (rc == ncclSuccess)
+    return;
+  const char* last = ncclGetLastError(nullptr);
+  throw collective_error(fmt::format("{} on {}: {}{}{}", what, where(t, device),
+                                     ncclGetErrorString(rc), last && *last ? ": " : "",
+                                     last ? last : ""));
+}
+
+ncclDataType_t nccl_type(hvd::dtype t) {
+  switch (t) {
+    case hvd::dtype::float32:
+      return ncclFloat32;
+    case hvd::dtype::float64:
+      return ncclFloat64;
+    case hvd::dtype::int32:
+      return ncclInt32;
+    case hvd::dtype::int64:
+      return ncclInt64;
+    case hvd::dtype::float16:
+      return ncclFloat16;
+  }
+  throw std::invalid_argument("hvd: unknown dtype");
+}
+
+ncclRedOp_t nccl_op(hvd::op o) {
+  switch (o) {
+    case hvd::op::sum:
+    case hvd::op::average: // the caller divides afterwards
+      return ncclSum;
+    case hvd::op::product:
+      return ncclProd;
+    case hvd::op::min:
+      return ncclMin;
+    case hvd::op::max:
+      return ncclMax;
+  }
+  throw std::invalid_argument("hvd: unknown reduction");
+}
+
+} // namespace hvactor::collectives::cuda

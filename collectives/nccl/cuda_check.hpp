@@ -1,0 +1,36 @@
+#pragma once
+
+// Internal: every CUDA runtime and NCCL call of hvactor goes through these,
+// so a failure is an hvactor::collective_error naming the call, the rank and
+// the library's own reason.
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "hvactor/collectives/backend.hpp"
+
+namespace hvactor::collectives::cuda {
+
+/// "rank 2 of 4 on node 'n1', GPU 1"
+std::string where(const topology& t, int device);
+
+/// Throws collective_error("<what> on <where>: <cudaGetErrorString>").
+void check(cudaError_t rc, const char* what, const topology& t, int device);
+
+/// Throws collective_error("<what> on <where>: <ncclGetErrorString>
+/// (<ncclGetLastError>)").
+void check(ncclResult_t rc, const char* what, const topology& t, int device);
+
+/// ncclDataType_t of `t`.
+ncclDataType_t nccl_type(hvd::dtype t);
+
+/// ncclRedOp_t of `o` (never op::average: the caller divides).
+ncclRedOp_t nccl_op(hvd::op o);
+
+/// Divides `count` elements at device `data` by `divisor` on `stream`
+/// (integer types truncate, as on the host); scale.cu.
+void launch_scale(void* data, size_t count, hvd::dtype t, int divisor, cudaStream_t stream);
+
+} // namespace hvactor::collectives::cuda

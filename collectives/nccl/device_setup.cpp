@@ -1,0 +1,123 @@
+// CUDA builds: GPU detection and the device half of hvd::init.
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "../device_setup.hpp"
+#include "cuda_check.hpp"
+#include "device_backend.hpp"
+#include "hvactor/collectives/devices.hpp"
+#include "hvactor/errors.hpp"
+#include "hvactor/log.hpp"
+
+namespace hvactor::collectives {
+
+bool built_with_cuda() noexcept {
+  return true;
+}
+
+device_probe probe_devices() {
+  int count = 0;
+  auto rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    return {0, fmt::format("{} ({})", cudaGetErrorString(rc), cudaGetErrorName(rc))};
+  }
+  if (count == 0)
+    return {0, "the CUDA runtime sees no device (CUDA_VISIBLE_DEVICES empty?)"};
+  return {count, {}};
+}
+
+void wait_for_stream(hvd::cuda_stream stream) {
+  auto rc = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream));
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    throw error(fmt::format("hvd: waiting for the caller's CUDA stream failed: {} ({})",
+                            cudaGetErrorString(rc), cudaGetErrorName(rc)));
+  }
+}
+
+namespace {
+
+int nccl_version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return v;
+}
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, value) == 0;
+}
+
+ncclUniqueId exchange_id(const topology& t, rendezvous_client* client, const std::string& key,
+                         std::chrono::milliseconds timeout) {
+  ncclUniqueId id{};
+  if (t.rank == 0)
+    cuda::check(ncclGetUniqueId(&id), "ncclGetUniqueId", t, -1);
+  if (t.size == 1 || client == nullptr)
+    return id;
+  if (t.rank == 0) {
+    client->set(key, std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
+  } else {
+    auto bytes = client->get(key, timeout);
+    if (bytes.size() != sizeof(id.internal))
+      throw error(fmt::format("hvd::init: the NCCL id under '{}' has {} bytes, expected {}", key,
+                              bytes.size(), sizeof(id.internal)));
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  return id;
+}
+
+} // namespace
+
+device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
+                           rendezvous_client* client, const std::string& prefix,
+                           std::chrono::milliseconds timeout) {
+  auto probe = probe_devices();
+  int device = -1;
+  std::string mine;
+  if (probe.count > 0) {
+    device = t.local_rank % probe.count;
+    char bus[64] = {0};
+    cuda::check(cudaDeviceGetPCIBusId(bus, sizeof(bus), device), "cudaDeviceGetPCIBusId", t,
+                device);
+    mine = fmt::format("ok {}|{}", t.host, bus);
+  } else {
+    mine = "none " + probe.reason;
+  }
+  // Every rank decides from the same facts, so all pick the same path.
+  std::vector<std::string> all;
+  eng.run("gpu setup", [&](backend&) { all = eng.gather_strings(mine); });
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].rfind("none ", 0) == 0)
+      return {nullptr, fmt::format("none: rank {} has no usable GPU ({})", r, all[r].substr(5))};
+  std::map<std::string, size_t> owner;
+  std::string shared;
+  for (size_t r = 0; r < all.size() && shared.empty(); ++r) {
+    auto [it, fresh] = owner.emplace(all[r].substr(3), r);
+    if (!fresh)
+      shared = fmt::format("ranks {} and {} share GPU {}", it->second, r, all[r].substr(3));
+  }
+  bool multi_rank_ok = env_is("NCCL_MULTI_RANK_GPU_ENABLE", "1") && nccl_version() >= 23000;
+  if (!shared.empty() && !multi_rank_ok && std::getenv("NCCL_HOSTID") == nullptr) {
+    if (t.rank == 0)
+      log::info("hvd: {}; NCCL {} refuses two ranks on one GPU (NCCL < 2.30, or "
+                "NCCL_MULTI_RANK_GPU_ENABLE unset), so device collectives take the host-staged "
+                "path (device -> host, Gloo, host -> device)",
+                shared, nccl_version());
+    return {cuda::make_staged_backend(t, device, eng.host_backend(), timeout), "host-staged"};
+  }
+  auto id = exchange_id(t, client, prefix + "/nccl-id", timeout);
+  auto b = cuda::make_nccl_backend(t, device, id, timeout);
+  log::debug("hvd: NCCL {} on GPU {} ({})", nccl_version(), device, mine.substr(3));
+  return {std::move(b), "nccl"};
+}
+
+} // namespace hvactor::collectives

@@ -1,0 +1,58 @@
+// op::average on device memory: divide by the number of ranks after a sum.
+// Integer types truncate toward zero, as the host path does.
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda_check.hpp"
+
+namespace hvactor::collectives::cuda {
+
+namespace {
+
+template <class T>
+__global__ void divide(T* x, size_t n, T divisor) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{blockDim.x} * gridDim.x)
+    x[i] = x[i] / divisor;
+}
+
+__global__ void divide_half(__half* x, size_t n, float divisor) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{blockDim.x} * gridDim.x)
+    x[i] = __float2half(__half2float(x[i]) / divisor);
+}
+
+unsigned blocks_for(size_t n) {
+  size_t b = (n + 255) / 256;
+  return static_cast<unsigned>(b < 4096 ? (b == 0 ? 1 : b) : 4096);
+}
+
+} // namespace
+
+void launch_scale(void* data, size_t n, hvd::dtype t, int divisor, cudaStream_t stream) {
+  if (n == 0 || divisor <= 1)
+    return;
+  auto blocks = blocks_for(n);
+  switch (t) {
+    case hvd::dtype::float32:
+      divide<<<blocks, 256, 0, stream>>>(static_cast<float*>(data), n, float(divisor));
+      break;
+    case hvd::dtype::float64:
+      divide<<<blocks, 256, 0, stream>>>(static_cast<double*>(data), n, double(divisor));
+      break;
+    case hvd::dtype::int32:
+      divide<<<blocks, 256, 0, stream>>>(static_cast<int32_t*>(data), n, int32_t(divisor));
+      break;
+    case hvd::dtype::int64:
+      divide<<<blocks, 256, 0, stream>>>(static_cast<int64_t*>(data), n, int64_t(divisor));
+      break;
+    case hvd::dtype::float16:
+      divide_half<<<blocks, 256, 0, stream>>>(static_cast<__half*>(data), n, float(divisor));
+      break;
+  }
+}
+
+} // namespace hvactor::collectives::cuda

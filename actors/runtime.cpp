@@ -15,6 +15,7 @@
 #include "hvactor/actors/horovod_worker.hpp"
 #include "hvactor/actors/node_agent.hpp"
 #include "hvactor/actors/node_registry.hpp"
+#include "hvactor/collectives/devices.hpp"
 #include "hvactor/collectives/transport.hpp"
 #include "hvactor/file_digest.hpp"
 #include "hvactor/net.hpp"
@@ -112,6 +113,13 @@ caf::expected<Result> ask(caf::actor_system& sys, const Handle& whom,
 void start_embedded(runtime::impl& st) {
   if (st.opts.num_cpus == 0)
     st.opts.num_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (st.opts.gpu_ids.empty() && st.opts.num_gpus < 0) {
+    // Neither --num-gpus nor --gpu-ids: offer what the CUDA runtime sees.
+    auto probe = collectives::probe_devices();
+    st.opts.num_gpus = probe.count;
+    if (probe.count == 0)
+      log::debug("embedded cluster offers no GPU: {}", probe.reason);
+  }
   if (st.opts.gpu_ids.empty() && st.opts.num_gpus > 0)
     for (int i = 0; i < st.opts.num_gpus; ++i)
       st.opts.gpu_ids.push_back(i);

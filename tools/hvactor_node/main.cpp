@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/cert_authority.hpp"
+#include "hvactor/collectives/devices.hpp"
 #include "hvactor/net.hpp"
 #include "node_options.hpp"
 
@@ -81,7 +82,8 @@ int main(int argc, char** argv) {
     ("node-id", "this node's id (default: the hostname); distinct ids let several nodes share "
                 "a machine", cxxopts::value<std::string>())
     ("num-cpus", "CPUs this node offers (default: all)", cxxopts::value<int>())
-    ("num-gpus", "GPUs this node offers, ids 0..N-1 (default: 0)", cxxopts::value<int>())
+    ("num-gpus", "GPUs this node offers, ids 0..N-1 (default: what the CUDA runtime sees)",
+     cxxopts::value<int>())
     ("gpu-ids", "GPU ids this node offers, comma-separated (overrides --num-gpus)",
      cxxopts::value<std::string>())
     ("work-dir", "binary cache and scratch directory, mode 0700 (default: "
@@ -147,6 +149,13 @@ int main(int argc, char** argv) {
         throw std::invalid_argument(fmt::format("--num-gpus must be >= 0: Got {}.", n));
       for (int i = 0; i < n; ++i)
         o.gpu_ids.push_back(i);
+    } else if (command.empty()) {
+      // Offer what the CUDA runtime sees (none without CUDA or a driver).
+      auto probe = hvactor::collectives::probe_devices();
+      for (int i = 0; i < probe.count; ++i)
+        o.gpu_ids.push_back(i);
+      if (probe.count == 0)
+        fmt::print(stderr, "hvactor-node: offering no GPU: {}\n", probe.reason);
     }
     if (res.count("work-dir"))
       o.work_dir = res["work-dir"].as<std::string>();

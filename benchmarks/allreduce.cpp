@@ -10,6 +10,7 @@
 // is faster. Then the fusion scenario: many small tensors one by one
 // against one grouped_allreduce. Method: allreduce_method.hpp.
 //
+//   allreduce --gpu [--np 1,2]   (device memory; see allreduce_gpu.hpp)
 //   allreduce [--np 2,4] [--min-bytes 4] [--max-bytes 268435456] [--budget-ms 500]
 //             [--peers gloo,mpi] [--mpi-tcp] [--fusion-reps 20] [--csv FILE]
 //             [--num-cpus C]   (the runtime's: CPUs the embedded node offers)
@@ -32,6 +33,7 @@
 
 #include <hvactor/hvactor.hpp>
 
+#include "allreduce_gpu.hpp"
 #include "allreduce_method.hpp"
 #include "allreduce_mpi_peer.hpp"
 #include "allreduce_report.hpp"
@@ -57,6 +59,7 @@ struct config {
   int timeout_s = 60;
   int mpi_limit_s = 600;
   std::string csv;
+  bool gpu = false;
 };
 
 #ifdef HVACTOR_MPI_BENCH
@@ -87,6 +90,7 @@ config parse(const std::vector<std::string>& args) {
     "timeout-s", "hvactor and Gloo timeouts", cxxopts::value<int>()->default_value("60"))(
     "mpi-limit-s", "mpirun is killed after this long", cxxopts::value<int>()->default_value("600"))(
     "csv", "also write the results to this CSV file", cxxopts::value<std::string>())(
+    "gpu", "device memory instead: NCCL (or host-staged) vs host Gloo, same workers")(
     "h,help", "this text");
   std::vector<char*> argv;
   for (auto& a : args)
@@ -114,6 +118,7 @@ config parse(const std::vector<std::string>& args) {
   c.mpi_limit_s = o["mpi-limit-s"].as<int>();
   if (o.count("csv"))
     c.csv = o["csv"].as<std::string>();
+  c.gpu = o.count("gpu") > 0;
   return c;
 }
 
@@ -266,6 +271,8 @@ int main(int argc, char** argv) {
   // more) single-CPU workers fit on a small machine; --num-cpus overrides.
   hvactor::runtime rt{argc, argv, {.num_cpus = 16}};
   auto cfg = parse(rt.args());
+  if (cfg.gpu)
+    return run_gpu_benchmark(rt, cfg.nps, cfg.min_bytes, cfg.max_bytes, cfg.budget_ms);
   std::FILE* csv = nullptr;
   if (!cfg.csv.empty()) {
     csv = std::fopen(cfg.csv.c_str(), "w");

@@ -36,6 +36,10 @@ public:
   }
 
 protected:
+  /// Makes this backend's GPU the calling thread's current device: calls
+  /// arrive on the caller's thread or the engine's, and CUDA's current
+  /// device is per thread (a kernel or cudaMalloc would land on GPU 0).
+  void activate();
   /// Polls the stream until it drained or `timeout_` passed; `abort` runs
   /// before throwing on timeout (NCCL aborts its communicator there).
   void wait_stream(const char* what, const std::function<void()>& abort);

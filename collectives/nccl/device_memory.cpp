@@ -23,6 +23,10 @@ device_memory::~device_memory() {
     cudaStreamDestroy(stream_);
 }
 
+void device_memory::activate() {
+  check(cudaSetDevice(device_), "cudaSetDevice", topo_, device_);
+}
+
 void device_memory::require_usable(const char* what) const {
   if (broken_)
     throw collective_error(fmt::format("hvd::{} on {}: an earlier GPU collective failed; call "
@@ -31,17 +35,20 @@ void device_memory::require_usable(const char* what) const {
 }
 
 void device_memory::copy(void* dst, const void* src, size_t bytes) {
+  activate();
   if (bytes > 0)
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync",
           topo_, device_);
 }
 
 void device_memory::zero(void* dst, size_t bytes) {
+  activate();
   if (bytes > 0)
     check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync", topo_, device_);
 }
 
 void* device_memory::scratch(size_t bytes) {
+  activate();
   if (bytes > scratch_size_) {
     // Nothing queued may still use the old buffer.
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", topo_, device_);
@@ -56,11 +63,13 @@ void* device_memory::scratch(size_t bytes) {
 }
 
 void device_memory::scale(void* data, size_t count, hvd::dtype t, int divisor) {
+  activate();
   launch_scale(data, count, t, divisor, stream_);
   check(cudaGetLastError(), "average kernel launch", topo_, device_);
 }
 
 void device_memory::wait_stream(const char* what, const std::function<void()>& abort) {
+  activate();
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     auto rc = cudaStreamQuery(stream_);

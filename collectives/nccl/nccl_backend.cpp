@@ -37,6 +37,7 @@ public:
   }
 
   void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) override {
+    activate();
     require_usable("allreduce");
     call("ncclAllReduce", ncclAllReduce(data, data, count, nccl_type(t), nccl_op(o), comm_,
                                         stream_));
@@ -44,6 +45,7 @@ public:
 
   void allgatherv(const void* in, void* out, std::span<const size_t> counts,
                   hvd::dtype t) override {
+    activate();
     require_usable("allgather");
     auto elem = size_of(t);
     bool equal = std::all_of(counts.begin(), counts.end(),
@@ -66,6 +68,7 @@ public:
   }
 
   void broadcast(void* data, size_t count, hvd::dtype t, int root) override {
+    activate();
     require_usable("broadcast");
     call("ncclBroadcast", ncclBroadcast(data, data, count, nccl_type(t), root, comm_, stream_));
   }
@@ -79,6 +82,7 @@ public:
 
   void alltoallv(const void* in, std::span<const int64_t> send_counts, void* out,
                  std::span<const int64_t> recv_counts, hvd::dtype t) override {
+    activate();
     require_usable("alltoall");
     auto elem = size_of(t);
     call("ncclGroupStart", ncclGroupStart());

@@ -89,6 +89,7 @@ private:
   // Copies device memory into a pinned buffer and waits for it.
   char* to_host(const void* src, size_t bytes, char*& buf, size_t& size) {
     require_usable("collective (host-staged)");
+    activate();
     auto* h = pinned(std::max<size_t>(bytes, 1), buf, size);
     if (bytes > 0)
       check(cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync D2H",
@@ -98,6 +99,7 @@ private:
   }
 
   void to_device(void* dst, const char* src, size_t bytes) {
+    activate();
     if (bytes > 0)
       check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
             "cudaMemcpyAsync H2D", topo_, device_);

@@ -227,7 +227,9 @@ void colocator_stopped(coord_actor self, const std::string& node) {
     return;
   release_reserved(self);
   st.ph = phase::stopped;
-  st.shutdown_promise.deliver(true);
+  for (auto& rp : st.shutdown_promises)
+    rp.deliver(true);
+  st.shutdown_promises.clear();
 }
 
 caf::error not_ready_error(const coordinator_state& st, const char* what) {
@@ -342,12 +344,14 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       if (st.ph == phase::stopped)
         return true;
       auto rp = self->make_response_promise<bool>();
+      st.shutdown_promises.push_back(rp);
+      if (st.ph == phase::stopping)
+        return rp; // a second shutdown waits for the first
       answer_pending(st, hv_error(error_kind::not_started, "the executor was shut down"));
       st.ph = phase::stopping;
       for (auto& w : st.workers)
         if (w.registered)
           self->send(w.handle, stop_atom_v);
-      st.shutdown_promise = rp;
       for (auto& [node, coloc] : st.colocators) {
         st.stopping_nodes.insert(node);
         auto id = node;

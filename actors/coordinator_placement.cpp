@@ -265,11 +265,16 @@ void connect_agents(coord_actor self, cluster_view view) {
   auto& view_ref = *shared_view;
   // Forget nodes that left, and nodes that came back on another port.
   std::map<std::string, node_agent> kept;
-  for (auto& info : view_ref.nodes) {
+  for (size_t i = 0; i < view_ref.nodes.size(); ++i) {
+    auto& info = view_ref.nodes[i];
     auto old = st.infos_by_node.find(info.node_id);
     auto agent = st.agents_by_node.find(info.node_id);
+    // Same address and port is not enough: a node restarted on a fixed
+    // port is another process (CAF node), and the old proxy stays dead.
     if (old != st.infos_by_node.end() && agent != st.agents_by_node.end()
-        && old->second.address == info.address && old->second.port == info.port)
+        && old->second.address == info.address && old->second.port == info.port
+        && i < view_ref.agents.size() && view_ref.agents[i]
+        && view_ref.agents[i].node() == agent->second.node())
       kept.emplace(info.node_id, agent->second);
   }
   st.agents_by_node = std::move(kept);

@@ -67,7 +67,7 @@ struct coordinator_state {
   caf::error failure;
   /// shutdown: nodes whose colocator has not stopped yet.
   std::set<std::string> stopping_nodes;
-  caf::typed_response_promise<bool> shutdown_promise;
+  std::vector<caf::typed_response_promise<bool>> shutdown_promises;
   std::map<uint64_t, pending_call> calls;
   uint64_t next_call = 1;
   static inline const char* name = "coordinator";

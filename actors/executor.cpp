@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 
@@ -108,7 +110,11 @@ void executor::start() {
     auto endpoint = fmt::format("{}:{}", st.rt.bind_host, st.coord_port);
     // The coordinator bounds placement and registration itself; this outer
     // bound only catches a coordinator that stopped answering.
-    auto bound = st.settings.placement_timeout + 2 * st.settings.timeout + 30s;
+    // Shipping is bounded per chunk only: allow 10 MB/s for the binary.
+    std::error_code ec;
+    auto binary = std::filesystem::file_size(st.rt.executable, ec);
+    auto shipping = std::chrono::seconds(ec ? 0 : static_cast<long>(binary / 10'000'000));
+    auto bound = st.settings.placement_timeout + 2 * st.settings.timeout + 30s + shipping;
     caf::scoped_actor self{st.sys()};
     self->request(st.coord, bound, start_atom_v, endpoint, st.rt.bind_host, st.store_port)
       .receive([&](job_info& info) { st.job = std::move(info); },

@@ -39,6 +39,8 @@ struct agent_state {
   std::map<std::string, held> reservations;          // by job id
   std::map<caf::actor_addr, std::string> colocators; // -> job id
   std::optional<binary_cache> cache;
+  /// Unfinished uploads by job id (their parts are dropped with the job).
+  std::map<std::string, std::set<std::string>> uploads;
   // Membership.
   std::string head_host;
   uint16_t head_port = 0;
@@ -101,7 +103,13 @@ void publish_info(agent_actor self) {
 }
 
 void release(agent_actor self, const std::string& job) {
-  if (self->state.reservations.erase(job) > 0)
+  auto& st = self->state;
+  if (auto u = st.uploads.find(job); u != st.uploads.end()) {
+    for (auto& hash : u->second)
+      st.cache->abort(hash, job);
+    st.uploads.erase(u);
+  }
+  if (st.reservations.erase(job) > 0)
     publish_info(self);
 }
 
@@ -167,7 +175,9 @@ caf::result<bool> put_binary(agent_actor self, const std::string& hash, const st
                        fmt::format("node '{}' has no binary cache", st.cfg.node_id));
   try {
     st.cache->write(hash, job, offset, bytes);
+    st.uploads[job].insert(hash);
     if (last) {
+      st.uploads[job].erase(hash);
       st.cache->finish(hash, job);
       log::info("cached binary {} ({} bytes) for job {}", hash.substr(0, 12),
                 offset + bytes.size(), job);
@@ -175,6 +185,7 @@ caf::result<bool> put_binary(agent_actor self, const std::string& hash, const st
     return true;
   } catch (const std::exception& e) {
     st.cache->abort(hash, job);
+    st.uploads[job].erase(hash);
     return agent_error(error_kind::generic,
                        fmt::format("node '{}' could not store the driver's binary: {}",
                                    st.cfg.node_id, e.what()));
@@ -183,13 +194,23 @@ caf::result<bool> put_binary(agent_actor self, const std::string& hash, const st
 
 caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coordinator coord) {
   auto& st = self->state;
+  if (st.stopping)
+    return agent_error(error_kind::worker_error,
+                       fmt::format("node '{}' is shutting down", st.cfg.node_id));
   auto i = st.reservations.find(req.job_id);
-  if (i == st.reservations.end())
+  if (i == st.reservations.end() || i->second.colocated)
     return agent_error(error_kind::placement_timeout,
-                       fmt::format("node '{}' holds no reservation for job {}", st.cfg.node_id,
-                                   req.job_id));
+                       fmt::format("node '{}' holds no reservation for job {} that is not "
+                                   "already running",
+                                   st.cfg.node_id, req.job_id));
   if (!req.binary_hash.empty()) {
-    if (!st.cache || !st.cache->has(req.binary_hash))
+    bool cached = false;
+    try {
+      cached = st.cache && st.cache->has(req.binary_hash);
+    } catch (const std::exception& e) {
+      return agent_error(error_kind::invalid_argument, e.what());
+    }
+    if (!cached)
       return agent_error(error_kind::worker_error,
                          fmt::format("node '{}' does not have binary {} in its cache",
                                      st.cfg.node_id, req.binary_hash));
@@ -208,6 +229,10 @@ caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coord
 
 node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
   self->state.cfg = std::move(cfg);
+  // A GPU id listed twice (--gpu-ids 0,0) is one GPU.
+  auto& ids = self->state.cfg.gpu_ids;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   if (!self->state.cfg.work_dir.empty())
     self->state.cache.emplace(self->state.cfg.work_dir + "/bin");
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -253,7 +278,12 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
                            fmt::format("node '{}' already holds a reservation of job {}: "
                                        "Colocator actors must be placed on unique nodes",
                                        st.cfg.node_id, job));
-      if (want.cpus > info.free.cpus || want.gpus > info.free.gpus)
+      if (want.cpus < 0 || want.gpus < 0)
+        return agent_error(error_kind::invalid_argument,
+                           fmt::format("node '{}': cannot reserve negative resources",
+                                       st.cfg.node_id));
+      if (want.cpus > info.free.cpus || want.gpus > info.free.gpus
+          || static_cast<size_t>(want.gpus) > info.free_gpu_ids.size())
         return agent_error(error_kind::placement_timeout,
                            fmt::format("node '{}' cannot reserve {{CPU: {}, GPU: {}}}: free "
                                        "{{CPU: {}, GPU: {}}}",

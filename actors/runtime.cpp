@@ -40,9 +40,20 @@ std::string self_executable() {
 std::vector<int> parse_ids(const std::string& text) {
   std::vector<int> ids;
   std::stringstream in{text};
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty())
-      ids.push_back(std::stoi(item));
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty())
+      continue;
+    size_t used = 0;
+    int id = -1;
+    try {
+      id = std::stoi(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (id < 0 || used != item.size())
+      throw std::invalid_argument("--gpu-ids must be comma-separated non-negative integers: '"
+                                  + text + "'");
+    ids.push_back(id);
+  }
   return ids;
 }
 

@@ -23,4 +23,11 @@ device_setup setup_devices(const topology&, hvd::detail::engine&, rendezvous_cli
 void wait_for_stream(hvd::cuda_stream) {
 }
 
+int current_device() {
+  return -1;
+}
+
+void restore_device(int) {
+}
+
 } // namespace hvactor::collectives

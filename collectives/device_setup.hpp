@@ -29,6 +29,11 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
                            rendezvous_client* client, const std::string& prefix,
                            std::chrono::milliseconds timeout);
 
+/// The calling thread's current CUDA device (-1 without CUDA); device
+/// backends switch it to their GPU, and hvd's calls put it back.
+int current_device();
+void restore_device(int device);
+
 /// Blocks until the work queued on `stream` finished (so a device
 /// collective reads what the caller's kernels wrote); no-op without CUDA.
 void wait_for_stream(hvd::cuda_stream stream);

@@ -155,10 +155,24 @@ void engine::wait(pending_op& p) {
     cv_.notify_all();
     auto bound = 2 * opts_.timeout + 10s;
     auto status = p.done.wait_for(bound);
+    bool dequeued = false;
     {
       std::lock_guard<std::mutex> lk{mu_};
       --flush_;
+      if (status != std::future_status::ready) {
+        // Still queued: drop it, so the engine never runs a closure whose
+        // caller (and the buffers it captured) is gone. Already running:
+        // keep waiting; every transfer under it has its own timeout.
+        auto i = std::find_if(queue_.begin(), queue_.end(),
+                              [&](const std::shared_ptr<pending_op>& q) { return q.get() == &p; });
+        if (i != queue_.end()) {
+          queue_.erase(i);
+          dequeued = true;
+        }
+      }
     }
+    if (status != std::future_status::ready && !dequeued)
+      status = (p.done.wait(), std::future_status::ready);
     if (status != std::future_status::ready)
       throw collective_error(fmt::format(
         "hvd: {} on rank {} did not finish within {} s although every transfer has a timeout; "

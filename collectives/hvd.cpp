@@ -143,13 +143,19 @@ void init() {
   ignore_sigpipe();
   auto timeout = std::chrono::milliseconds{
     1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
-  auto conn = connect(t, st.connections, timeout);
-  auto prefix = fmt::format("gloo.{}", st.connections);
+  // Counted only once connected: after an init that failed everywhere (a
+  // rank never arrived), the retry must use the prefix that rank uses. The
+  // failed attempt left only arrival keys, which the retry sets again.
+  auto connection_no = st.connections;
+  auto conn = connect(t, connection_no, timeout);
   ++st.connections;
+  auto prefix = fmt::format("gloo.{}", connection_no);
   st.topo = t;
   auto eng = std::make_unique<detail::engine>(std::move(conn.host), t,
                                               engine_options_from_env(timeout));
+  auto keep = collectives::current_device();
   auto dev = collectives::setup_devices(t, *eng, conn.store.get(), prefix, timeout);
+  collectives::restore_device(keep);
   eng->set_device_backend(std::move(dev.device));
   st.gpu = dev.description;
   st.engine = std::move(eng);
@@ -298,6 +304,15 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   return out;
 }
 
+// Puts the caller's current CUDA device back: device backends switch the
+// calling thread to their GPU.
+struct keep_device {
+  int device = collectives::current_device();
+  ~keep_device() {
+    collectives::restore_device(device);
+  }
+};
+
 collectives::backend& device_backend(const char* call) {
   auto* dev = current(call).device_backend();
   if (dev == nullptr)
@@ -307,6 +322,7 @@ collectives::backend& device_backend(const char* call) {
 }
 
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s) {
+  keep_device keep;
   auto& dev = device_backend("allreduce");
   collectives::wait_for_stream(s);
   int n = global().topo.size;
@@ -321,6 +337,7 @@ void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s) {
 }
 
 void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s) {
+  keep_device keep;
   auto& dev = device_backend("allgather");
   collectives::wait_for_stream(s);
   std::vector<size_t> counts(static_cast<size_t>(global().topo.size), count);
@@ -332,6 +349,7 @@ void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_str
 }
 
 void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s) {
+  keep_device keep;
   auto& dev = device_backend("broadcast");
   const auto& tp = global().topo;
   if (root < 0 || root >= tp.size)

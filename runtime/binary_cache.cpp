@@ -91,8 +91,12 @@ void binary_cache::finish(const std::string& hash, const std::string& upload) {
   }
 }
 
-void binary_cache::abort(const std::string& hash, const std::string& upload) {
-  ::unlink(part_path(hash, upload).c_str());
+void binary_cache::abort(const std::string& hash, const std::string& upload) noexcept {
+  try {
+    ::unlink(part_path(hash, upload).c_str());
+  } catch (const std::exception&) {
+    // A malformed hash or upload id names no file.
+  }
 }
 
 } // namespace hvactor

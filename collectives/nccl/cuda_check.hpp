@@ -30,7 +30,8 @@ ncclDataType_t nccl_type(hvd::dtype t);
 ncclRedOp_t nccl_op(hvd::op o);
 
 /// Divides `count` elements at device `data` by `divisor` on `stream`
-/// (integer types truncate, as on the host); scale.cu.
-void launch_scale(void* data, size_t count, hvd::dtype t, int divisor, cudaStream_t stream);
+/// (integer types truncate, as on the host); scale.cu. False when nothing
+/// was launched (empty, or divisor <= 1).
+bool launch_scale(void* data, size_t count, hvd::dtype t, int divisor, cudaStream_t stream);
 
 } // namespace hvactor::collectives::cuda

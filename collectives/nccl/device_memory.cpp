@@ -64,8 +64,8 @@ void* device_memory::scratch(size_t bytes) {
 
 void device_memory::scale(void* data, size_t count, hvd::dtype t, int divisor) {
   activate();
-  launch_scale(data, count, t, divisor, stream_);
-  check(cudaGetLastError(), "average kernel launch", topo_, device_);
+  if (launch_scale(data, count, t, divisor, stream_))
+    check(cudaGetLastError(), "average kernel launch", topo_, device_);
 }
 
 void device_memory::wait_stream(const char* what, const std::function<void()>& abort) {

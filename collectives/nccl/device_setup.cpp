@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -41,6 +43,20 @@ void wait_for_stream(hvd::cuda_stream stream) {
     throw error(fmt::format("hvd: waiting for the caller's CUDA stream failed: {} ({})",
                             cudaGetErrorString(rc), cudaGetErrorName(rc)));
   }
+}
+
+int current_device() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
+void restore_device(int device) {
+  if (device >= 0)
+    cudaSetDevice(device);
 }
 
 namespace {
@@ -88,7 +104,11 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
     char bus[64] = {0};
     cuda::check(cudaDeviceGetPCIBusId(bus, sizeof(bus), device), "cudaDeviceGetPCIBusId", t,
                 device);
-    mine = fmt::format("ok {}|{}", t.host, bus);
+    // The machine, not the node id: two hvactor-nodes on one machine may
+    // both offer GPU 0 (NCCL's own duplicate check hashes the hostname).
+    char machine[256] = {0};
+    ::gethostname(machine, sizeof(machine) - 1);
+    mine = fmt::format("ok {}|{}", machine, bus);
   } else {
     mine = "none " + probe.reason;
   }

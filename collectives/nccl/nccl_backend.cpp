@@ -24,7 +24,13 @@ public:
     // job's timeout instead of hanging it (every NCCL call is then polled).
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    call("ncclCommInitRankConfig", ncclCommInitRankConfig(&comm_, t.size, id, t.rank, &config));
+    try {
+      call("ncclCommInitRankConfig",
+           ncclCommInitRankConfig(&comm_, t.size, id, t.rank, &config));
+    } catch (...) {
+      abort(); // the destructor does not run for a failed constructor
+      throw;
+    }
   }
 
   ~nccl_backend() override {
@@ -137,6 +143,7 @@ private:
         return;
       if (state != ncclInProgress) {
         broken_ = true;
+        abort(); // NCCL: a communicator in error must be aborted
         check(state, what, topo_, device_);
       }
       if (std::chrono::steady_clock::now() > deadline) {

@@ -32,9 +32,9 @@ unsigned blocks_for(size_t n) {
 
 } // namespace
 
-void launch_scale(void* data, size_t n, hvd::dtype t, int divisor, cudaStream_t stream) {
+bool launch_scale(void* data, size_t n, hvd::dtype t, int divisor, cudaStream_t stream) {
   if (n == 0 || divisor <= 1)
-    return;
+    return false;
   auto blocks = blocks_for(n);
   switch (t) {
     case hvd::dtype::float32:
@@ -53,6 +53,7 @@ void launch_scale(void* data, size_t n, hvd::dtype t, int divisor, cudaStream_t 
       divide_half<<<blocks, 256, 0, stream>>>(static_cast<__half*>(data), n, float(divisor));
       break;
   }
+  return true;
 }
 
 } // namespace hvactor::collectives::cuda

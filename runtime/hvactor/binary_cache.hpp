@@ -33,8 +33,8 @@ public:
   /// hvactor::error naming both hashes on a mismatch (and drops the upload).
   void finish(const std::string& hash, const std::string& upload);
 
-  /// Drops an unfinished upload, if any.
-  void abort(const std::string& hash, const std::string& upload);
+  /// Drops an unfinished upload, if any (never throws).
+  void abort(const std::string& hash, const std::string& upload) noexcept;
 
   const std::string& dir() const noexcept {
     return dir_;

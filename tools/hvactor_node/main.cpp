@@ -27,7 +27,11 @@ std::vector<int> parse_ids(const std::string& text) {
     if (item.empty())
       continue;
     size_t used = 0;
-    int id = std::stoi(item, &used);
+    int id = -1;
+    try {
+      id = std::stoi(item, &used);
+    } catch (const std::exception&) {
+    }
     if (used != item.size() || id < 0)
       throw std::invalid_argument("--gpu-ids must be comma-separated non-negative integers: '"
                                   + text + "'");

@@ -11,6 +11,7 @@
 
 #include "coordinator_state.hpp"
 #include "hvactor/env.hpp"
+#include "hvactor/event.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
 #include "hvactor/process.hpp"
@@ -70,6 +71,11 @@ void fail(coord_actor self, caf::error err) {
   log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
   st.failure = err;
   answer_pending(st, err);
+  if (st.cfg.launch && !st.launch_done) {
+    job_exit out;
+    out.message = describe(err);
+    finish_launch(self, std::move(out));
+  }
 }
 
 namespace {
@@ -87,6 +93,37 @@ env_list worker_env(const coordinator_state& st) {
 
 } // namespace
 
+std::vector<env_list> horovod_envs(const coordinator_state& st,
+                                   const std::vector<std::string>& node_of_rank) {
+  rank_planner planner;
+  for (size_t r = 0; r < node_of_rank.size(); ++r)
+    planner.add(static_cast<int>(r), node_of_rank[r]);
+  auto layout = planner.plan();
+  std::vector<env_list> out(node_of_rank.size());
+  for (size_t r = 0; r < node_of_rank.size(); ++r) {
+    auto& l = layout[r];
+    out[r].entries = {
+      {env::rank, std::to_string(l.rank)},
+      {env::size, std::to_string(l.size)},
+      {env::local_rank, std::to_string(l.local_rank)},
+      {env::local_size, std::to_string(l.local_size)},
+      {env::cross_rank, std::to_string(l.cross_rank)},
+      {env::cross_size, std::to_string(l.cross_size)},
+      {env::hostname, node_of_rank[r]},
+      {env::controller, "gloo"},
+      {env::cpu_operations, "gloo"},
+      {env::rendezvous_addr, st.rendezvous_host},
+      {env::rendezvous_port, std::to_string(st.rendezvous_port)},
+      {env::rendezvous_scope, st.cfg.job_id + "/0"},
+      {"HOROVOD_GLOO_TIMEOUT_SECONDS",
+       std::to_string(std::max<long>(1, st.cfg.settings.timeout.count() / 1000))},
+    };
+    for (auto& [k, v] : st.cfg.options.extra_env_vars)
+      out[r].entries.emplace_back(k, v);
+  }
+  return out;
+}
+
 void spawn_workers(coord_actor self) {
   auto& st = self->state;
   st.ph = phase::registering;
@@ -98,16 +135,31 @@ void spawn_workers(coord_actor self) {
   for (auto& a : st.plan.nodes)
     for (auto r : a.ranks)
       st.workers[r].node_id = a.node_id;
-  self->delayed_send(self, st.cfg.settings.timeout, expire_atom_v, registration_timer);
+  std::vector<env_list> envs;
+  if (st.cfg.launch) {
+    std::vector<std::string> nodes;
+    for (auto& w : st.workers)
+      nodes.push_back(w.node_id);
+    envs = horovod_envs(st, nodes);
+  } else {
+    self->delayed_send(self, st.cfg.settings.timeout, expire_atom_v, registration_timer);
+  }
+  auto colocated = std::make_shared<size_t>(0);
   for (auto& a : st.plan.nodes) {
     spawn_request req;
+    if (st.cfg.launch) {
+      req.launch = true;
+      for (auto r : a.ranks)
+        req.rank_env.push_back(envs[r]);
+    }
     req.job_id = st.cfg.job_id;
     req.executable = st.cfg.executable;
     if (st.infos_by_node[a.node_id].caches_binaries)
       req.binary_hash = st.cfg.binary_hash;
     req.args = st.cfg.args;
     req.ranks.assign(a.ranks.begin(), a.ranks.end());
-    req.env = worker_env(st);
+    if (!st.cfg.launch)
+      req.env = worker_env(st);
     req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
     auto node = a.node_id;
     self->request(st.agents_by_node[node], st.cfg.settings.timeout, colocate_atom_v, req,
@@ -120,6 +172,9 @@ void spawn_workers(coord_actor self) {
           }
           self->monitor(coloc);
           self->state.colocators[node] = coloc;
+          // hvactor-run: no registration; running once every node started.
+          if (self->state.cfg.launch && ++*colocated == self->state.plan.nodes.size())
+            launch_started(self);
         },
         [=](caf::error& err) {
           fail(self, hv_error(error_kind::worker_error,
@@ -133,32 +188,13 @@ namespace {
 
 void hand_out_env(coord_actor self) {
   auto& st = self->state;
-  rank_planner planner;
+  std::vector<std::string> nodes;
   for (int r = 0; r < st.size(); ++r)
-    planner.add(r, st.workers[r].hello.node_id);
-  auto layout = planner.plan();
+    nodes.push_back(st.workers[r].hello.node_id);
+  auto envs = horovod_envs(st, nodes);
   auto pending = std::make_shared<int>(st.size());
   for (int r = 0; r < st.size(); ++r) {
-    auto& l = layout[r];
-    env_list env;
-    env.entries = {
-      {env::rank, std::to_string(l.rank)},
-      {env::size, std::to_string(l.size)},
-      {env::local_rank, std::to_string(l.local_rank)},
-      {env::local_size, std::to_string(l.local_size)},
-      {env::cross_rank, std::to_string(l.cross_rank)},
-      {env::cross_size, std::to_string(l.cross_size)},
-      {env::hostname, st.workers[r].hello.node_id},
-      {env::controller, "gloo"},
-      {env::cpu_operations, "gloo"},
-      {env::rendezvous_addr, st.rendezvous_host},
-      {env::rendezvous_port, std::to_string(st.rendezvous_port)},
-      {env::rendezvous_scope, st.cfg.job_id + "/0"},
-      {"HOROVOD_GLOO_TIMEOUT_SECONDS",
-       std::to_string(std::max<long>(1, st.cfg.settings.timeout.count() / 1000))},
-    };
-    for (auto& [k, v] : st.cfg.options.extra_env_vars)
-      env.entries.emplace_back(k, v);
+    auto& env = envs[r];
     self->request(st.workers[r].handle, st.cfg.settings.timeout, set_env_atom_v, env)
       .then(
         [=](bool) {
@@ -308,7 +344,26 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
         return;
       if (st.ph == phase::stopping || st.ph == phase::stopped)
         return;
-      fail(self, exit_error(st, ex));
+      if (st.cfg.launch)
+        launch_exited(self, ex, exit_error(st, ex));
+      else
+        fail(self, exit_error(st, ex));
+    },
+    [=](output_atom, int32_t rank, int32_t stream, const std::string& line) {
+      if (self->state.cfg.on_output)
+        self->state.cfg.on_output(rank, stream, line);
+    },
+    [=](event_atom, int32_t rank, const std::string& encoded) {
+      if (self->state.cfg.on_event)
+        self->state.cfg.on_event(rank, log::decode_event(encoded));
+    },
+    [=](finished_atom) -> caf::result<job_exit> {
+      auto& st = self->state;
+      if (st.launch_done)
+        return st.outcome;
+      auto rp = self->make_response_promise<job_exit>();
+      st.finished_promises.push_back(rp);
+      return rp;
     },
     [=](call_atom, const call_request& req) -> caf::result<call_results> {
       auto& st = self->state;
@@ -348,6 +403,11 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       if (st.ph == phase::stopping)
         return rp; // a second shutdown waits for the first
       answer_pending(st, hv_error(error_kind::not_started, "the executor was shut down"));
+      if (st.cfg.launch && !st.launch_done) {
+        job_exit out;
+        out.message = "the job was stopped before every rank exited";
+        finish_launch(self, std::move(out));
+      }
       st.ph = phase::stopping;
       for (auto& w : st.workers)
         if (w.registered)
@@ -370,6 +430,8 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       auto& st = self->state;
       if (timer == placement_retry_timer) {
         try_placement(self);
+      } else if (timer == launch_finish_timer) {
+        finish_launch(self, st.outcome);
       } else if (timer == registration_timer) {
         if (st.ph != phase::registering || st.registered == st.workers.size() || st.failure)
           return;

@@ -22,6 +22,7 @@ enum class phase { idle, placing, shipping, registering, ready, stopping, stoppe
 // Timer ids (expire_atom payloads).
 inline constexpr uint64_t placement_retry_timer = 1;
 inline constexpr uint64_t registration_timer = 2;
+inline constexpr uint64_t launch_finish_timer = 3;
 inline constexpr uint64_t worker_lost_timer_base = 1000;            // + rank
 inline constexpr uint64_t call_timer_base = uint64_t{1} << 32;      // + call id
 
@@ -70,6 +71,11 @@ struct coordinator_state {
   std::vector<caf::typed_response_promise<bool>> shutdown_promises;
   std::map<uint64_t, pending_call> calls;
   uint64_t next_call = 1;
+  // hvactor-run jobs (cfg.launch).
+  size_t exited_ok = 0;
+  bool launch_done = false;
+  proto::job_exit outcome;
+  std::vector<caf::typed_response_promise<proto::job_exit>> finished_promises;
   static inline const char* name = "coordinator";
 
   int size() const {
@@ -99,6 +105,19 @@ void spawn_workers(coord_actor self);
 
 /// "rank 3 on node 'n1' (pid 4711)", for error messages.
 std::string worker_label(const coordinator_state& st, int rank);
+
+/// The Horovod variables of every rank, given each rank's node.
+std::vector<proto::env_list> horovod_envs(const coordinator_state& st,
+                                          const std::vector<std::string>& node_of_rank);
+
+/// hvactor-run (coordinator_launch.cpp): every node started its processes.
+void launch_started(coord_actor self);
+
+/// hvactor-run: a process ended; `err` is the job error it would be.
+void launch_exited(coord_actor self, const proto::worker_exit& ex, caf::error err);
+
+/// hvactor-run: the job's outcome; answers every finished request.
+void finish_launch(coord_actor self, proto::job_exit out);
 
 /// Answers a pending call with `err`.
 void deliver_error(pending_call& call, const caf::error& err);

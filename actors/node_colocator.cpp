@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/env.hpp"
+#include "hvactor/event.hpp"
 #include "hvactor/log.hpp"
 #include "hvactor/process.hpp"
 
@@ -69,16 +70,39 @@ void begin_stop(colocator_actor self, int sig) {
 void start_workers(colocator_actor self) {
   auto& st = self->state;
   std::string cuda_devices = fmt::format("{}", fmt::join(st.res.gpu_ids, ","));
-  for (auto rank : st.req.ranks) {
+  for (size_t i = 0; i < st.req.ranks.size(); ++i) {
+    auto rank = st.req.ranks[i];
     process_spec spec;
     spec.executable = st.req.executable;
     spec.args = st.req.args;
     spec.env = st.req.env.entries;
-    spec.env.emplace_back(env::worker_rank, std::to_string(rank));
-    spec.env.emplace_back(env::worker_node, st.res.node_id);
+    if (st.req.launch) {
+      // The user's SPMD program: its Horovod variables, and its output
+      // goes to the launcher, line by line.
+      if (i < st.req.rank_env.size())
+        for (auto& kv : st.req.rank_env[i].entries)
+          spec.env.push_back(kv);
+      spec.capture_stdout = true;
+      spec.echo_stderr = false;
+    } else {
+      spec.env.emplace_back(env::worker_rank, std::to_string(rank));
+      spec.env.emplace_back(env::worker_node, st.res.node_id);
+    }
     if (!st.res.gpu_ids.empty())
       spec.env.emplace_back(env::cuda_visible_devices, cuda_devices);
     spec.stderr_tail_lines = st.req.stderr_tail_lines;
+    // Events (hvactor::log::event) always go to the coordinator; in launch
+    // mode every other line too. Sent from the monitor thread, in order.
+    spec.event_marker = log::event_marker;
+    auto coord = st.coord;
+    bool launch = st.req.launch;
+    auto marker = std::string{log::event_marker};
+    spec.on_line = [coord, rank, launch, marker](int stream, const std::string& line) {
+      if (stream == 2 && line.rfind(marker, 0) == 0)
+        caf::anon_send(coord, event_atom_v, rank, line.substr(marker.size()));
+      else if (launch)
+        caf::anon_send(coord, output_atom_v, rank, static_cast<int32_t>(stream), line);
+    };
     auto handle = node_colocator{self};
     auto job = st.req.job_id;
     auto node = st.res.node_id;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "hvactor/errors.hpp"
@@ -68,7 +69,7 @@ struct prepared_exec {
 };
 
 [[noreturn]] void exec_child(const char* path, const prepared_exec& prep, int err_fd,
-                             int stderr_fd, pid_t parent, int max_fd) {
+                             int stderr_fd, int stdout_fd, pid_t parent, int max_fd) {
   // Die with the thread that forked us (SIGKILL of the parent included).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent)
@@ -77,6 +78,8 @@ struct prepared_exec {
   if (devnull >= 0 && devnull != STDIN_FILENO)
     ::dup2(devnull, STDIN_FILENO);
   ::dup2(stderr_fd, STDERR_FILENO);
+  if (stdout_fd >= 0)
+    ::dup2(stdout_fd, STDOUT_FILENO);
   // Keep the exec-error pipe at fd 3 and close everything else we inherited
   // (the parent's listening sockets must not leak into workers).
   if (err_fd != 3) {
@@ -97,7 +100,11 @@ struct prepared_exec {
 
 class line_tail {
 public:
-  line_tail(size_t max_lines, bool echo) : max_lines_(max_lines), echo_(echo) {
+  using sink = std::function<void(int, const std::string&)>;
+
+  line_tail(size_t max_lines, bool echo, sink on_line = {}, std::string marker = {})
+    : max_lines_(max_lines), echo_(echo), on_line_(std::move(on_line)),
+      marker_(std::move(marker)) {
   }
 
   void feed(const char* data, size_t n) {
@@ -120,8 +127,14 @@ public:
 
 private:
   void push(std::string line) {
+    if (on_line_ && !marker_.empty() && line.rfind(marker_, 0) == 0) {
+      on_line_(2, line.substr(0, line.size() - 1));
+      return;
+    }
     if (echo_)
       [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
+    if (on_line_)
+      on_line_(2, line.substr(0, line.size() - 1));
     lines_.push_back(std::move(line));
     while (lines_.size() > max_lines_)
       lines_.pop_front();
@@ -129,24 +142,54 @@ private:
 
   size_t max_lines_;
   bool echo_;
+  sink on_line_;
+  std::string marker_;
   std::string partial_;
   std::deque<std::string> lines_;
 };
 
-// Runs on the monitor thread: start, pump stderr, reap, report.
+// Complete lines of the child's stdout, for process_spec::on_line.
+class line_splitter {
+public:
+  explicit line_splitter(line_tail::sink on_line) : on_line_(std::move(on_line)) {
+  }
+
+  void feed(const char* data, size_t n) {
+    partial_.append(data, n);
+    size_t start = 0;
+    for (size_t pos; (pos = partial_.find('\n', start)) != std::string::npos; start = pos + 1)
+      on_line_(1, partial_.substr(start, pos - start));
+    partial_.erase(0, start);
+  }
+
+  void finish() {
+    if (!partial_.empty())
+      on_line_(1, partial_);
+    partial_.clear();
+  }
+
+private:
+  line_tail::sink on_line_;
+  std::string partial_;
+};
+
+// Runs on the monitor thread: start, pump stderr (and stdout), reap, report.
 void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
              child_process::exit_handler on_exit, std::promise<int> started) {
   prepared_exec prep{spec};
   int err_pipe[2];
   int out_pipe[2];
+  int std_pipe[2] = {-1, -1}; // the child's stdout, when captured
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     started.set_value(errno);
     return;
   }
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0
+      || (spec.on_line && spec.capture_stdout && ::pipe2(std_pipe, O_CLOEXEC) != 0)) {
     int err = errno;
-    ::close(err_pipe[0]);
-    ::close(err_pipe[1]);
+    for (int fd : {err_pipe[0], err_pipe[1], out_pipe[0], out_pipe[1], std_pipe[0], std_pipe[1]})
+      if (fd >= 0)
+        ::close(fd);
     started.set_value(err);
     return;
   }
@@ -155,15 +198,19 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
   pid_t pid = ::fork();
   if (pid < 0) {
     int err = errno;
-    for (int fd : {err_pipe[0], err_pipe[1], out_pipe[0], out_pipe[1]})
-      ::close(fd);
+    for (int fd : {err_pipe[0], err_pipe[1], out_pipe[0], out_pipe[1], std_pipe[0], std_pipe[1]})
+      if (fd >= 0)
+        ::close(fd);
     started.set_value(err);
     return;
   }
   if (pid == 0)
-    exec_child(spec.executable.c_str(), prep, err_pipe[1], out_pipe[1], parent, max_fd);
+    exec_child(spec.executable.c_str(), prep, err_pipe[1], out_pipe[1], std_pipe[1], parent,
+               max_fd);
   ::close(err_pipe[1]);
   ::close(out_pipe[1]);
+  if (std_pipe[1] >= 0)
+    ::close(std_pipe[1]);
   int exec_errno = 0;
   ssize_t got;
   do {
@@ -173,6 +220,8 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
   if (got == sizeof(exec_errno)) {
     ::waitpid(pid, nullptr, 0);
     ::close(out_pipe[0]);
+    if (std_pipe[0] >= 0)
+      ::close(std_pipe[0]);
     started.set_value(exec_errno == 0 ? EINVAL : exec_errno);
     return;
   }
@@ -180,24 +229,39 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
   st->running = true;
   started.set_value(0);
   ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  line_tail tail{static_cast<size_t>(std::max(spec.stderr_tail_lines, 1)), spec.echo_stderr};
+  if (std_pipe[0] >= 0)
+    ::fcntl(std_pipe[0], F_SETFL, O_NONBLOCK);
+  line_tail tail{static_cast<size_t>(std::max(spec.stderr_tail_lines, 1)), spec.echo_stderr,
+                 spec.on_line, spec.event_marker};
+  std::optional<line_splitter> out_lines;
+  if (spec.on_line && spec.capture_stdout)
+    out_lines.emplace(spec.on_line);
   char buf[4096];
   bool pipe_open = true;
+  bool std_open = std_pipe[0] >= 0;
   int status = 0;
-  for (;;) {
-    if (pipe_open) {
-      pollfd pfd{out_pipe[0], POLLIN, 0};
-      ::poll(&pfd, 1, 50);
-      for (;;) {
-        ssize_t n = ::read(out_pipe[0], buf, sizeof(buf));
-        if (n > 0) {
-          tail.feed(buf, static_cast<size_t>(n));
-          continue;
-        }
-        if (n == 0)
-          pipe_open = false;
-        break;
+  // Reads what is there now; false once the pipe reached EOF.
+  auto pump = [&](int fd, auto&& feed) {
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        feed(buf, static_cast<size_t>(n));
+        continue;
       }
+      return n != 0;
+    }
+  };
+  auto feed_err = [&](const char* d, size_t n) { tail.feed(d, n); };
+  auto feed_out = [&](const char* d, size_t n) { out_lines->feed(d, n); };
+  for (;;) {
+    if (pipe_open || std_open) {
+      pollfd pfds[2] = {{pipe_open ? out_pipe[0] : -1, POLLIN, 0},
+                        {std_open ? std_pipe[0] : -1, POLLIN, 0}};
+      ::poll(pfds, 2, 50);
+      if (pipe_open)
+        pipe_open = pump(out_pipe[0], feed_err);
+      if (std_open)
+        std_open = pump(std_pipe[0], feed_out);
     } else {
       ::usleep(20000);
     }
@@ -219,7 +283,17 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
       break;
     tail.feed(buf, static_cast<size_t>(n));
   }
+  for (int i = 0; std_open && i < 64; ++i) {
+    ssize_t n = ::read(std_pipe[0], buf, sizeof(buf));
+    if (n <= 0)
+      break;
+    out_lines->feed(buf, static_cast<size_t>(n));
+  }
+  if (out_lines)
+    out_lines->finish();
   ::close(out_pipe[0]);
+  if (std_pipe[0] >= 0)
+    ::close(std_pipe[0]);
   process_exit result;
   result.pid = pid;
   if (status != -1 && WIFEXITED(status))

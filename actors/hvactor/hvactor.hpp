@@ -3,6 +3,7 @@
 /// Everything a user of hvactor needs.
 
 #include "hvactor/errors.hpp"
+#include "hvactor/event.hpp"
 #include "hvactor/executor.hpp"
 #include "hvactor/future.hpp"
 #include "hvactor/hvd.hpp"

@@ -47,6 +47,7 @@ public:
 
 private:
   friend class executor;
+  friend class launcher;
   std::unique_ptr<impl> impl_;
 };
 

@@ -21,6 +21,15 @@ struct process_spec {
   int stderr_tail_lines = 20;
   /// Echo the child's stderr lines to ours.
   bool echo_stderr = true;
+  /// When set, every complete line the child writes to stderr (stream 2)
+  /// and, with `capture_stdout`, to stdout (stream 1) is passed here,
+  /// without its newline, on the monitor thread, in the order read. Lines
+  /// that start with `event_marker` go only here (no echo, no tail).
+  std::function<void(int stream, const std::string& line)> on_line;
+  /// Capture stdout for on_line (else the child writes to ours).
+  bool capture_stdout = false;
+  /// See on_line; empty: none.
+  std::string event_marker;
 };
 
 /// How a process ended.

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,15 @@ struct coordinator_config {
   /// SHA-256 of `executable`; nodes that cache binaries get it shipped
   /// (when they lack it) and run their cached copy.
   std::string binary_hash;
+  /// hvactor-run: `executable` is the user's SPMD program, started with its
+  /// Horovod variables and no hvactor worker; the job ends when every
+  /// process exited (finished_atom).
+  bool launch = false;
+  /// hvactor-run: each line a process writes (stream 1 stdout, 2 stderr),
+  /// called in the coordinator, in arrival order per rank.
+  std::function<void(int rank, int stream, const std::string& line)> on_output;
+  /// hvactor::log::event from any process, in arrival order.
+  std::function<void(int rank, const std::map<std::string, std::string>& fields)> on_event;
   std::vector<std::string> args;
 };
 

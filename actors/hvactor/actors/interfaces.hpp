@@ -133,12 +133,17 @@ struct spawn_request {
   /// variables; CUDA_VISIBLE_DEVICES is added by the colocator).
   env_list env;
   int32_t stderr_tail_lines = 20;
+  /// hvactor-run: the processes are the user's SPMD program, not hvactor
+  /// workers. Each gets `rank_env[i]` (Horovod variables of ranks[i]) on
+  /// top of `env`; their stdout and stderr lines go to the coordinator.
+  bool launch = false;
+  std::vector<env_list> rank_env;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
   return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.binary_hash, x.args,
-           x.ranks, x.env, x.stderr_tail_lines);
+           x.ranks, x.env, x.stderr_tail_lines, x.launch, x.rank_env);
 }
 
 /// First message of a worker process to its coordinator.
@@ -214,6 +219,26 @@ typename Inspector::result_type inspect(Inspector& f, call_results& x) {
   return f(caf::meta::type_name("call_results"), x.results);
 }
 
+/// How an hvactor-run job ended.
+struct job_exit {
+  bool ok = false;
+  /// First rank that failed (-1: none, or the job failed otherwise).
+  int32_t rank = -1;
+  std::string node_id;
+  int32_t pid = 0;
+  int32_t exit_code = -1;
+  int32_t signal = 0;
+  std::vector<std::string> stderr_tail;
+  /// What went wrong, for the user.
+  std::string message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_exit& x) {
+  return f(caf::meta::type_name("job_exit"), x.ok, x.rank, x.node_id, x.pid, x.exit_code,
+           x.signal, x.stderr_tail, x.message);
+}
+
 /// What `start` reports back to the driver.
 struct job_info {
   std::string job_id;
@@ -251,6 +276,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, list_atom, "list")
   CAF_ADD_ATOM(hvactor, hvactor::proto, has_bin_atom, "has_bin")
   CAF_ADD_ATOM(hvactor, hvactor::proto, put_bin_atom, "put_bin")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, output_atom, "output")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, event_atom, "event")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, finished_atom, "finished")
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
@@ -262,6 +290,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_result))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_results))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_info))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_exit))
 CAF_END_TYPE_ID_BLOCK(hvactor)
 
 namespace hvactor::proto {
@@ -297,6 +326,13 @@ using coordinator = caf::typed_actor<
   caf::replies_to<register_atom, worker_hello, horovod_worker>::with<bool>,
   // From colocators: a worker process ended.
   caf::reacts_to<exited_atom, worker_exit>,
+  // From a process's monitor thread: one line of its stdout (1) or stderr
+  // (2) (hvactor-run jobs), by world rank.
+  caf::reacts_to<output_atom, int32_t, int32_t, std::string>,
+  // hvactor::log::event from a process, by world rank (encoded key/values).
+  caf::reacts_to<event_atom, int32_t, std::string>,
+  // hvactor-run: answers when every rank exited, or the job failed.
+  caf::replies_to<finished_atom>::with<job_exit>,
   // A call on every worker, results in world-rank order.
   caf::replies_to<call_atom, call_request>::with<call_results>,
   // A call on one rank.

@@ -1,0 +1,257 @@
+#include "hvactor/launcher.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+
+#include <caf/all.hpp>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "hvactor/actors/coordinator.hpp"
+#include "hvactor/actors/rendezvous_store.hpp"
+#include "hvactor/collectives/transport.hpp"
+#include "hvactor/event.hpp"
+#include "hvactor/file_digest.hpp"
+#include "hvactor/log.hpp"
+#include "hvactor/process.hpp"
+#include "hvactor/system_config.hpp"
+#include "runtime_impl.hpp"
+
+namespace hvactor {
+
+using namespace proto;
+using namespace std::chrono_literals;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A program name as the shell would run it: a path, or the first match in
+// PATH; always absolute (nodes start it from their own working directory).
+std::string resolve_program(const std::string& name) {
+  auto runnable = [](const fs::path& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (!runnable(name))
+      throw std::invalid_argument(fmt::format("hvactor-run: '{}' is not an executable file", name));
+    return fs::absolute(name).lexically_normal().string();
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    auto end = dirs.find(':', start);
+    auto dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    auto candidate = fs::path(dir.empty() ? "." : dir) / name;
+    if (runnable(candidate))
+      return fs::absolute(candidate).lexically_normal().string();
+    if (end == std::string::npos)
+      break;
+    start = end + 1;
+  }
+  throw std::invalid_argument(fmt::format("hvactor-run: '{}' not found in PATH", name));
+}
+
+executor_options slots_of(const launch_options& o) {
+  executor_options x;
+  if (o.num_hosts || o.per_host) {
+    x.num_hosts = o.num_hosts;
+    x.num_workers_per_host = o.per_host;
+  } else {
+    x.num_workers = o.np;
+  }
+  x.cpus_per_worker = o.cpus_per_worker;
+  if (o.gpus_per_worker > 0) {
+    x.use_gpu = true;
+    x.gpus_per_worker = o.gpus_per_worker;
+  }
+  x.extra_env_vars = o.env;
+  return x;
+}
+
+// Prints forwarded lines whole, tagged like mpirun --tag-output, and copies
+// them to per-rank files. Called from the coordinator (one thread at a
+// time), but locked anyway: the launcher prints its own lines too.
+class output_printer {
+public:
+  output_printer(std::string dir, bool timestamps) : dir_(std::move(dir)), stamp_(timestamps) {
+  }
+
+  void line(int rank, int stream, const std::string& text) {
+    std::lock_guard<std::mutex> guard{mu_};
+    auto tagged = fmt::format("{}[1,{}]<{}>:{}\n", stamp(), rank,
+                              stream == 1 ? "stdout" : "stderr", text);
+    std::fwrite(tagged.data(), 1, tagged.size(), stream == 1 ? stdout : stderr);
+    std::fflush(stream == 1 ? stdout : stderr);
+    if (!dir_.empty()) {
+      auto& f = file(rank, stream == 1 ? "stdout" : "stderr");
+      f << text << '\n';
+      f.flush();
+    }
+  }
+
+  void event(int rank, const std::map<std::string, std::string>& kv) {
+    std::string text;
+    for (auto& [k, v] : kv)
+      text += fmt::format("{}{}={}", text.empty() ? "" : " ", k, v);
+    std::lock_guard<std::mutex> guard{mu_};
+    auto tagged = fmt::format("{}[1,{}]<event>:{}\n", stamp(), rank, text);
+    std::fwrite(tagged.data(), 1, tagged.size(), stdout);
+    std::fflush(stdout);
+  }
+
+private:
+  std::string stamp() const {
+    if (!stamp_)
+      return {};
+    auto now = std::chrono::system_clock::now();
+    auto t = std::chrono::system_clock::to_time_t(now);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+    std::tm tm{};
+    ::localtime_r(&t, &tm);
+    return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03} ", tm, ms.count());
+  }
+
+  std::ofstream& file(int rank, const char* name) {
+    auto key = std::to_string(rank) + name;
+    auto i = files_.find(key);
+    if (i != files_.end())
+      return i->second;
+    auto dir = fs::path(dir_) / fmt::format("rank.{}", rank);
+    fs::create_directories(dir);
+    return files_.emplace(key, std::ofstream(dir / name)).first->second;
+  }
+
+  std::mutex mu_;
+  std::string dir_;
+  bool stamp_;
+  std::map<std::string, std::ofstream> files_;
+};
+
+} // namespace
+
+struct launcher::impl {
+  runtime::impl& rt;
+  settings s;
+  launch_options o;
+  std::string program;
+  std::shared_ptr<output_printer> printer;
+};
+
+launcher::launcher(runtime& rt, settings s, launch_options opts) {
+  if (opts.program.empty())
+    throw std::invalid_argument("hvactor-run: no program given (hvactor-run -np N -- PROGRAM)");
+  if (opts.num_hosts && opts.per_host && opts.np > 0
+      && opts.np != *opts.num_hosts * *opts.per_host)
+    throw std::invalid_argument(fmt::format("hvactor-run: -np {} does not match --num-hosts {} x "
+                                            "--per-host {}",
+                                            opts.np, *opts.num_hosts, *opts.per_host));
+  validate(slots_of(opts));
+  auto program = resolve_program(opts.program);
+  auto printer = std::make_shared<output_printer>(opts.output_dir, opts.timestamps);
+  impl_.reset(new impl{*rt.impl_, s, std::move(opts), std::move(program), std::move(printer)});
+}
+
+launcher::~launcher() = default;
+
+int launcher::run(const std::atomic<int>& stop) {
+  auto& st = *impl_;
+  auto& sys = *st.rt.sys;
+  coordinator_config cfg;
+  cfg.job_id = fmt::format("run-{}-{}", ::getpid(), st.rt.next_job++);
+  cfg.settings = st.s;
+  cfg.options = slots_of(st.o);
+  cfg.registry = st.rt.registry;
+  cfg.executable = st.program;
+  cfg.args.push_back(st.program);
+  cfg.args.insert(cfg.args.end(), st.o.args.begin(), st.o.args.end());
+  // Nodes that cache binaries get the program shipped, like a driver's.
+  if (!st.rt.binary_hash.empty())
+    cfg.binary_hash = sha256_file(st.program);
+  cfg.launch = true;
+  auto printer = st.printer;
+  cfg.on_output = [printer](int rank, int stream, const std::string& line) {
+    printer->line(rank, stream, line);
+  };
+  cfg.on_event = [printer](int rank, const std::map<std::string, std::string>& kv) {
+    printer->event(rank, kv);
+  };
+  auto coord = spawn_coordinator(sys, cfg);
+  auto store = spawn_rendezvous_store(sys);
+  auto store_port = transport::publish(sys, caf::actor_cast<caf::actor>(store), 0, st.rt.bind_host);
+  caf::actor waiter;
+  auto cleanup = [&] {
+    if (waiter)
+      caf::anon_send_exit(waiter, caf::exit_reason::user_shutdown);
+    if (store_port)
+      transport::unpublish(sys, caf::actor_cast<caf::actor>(store), *store_port);
+    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+  };
+  auto shutdown = [&] {
+    caf::scoped_actor self{sys};
+    self->request(coord, st.s.timeout + 10s, shutdown_atom_v)
+      .receive([](bool) {},
+               [](caf::error& err) {
+                 log::warn("hvactor-run: not every rank stopped cleanly: {}", describe(err));
+               });
+  };
+  if (!store_port) {
+    fmt::print(stderr, "hvactor-run: cannot publish the rendezvous store on {}: {}\n",
+               st.rt.bind_host, sys.render(store_port.error()));
+    cleanup();
+    return 1;
+  }
+  // The job's end arrives as one answer; the main thread polls it so that
+  // a signal can interrupt the wait.
+  auto ended = std::make_shared<std::promise<std::pair<job_exit, caf::error>>>();
+  auto outcome = ended->get_future();
+  auto bound = st.s.placement_timeout + 2 * st.s.timeout + 30s;
+  waiter = sys.spawn([=, &st](caf::event_based_actor* self) {
+    self->request(coord, bound, start_atom_v, std::string{}, st.rt.bind_host, *store_port)
+      .then(
+        [=](const job_info&) {
+          self->request(coord, st.s.call_timeout, finished_atom_v)
+            .then([=](job_exit& out) { ended->set_value({std::move(out), caf::error{}}); },
+                  [=](caf::error& err) { ended->set_value({job_exit{}, err}); });
+        },
+        [=](caf::error& err) { ended->set_value({job_exit{}, err}); });
+  });
+  while (outcome.wait_for(100ms) != std::future_status::ready) {
+    if (int sig = stop.load(); sig != 0) {
+      fmt::print(stderr, "hvactor-run: received signal {}: stopping every rank\n", sig);
+      shutdown();
+      cleanup();
+      return 128 + sig;
+    }
+  }
+  auto [out, err] = outcome.get();
+  shutdown(); // stops the ranks still running (none when all exited)
+  cleanup();
+  if (err) {
+    fmt::print(stderr, "hvactor-run: {}\n", describe(err));
+    return 1;
+  }
+  if (out.ok)
+    return 0;
+  fmt::print(stderr, "hvactor-run: {}\n", out.message);
+  if (!out.stderr_tail.empty())
+    fmt::print(stderr, "hvactor-run: last stderr lines of rank {}:\n  {}\n", out.rank,
+               fmt::join(out.stderr_tail, "\n  "));
+  if (out.rank < 0)
+    return 1;
+  return out.signal != 0 ? 128 + out.signal : (out.exit_code > 0 ? out.exit_code : 1);
+}
+
+} // namespace hvactor

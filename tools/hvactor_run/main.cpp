@@ -1,0 +1,167 @@
+// hvactor-run: launches an SPMD program on N slots, like horovodrun and
+// mpirun: hvactor-run -np 4 [--address HEAD:PORT] -- ./train --lr 0.1
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include "hvactor/launcher.hpp"
+#include "hvactor/runtime.hpp"
+
+namespace {
+
+// Everything after "--" is the program and its arguments.
+std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(int argc,
+                                                                              char** argv) {
+  std::vector<std::string> ours, program;
+  bool after = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (!after && a == "--") {
+      after = true;
+      continue;
+    }
+    // mpirun's single-dash spelling; cxxopts would read "-np" as "-n p".
+    if (!after && (a == "-np" || a.rfind("-np=", 0) == 0))
+      a = "-" + a;
+    (after ? program : ours).push_back(a);
+  }
+  return {ours, program};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto [ours, program] = split_at_dashes(argc, argv);
+  cxxopts::Options parser{"hvactor-run",
+                          "Launches an SPMD program (it calls hvd::init()) on N slots, like "
+                          "horovodrun / mpirun:\n\n"
+                          "  hvactor-run -np 4 -- ./train --epochs 3\n"
+                          "  hvactor-run -np 8 --address HEAD:PORT --tls-cert ... -- ./train\n"};
+  // clang-format off
+  parser.add_options()
+    ("n,np", "number of slots (ranks)", cxxopts::value<int>())
+    ("address", "HEAD:PORT of a cluster of hvactor-node processes (default: this machine, "
+                "an embedded local cluster)", cxxopts::value<std::string>())
+    ("num-hosts", "distinct nodes, one colocator each (with --per-host)", cxxopts::value<int>())
+    ("per-host", "slots per node (with --num-hosts)", cxxopts::value<int>())
+    ("cpus-per-worker", "CPUs reserved per slot (default 1)", cxxopts::value<int>())
+    ("gpus-per-worker", "GPUs reserved per slot (default 0)", cxxopts::value<int>())
+    ("x,env", "VAR=VALUE set in every rank (repeatable)",
+     cxxopts::value<std::vector<std::string>>())
+    ("timeout", "seconds for placement and for every rank to start (default 30)",
+     cxxopts::value<int>())
+    ("output-dir", "also write DIR/rank.N/stdout and stderr", cxxopts::value<std::string>())
+    ("timestamps", "prefix every forwarded line with its arrival time")
+    ("timeline", "write a Chrome trace of every collective (sets HOROVOD_TIMELINE)",
+     cxxopts::value<std::string>())
+    ("num-cpus", "CPUs of the embedded local cluster (default: all)", cxxopts::value<int>())
+    ("tls-cert", "this launcher's certificate (PEM), for a TLS cluster",
+     cxxopts::value<std::string>())
+    ("tls-key", "this launcher's private key (PEM)", cxxopts::value<std::string>())
+    ("tls-ca", "the cluster CA (PEM)", cxxopts::value<std::string>())
+    ("insecure", "join a non-loopback cluster without TLS")
+    ("h,help", "print this help");
+  // clang-format on
+  std::vector<char*> args;
+  for (auto& a : ours)
+    args.push_back(a.data());
+  try {
+    auto res = parser.parse(static_cast<int>(args.size()), args.data());
+    if (res.count("help")) {
+      std::cout << parser.help() << std::endl;
+      return 0;
+    }
+    if (!res.unmatched().empty())
+      throw std::invalid_argument("unexpected argument '" + res.unmatched().front()
+                                  + "' (the program goes after --)");
+    if (program.empty())
+      throw std::invalid_argument("no program: hvactor-run -np N -- PROGRAM [ARGS...]");
+    hvactor::launch_options o;
+    if (res.count("np"))
+      o.np = res["np"].as<int>();
+    if (res.count("num-hosts"))
+      o.num_hosts = res["num-hosts"].as<int>();
+    if (res.count("per-host"))
+      o.per_host = res["per-host"].as<int>();
+    if (o.np <= 0 && !o.num_hosts)
+      throw std::invalid_argument("-np N is required (or --num-hosts H --per-host K)");
+    if (res.count("cpus-per-worker"))
+      o.cpus_per_worker = res["cpus-per-worker"].as<int>();
+    if (res.count("gpus-per-worker"))
+      o.gpus_per_worker = res["gpus-per-worker"].as<int>();
+    if (res.count("env"))
+      for (auto& kv : res["env"].as<std::vector<std::string>>()) {
+        auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+          throw std::invalid_argument("-x needs VAR=VALUE: '" + kv + "'");
+        o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+    if (res.count("timeline"))
+      o.env["HOROVOD_TIMELINE"] = res["timeline"].as<std::string>();
+    if (res.count("output-dir"))
+      o.output_dir = res["output-dir"].as<std::string>();
+    o.timestamps = res.count("timestamps") > 0;
+    o.program = program.front();
+    o.args.assign(program.begin() + 1, program.end());
+    auto timeout = std::chrono::seconds(res.count("timeout") ? res["timeout"].as<int>() : 30);
+    // The runtime gets only its own options.
+    std::vector<std::string> rt_args{"hvactor-run"};
+    for (auto* name : {"address", "tls-cert", "tls-key", "tls-ca"})
+      if (res.count(name))
+        rt_args.insert(rt_args.end(), {std::string{"--"} + name, res[name].as<std::string>()});
+    if (res.count("num-cpus")) {
+      rt_args.insert(rt_args.end(), {"--num-cpus", std::to_string(res["num-cpus"].as<int>())});
+    } else if (!res.count("address") && std::getenv("HVACTOR_ADDRESS") == nullptr) {
+      // Local mode (horovodrun -np N on one machine): N slots even when the
+      // machine has fewer cores.
+      int slots = std::max(o.np, o.num_hosts.value_or(1) * o.per_host.value_or(1));
+      int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      rt_args.insert(rt_args.end(),
+                     {"--num-cpus", std::to_string(std::max(slots * o.cpus_per_worker, cores))});
+    }
+    if (res.count("insecure"))
+      rt_args.push_back("--insecure");
+    // Ctrl-C / SIGTERM: stop every rank on every node, then exit. Blocked
+    // before any thread starts, so only the waiter below sees them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::atomic<int> stop{0};
+    std::thread{[&stop, stop_signals] {
+      int sig = 0;
+      if (sigwait(&stop_signals, &sig) == 0)
+        stop = sig;
+    }}.detach();
+    std::vector<char*> rt_argv;
+    for (auto& a : rt_args)
+      rt_argv.push_back(a.data());
+    hvactor::runtime rt{static_cast<int>(rt_argv.size()), rt_argv.data()};
+    hvactor::settings s;
+    s.timeout = timeout;
+    s.placement_timeout = timeout;
+    hvactor::launcher run{rt, s, o};
+    return run.run(stop);
+  } catch (const cxxopts::exceptions::exception& e) {
+    fmt::print(stderr, "hvactor-run: {} (see --help)\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "hvactor-run: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hvactor-run: {}\n", e.what());
+    return 1;
+  }
+}

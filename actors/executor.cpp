@@ -30,6 +30,7 @@ struct executor::impl {
   uint16_t coord_port = 0;
   uint16_t store_port = 0;
   job_info job;
+  executor::event_callback on_event;
 
   caf::actor_system& sys() {
     return *rt.sys;
@@ -99,6 +100,7 @@ void executor::start() {
   cfg.registry = st.rt.registry;
   cfg.executable = st.rt.executable;
   cfg.binary_hash = st.rt.binary_hash;
+  cfg.on_event = st.on_event;
   cfg.args = st.rt.original_args;
   st.coord = spawn_coordinator(st.sys(), cfg);
   st.store = spawn_rendezvous_store(st.sys());
@@ -167,6 +169,12 @@ int executor::num_workers() const noexcept {
 std::vector<std::string> executor::worker_nodes() const {
   impl_->require_started("worker_nodes");
   return impl_->job.nodes;
+}
+
+void executor::on_event(event_callback cb) {
+  if (impl_->phase != executor_phase::created)
+    throw std::logic_error("executor::on_event: set the callback before start()");
+  impl_->on_event = std::move(cb);
 }
 
 uint64_t executor::shipped_bytes() const {

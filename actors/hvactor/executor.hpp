@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -229,6 +231,13 @@ public:
   /// Bytes of the driver's binary that start() sent to nodes lacking it
   /// (0 on an embedded cluster, and when every node had it cached).
   uint64_t shipped_bytes() const;
+
+  /// Receives every hvactor::log::event a worker emits, with its rank, in
+  /// arrival order (the ray_logger callbacks of horovod.ray). Set it before
+  /// start(); it runs on one of the runtime's threads, one event at a time.
+  using event_callback =
+    std::function<void(int rank, const std::map<std::string, std::string>& fields)>;
+  void on_event(event_callback cb);
 
   struct impl;
 

@@ -1,0 +1,38 @@
+// The SPMD program the hvactor-run tests launch (it is not an hvactor
+// driver: it only calls hvd::init()).
+//   run_program ranks        allreduce, "rank R of N sum S", a stderr line, an event
+//   run_program fail R       the same, then rank R exits with status 3
+//   run_program sleep        prints "pid P", then sleeps 60 s
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <hvactor/hvactor.hpp>
+
+namespace hvd = hvactor::hvd;
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "ranks";
+  if (mode == "sleep") {
+    std::printf("pid %d\n", static_cast<int>(::getpid()));
+    std::fflush(stdout);
+    ::sleep(60);
+    return 0;
+  }
+  hvd::init();
+  std::vector<float> x{1.0f};
+  hvd::allreduce(std::span<float>(x), hvd::op::sum);
+  int rank = hvd::rank();
+  std::printf("rank %d of %d sum %g\n", rank, hvd::size(), x[0]);
+  std::fflush(stdout);
+  std::fprintf(stderr, "stderr of rank %d\n", rank);
+  hvactor::log::event({{"rank", std::to_string(rank)}, {"loss", "0.25"}});
+  hvd::shutdown();
+  if (mode == "fail" && argc > 2 && rank == std::atoi(argv[2]))
+    return 3;
+  return 0;
+}

@@ -18,6 +18,7 @@
 
 #include "hvactor/actors/coordinator.hpp"
 #include "hvactor/actors/rendezvous_store.hpp"
+#include "hvactor/collectives/timeline_files.hpp"
 #include "hvactor/collectives/transport.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/file_digest.hpp"
@@ -149,6 +150,40 @@ struct launcher::impl {
   std::shared_ptr<output_printer> printer;
 };
 
+namespace {
+
+// --timeline with every rank on this machine (embedded cluster): join the
+// ranks' files into the one the user named ("a file of every rank" stays
+// beside it). On a cluster each node keeps its ranks' files.
+void merge_local_timelines(const launcher::impl& st) {
+  auto it = st.o.env.find("HOROVOD_TIMELINE");
+  if (it == st.o.env.end() || !st.rt.local_agent)
+    return;
+  int size = st.o.np > 0 ? st.o.np : st.o.num_hosts.value_or(1) * st.o.per_host.value_or(1);
+  auto files = collectives::timeline_files(it->second, size);
+  std::vector<std::string> present;
+  for (auto& f : files)
+    if (fs::exists(f))
+      present.push_back(f);
+  if (present.empty())
+    return;
+  auto merged = it->second.find("{rank}") == std::string::npos
+                  ? it->second + ".merged"
+                  : fs::path(it->second).replace_filename("timeline.merged.json").string();
+  try {
+    collectives::merge_timelines(present, merged);
+    // Rank 0's file becomes the whole job's when the user named one file.
+    if (it->second.find("{rank}") == std::string::npos)
+      fs::rename(merged, it->second);
+    fmt::print(stderr, "hvactor-run: timeline of {} ranks in {}\n", present.size(),
+               it->second.find("{rank}") == std::string::npos ? it->second : merged);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hvactor-run: could not merge the timelines: {}\n", e.what());
+  }
+}
+
+} // namespace
+
 launcher::launcher(runtime& rt, settings s, launch_options opts) {
   if (opts.program.empty())
     throw std::invalid_argument("hvactor-run: no program given (hvactor-run -np N -- PROGRAM)");
@@ -239,6 +274,7 @@ int launcher::run(const std::atomic<int>& stop) {
   auto [out, err] = outcome.get();
   shutdown(); // stops the ranks still running (none when all exited)
   cleanup();
+  merge_local_timelines(st);
   if (err) {
     fmt::print(stderr, "hvactor-run: {}\n", describe(err));
     return 1;

@@ -11,6 +11,8 @@
 // against one grouped_allreduce. Method: allreduce_method.hpp.
 //
 //   allreduce --gpu [--np 1,2]   (device memory; see allreduce_gpu.hpp)
+//   allreduce --timeline-overhead [--np 2] [--timeline-rounds 6] [--timeline-iters 2000]
+//             (HOROVOD_TIMELINE off vs on; see allreduce_timeline.hpp)
 //   allreduce [--np 2,4] [--min-bytes 4] [--max-bytes 268435456] [--budget-ms 500]
 //             [--peers gloo,mpi] [--mpi-tcp] [--fusion-reps 20] [--csv FILE]
 //             [--num-cpus C]   (the runtime's: CPUs the embedded node offers)
@@ -37,6 +39,7 @@
 #include "allreduce_method.hpp"
 #include "allreduce_mpi_peer.hpp"
 #include "allreduce_report.hpp"
+#include "allreduce_timeline.hpp"
 #include "allreduce_worker.hpp"
 
 using namespace hvactor::bench;
@@ -60,6 +63,9 @@ struct config {
   int mpi_limit_s = 600;
   std::string csv;
   bool gpu = false;
+  bool timeline_overhead = false;
+  int timeline_rounds = 6;
+  int timeline_iters = 2000;
 };
 
 #ifdef HVACTOR_MPI_BENCH
@@ -91,6 +97,11 @@ config parse(const std::vector<std::string>& args) {
     "mpi-limit-s", "mpirun is killed after this long", cxxopts::value<int>()->default_value("600"))(
     "csv", "also write the results to this CSV file", cxxopts::value<std::string>())(
     "gpu", "device memory instead: NCCL (or host-staged) vs host Gloo, same workers")(
+    "timeline-overhead", "instead: small allreduces with HOROVOD_TIMELINE off and on")(
+    "timeline-rounds", "rounds of off, on, off again (--timeline-overhead)",
+    cxxopts::value<int>()->default_value("6"))(
+    "timeline-iters", "allreduces per 4 KiB cell; a tenth at 1 MiB (--timeline-overhead)",
+    cxxopts::value<int>()->default_value("2000"))(
     "h,help", "this text");
   std::vector<char*> argv;
   for (auto& a : args)
@@ -119,6 +130,9 @@ config parse(const std::vector<std::string>& args) {
   if (o.count("csv"))
     c.csv = o["csv"].as<std::string>();
   c.gpu = o.count("gpu") > 0;
+  c.timeline_overhead = o.count("timeline-overhead") > 0;
+  c.timeline_rounds = o["timeline-rounds"].as<int>();
+  c.timeline_iters = o["timeline-iters"].as<int>();
   return c;
 }
 
@@ -273,6 +287,9 @@ int main(int argc, char** argv) {
   auto cfg = parse(rt.args());
   if (cfg.gpu)
     return run_gpu_benchmark(rt, cfg.nps, cfg.min_bytes, cfg.max_bytes, cfg.budget_ms);
+  if (cfg.timeline_overhead)
+    return run_timeline_overhead(rt, cfg.nps, cfg.timeline_rounds, cfg.timeline_iters,
+                                 cfg.timeout_s);
   std::FILE* csv = nullptr;
   if (!cfg.csv.empty()) {
     csv = std::fopen(cfg.csv.c_str(), "w");

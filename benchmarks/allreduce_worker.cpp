@@ -1,5 +1,7 @@
 #include "allreduce_worker.hpp"
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <span>
@@ -63,6 +65,14 @@ int allreduce_worker::hvd_init() {
   return hvd::rank();
 }
 
+int allreduce_worker::hvd_init_timeline(std::string timeline) {
+  if (timeline.empty())
+    ::unsetenv("HOROVOD_TIMELINE");
+  else
+    ::setenv("HOROVOD_TIMELINE", timeline.c_str(), 1);
+  return hvd_init();
+}
+
 size_result allreduce_worker::hvd_measure(uint64_t bytes, double budget_ms) {
   auto algorithm = collectives::choose_allreduce(bytes, hvd::size());
   std::vector<float> buf(bytes / sizeof(float));
@@ -72,6 +82,37 @@ size_result allreduce_worker::hvd_measure(uint64_t bytes, double budget_ms) {
   auto barrier = [] { hvd::barrier(); };
   return {measure(reduce, barrier, buf.data(), buf.size(), hvd::rank(), hvd::size(), budget_ms),
           collectives::to_string(algorithm)};
+}
+
+timing allreduce_worker::hvd_fixed(uint64_t bytes, int32_t iters, int32_t async) {
+  std::vector<float> buf(bytes / sizeof(float));
+  std::span<float> x{buf};
+  auto reduce = [&] {
+    if (async == 0) {
+      hvd::allreduce(x, hvd::op::sum);
+    } else {
+      auto h = hvd::allreduce_async(x, hvd::op::sum, "bench");
+      hvd::synchronize(h);
+    }
+  };
+  for (int i = 0; i < 10; ++i) // warm-up
+    reduce();
+  timing out;
+  out.iters = iters;
+  std::vector<double> per_call;
+  per_call.reserve(static_cast<size_t>(iters));
+  hvd::barrier();
+  auto start = clock_type::now();
+  auto t0 = start;
+  for (int i = 0; i < iters; ++i) {
+    reduce();
+    auto t1 = clock_type::now();
+    per_call.push_back(us_between(t0, t1));
+    t0 = t1;
+  }
+  out.loop_us = us_between(start, t0);
+  out.p50_us = percentile(std::move(per_call), 0.5);
+  return out;
 }
 
 fusion_result allreduce_worker::hvd_fusion(int32_t tensors, uint64_t bytes, int32_t reps) {

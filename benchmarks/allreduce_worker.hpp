@@ -69,8 +69,17 @@ public:
   /// hvd::init(). Returns hvd::rank().
   int hvd_init();
 
+  /// hvd::init() with HOROVOD_TIMELINE set to `timeline` in this process,
+  /// or unset when empty. Returns hvd::rank().
+  int hvd_init_timeline(std::string timeline);
+
   /// Measures hvd::allreduce (op::sum, in place) at `bytes` (floats).
   size_result hvd_measure(uint64_t bytes, double budget_ms);
+
+  /// `iters` timed allreduces (op::sum, in place) of `bytes` (floats) after
+  /// a warm-up and a barrier: hvd::allreduce, or with `async` != 0
+  /// allreduce_async + synchronize (through the engine's thread).
+  timing hvd_fixed(uint64_t bytes, int32_t iters, int32_t async);
 
   /// `tensors` tensors of `bytes` each: synchronous allreduce one by one,
   /// then grouped_allreduce, `reps` times each (after one checked grouped

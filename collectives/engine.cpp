@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "timeline.hpp"
 
 namespace hvactor::hvd::detail {
 
@@ -33,6 +34,27 @@ void divide(void* data, size_t count, int ranks) {
     for (size_t i = 0; i < count; ++i)
       x[i] /= static_cast<T>(ranks);
   }
+}
+
+int64_t ns_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// The timeline's view of allreduces [begin, end) of `batch` on `b`.
+collectives::timeline_event batch_event(const std::vector<std::shared_ptr<pending_op>>& batch,
+                                        size_t begin, size_t end, const collectives::backend& b) {
+  collectives::timeline_event e;
+  e.op = collectives::timeline_op::allreduce;
+  e.set_backend(b.name());
+  e.tensors = static_cast<uint32_t>(end - begin);
+  e.has_type = true;
+  e.type = batch[begin]->type;
+  for (size_t i = begin; i < end; ++i) {
+    e.bytes += batch[i]->count * size_of(batch[i]->type);
+    e.has_type = e.has_type && batch[i]->type == e.type;
+    e.add_name(batch[i]->name);
+  }
+  return e;
 }
 
 } // namespace
@@ -89,14 +111,7 @@ void engine::run(std::string name, const std::function<void(collectives::backend
     // Nothing ahead of us: run here and spare the hand-off.
     busy_ = true;
     lk.unlock();
-    std::exception_ptr err;
-    try {
-      if (opts_.check_names)
-        agree({name}, false);
-      fn(*backend_);
-    } catch (...) {
-      err = std::current_exception();
-    }
+    auto err = execute_one(name, fn, {});
     lk.lock();
     busy_ = false;
     // Wake the engine only if work arrived meanwhile: a needless wake-up
@@ -212,15 +227,7 @@ void engine::loop() {
       queue_.pop_front();
       busy_ = true;
       lk.unlock();
-      std::exception_ptr err;
-      try {
-        if (opts_.check_names)
-          agree({head->name}, false);
-        head->run(*backend_);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      complete(*head, err);
+      complete(*head, execute_one(head->name, head->run, head->submitted));
       lk.lock();
       busy_ = false;
       cv_.notify_all();
@@ -243,12 +250,20 @@ void engine::loop() {
     lk.unlock();
     size_t k = local;
     std::exception_ptr err;
+    auto* tl = opts_.timeline;
+    int64_t t0 = tl ? tl->now() : 0;
     try {
       k = negotiate(run, local);
     } catch (...) {
       err = std::current_exception();
     }
     run.resize(k);
+    if (tl) {
+      auto e = batch_event(run, 0, k, *backend_);
+      tl->record(e, collectives::timeline_phase::queue, ns_of(run.front()->submitted), t0);
+      e.failed = err != nullptr;
+      tl->record(e, collectives::timeline_phase::negotiate, t0, tl->now());
+    }
     lk.lock();
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(k));
     lk.unlock();
@@ -262,6 +277,39 @@ void engine::loop() {
     busy_ = false;
     cv_.notify_all();
   }
+}
+
+// Runs one operation that is not fused, on the calling thread; a
+// `submitted` time (ops that were queued) adds their QUEUE span.
+std::exception_ptr engine::execute_one(const std::string& name,
+                                       const std::function<void(collectives::backend&)>& fn,
+                                       std::chrono::steady_clock::time_point submitted) {
+  auto* tl = opts_.timeline;
+  int64_t t0 = tl ? tl->now() : 0, t1 = t0;
+  std::exception_ptr err;
+  try {
+    if (opts_.check_names) {
+      agree({name}, false);
+      t1 = tl ? tl->now() : 0;
+    }
+    fn(*backend_);
+  } catch (...) {
+    err = std::current_exception();
+  }
+  if (tl) {
+    collectives::timeline_event e;
+    e.op = collectives::timeline_op_of(name);
+    bool on_device = device_ && name.find("(device") != std::string::npos;
+    e.set_backend(on_device ? device_->name() : backend_->name());
+    e.add_name(name);
+    if (submitted != std::chrono::steady_clock::time_point{})
+      tl->record(e, collectives::timeline_phase::queue, ns_of(submitted), t0);
+    if (t1 != t0)
+      tl->record(e, collectives::timeline_phase::negotiate, t0, t1);
+    e.failed = err != nullptr;
+    tl->record(e, collectives::timeline_phase::op, t1, tl->now());
+  }
+  return err;
 }
 
 // Every rank proposes how many queued allreduces it has; all take the
@@ -375,11 +423,16 @@ void engine::reduce_group(std::vector<std::shared_ptr<pending_op>>& batch, size_
   auto& b = first.device ? *device_ : *backend_;
   auto elem = size_of(first.type);
   auto kind = reduce_kind(first.reduction);
+  auto* tl = opts_.timeline;
+  int64_t t0 = tl ? tl->now() : 0;
   if (end - begin == 1) {
     b.allreduce(first.data, first.count, first.type, kind);
     if (first.reduction == op::average)
       b.scale(first.data, first.count, first.type, topo_.size);
     b.finish();
+    if (tl)
+      tl->record(batch_event(batch, begin, end, b), collectives::timeline_phase::op, t0,
+                 tl->now());
     complete(first, nullptr);
     return;
   }
@@ -402,7 +455,9 @@ void engine::reduce_group(std::vector<std::shared_ptr<pending_op>>& batch, size_
     b.zero(buf + offset + bytes, padded - bytes);
     offset += padded;
   }
+  int64_t t1 = tl ? tl->now() : 0;
   b.allreduce(buf, total / elem, first.type, kind);
+  int64_t t2 = tl ? tl->now() : 0;
   offset = 0;
   for (size_t i = begin; i < end; ++i) {
     auto& p = *batch[i];
@@ -413,6 +468,14 @@ void engine::reduce_group(std::vector<std::shared_ptr<pending_op>>& batch, size_
     offset += collectives::fusion_planner::padded(bytes);
   }
   b.finish();
+  if (tl) {
+    // Device backends copy and reduce asynchronously: their spans show
+    // when the work was queued, and MEMCPY_OUT includes the wait for all.
+    auto e = batch_event(batch, begin, end, b);
+    tl->record(e, collectives::timeline_phase::memcpy_in, t0, t1);
+    tl->record(e, collectives::timeline_phase::op, t1, t2);
+    tl->record(e, collectives::timeline_phase::memcpy_out, t2, tl->now());
+  }
   for (size_t i = begin; i < end; ++i)
     complete(*batch[i], nullptr);
 }

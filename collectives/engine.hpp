@@ -16,6 +16,10 @@
 #include "hvactor/collectives/fusion_planner.hpp"
 #include "hvactor/hvd.hpp"
 
+namespace hvactor::collectives {
+class timeline;
+} // namespace hvactor::collectives
+
 namespace hvactor::hvd::detail {
 
 /// One queued operation. Fusible ones are async allreduces; every other
@@ -45,6 +49,9 @@ struct engine_options {
   /// The job's timeout; waits give up after twice that (the backend's own
   /// timeouts fire first).
   std::chrono::milliseconds timeout{30000};
+  /// Records every operation's phases (HOROVOD_TIMELINE) when set; not
+  /// owned, outlives the engine. Unset, each phase costs one null test.
+  collectives::timeline* timeline = nullptr;
 };
 
 /// Runs the process's collectives on one background thread, in submission
@@ -95,6 +102,9 @@ public:
 private:
   void loop();
   bool run_closed() const;
+  std::exception_ptr execute_one(const std::string& name,
+                                 const std::function<void(collectives::backend&)>& fn,
+                                 std::chrono::steady_clock::time_point submitted);
   void execute_batch(std::vector<std::shared_ptr<pending_op>>& batch);
   void reduce_group(std::vector<std::shared_ptr<pending_op>>& batch, size_t begin, size_t end);
   size_t negotiate(const std::vector<std::shared_ptr<pending_op>>& run, size_t local_count);

@@ -16,6 +16,7 @@
 #include "hvactor/env.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
+#include "timeline.hpp"
 
 namespace hvactor::hvd {
 
@@ -28,6 +29,8 @@ using collectives::topology;
 struct state {
   std::mutex mu;
   std::unique_ptr<detail::engine> engine;
+  /// HOROVOD_TIMELINE's file; outlives the engine, which records into it.
+  std::unique_ptr<collectives::timeline> timeline;
   topology topo;
   // How many times init() connected; names the rendezvous prefix, so that a
   // re-init never reads the previous connection's keys.
@@ -141,6 +144,12 @@ void init() {
     return;
   auto t = topology_from_env();
   ignore_sigpipe();
+  // Opened first: a path this rank cannot write fails init() before it
+  // connects, with the path in the message.
+  std::unique_ptr<collectives::timeline> timeline;
+  if (auto path = env::get("HOROVOD_TIMELINE"); path && !path->empty())
+    timeline = std::make_unique<collectives::timeline>(
+      collectives::timeline::options{.pattern = *path, .rank = t.rank, .host = t.host});
   auto timeout = std::chrono::milliseconds{
     1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
   // Counted only once connected: after an init that failed everywhere (a
@@ -151,14 +160,16 @@ void init() {
   ++st.connections;
   auto prefix = fmt::format("gloo.{}", connection_no);
   st.topo = t;
-  auto eng = std::make_unique<detail::engine>(std::move(conn.host), t,
-                                              engine_options_from_env(timeout));
+  auto opts = engine_options_from_env(timeout);
+  opts.timeline = timeline.get();
+  auto eng = std::make_unique<detail::engine>(std::move(conn.host), t, opts);
   auto keep = collectives::current_device();
   auto dev = collectives::setup_devices(t, *eng, conn.store.get(), prefix, timeout);
   collectives::restore_device(keep);
   eng->set_device_backend(std::move(dev.device));
   st.gpu = dev.description;
   st.engine = std::move(eng);
+  st.timeline = std::move(timeline);
   log::debug("hvd::init: rank {} of {} on {} (GPU collectives: {})", t.rank, t.size, t.host,
              st.gpu);
 }
@@ -170,6 +181,10 @@ void shutdown() {
     return;
   st.engine->stop();
   st.engine.reset();
+  if (st.timeline) {
+    st.timeline->close();
+    st.timeline.reset();
+  }
 }
 
 bool is_initialized() {

@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
+#include "../unit/mini_json.hpp"
 #include "child_process.hpp"
 #include "test_main.hpp"
 
@@ -121,6 +122,22 @@ TEST_CASE("SIGTERM to hvactor-run stops every rank and exits 143") {
   CHECK(exit->exited);
   CHECK(exit->code == 143);
   CHECK(all_gone(pids, 5s));
+}
+
+TEST_CASE("--timeline writes one Chrome trace (valid JSON) with a row of events from every rank") {
+  temp_dir dir;
+  auto path = dir.path() / "timeline.json";
+  auto r = run(dir, {"-np", "3", "--timeline", path.string(), "--", HVACTOR_RUN_PROGRAM, "ranks"});
+  INFO("stderr:\n" << r.err);
+  REQUIRE(r.status.exited);
+  REQUIRE(r.status.code == 0);
+  auto trace = json::parse(read_file(path));
+  REQUIRE(trace.type == json::kind::array);
+  std::set<int> ranks_with_ops;
+  for (auto& e : trace.items)
+    if (e.str("ph") == "X" && e.str("name").rfind("GLOO_ALLREDUCE", 0) == 0)
+      ranks_with_ops.insert(static_cast<int>(e.num("pid")));
+  CHECK(ranks_with_ops == std::set<int>{0, 1, 2});
 }
 
 TEST_CASE("bad invocations fail fast with a clear message") {

@@ -33,6 +33,8 @@ inline constexpr const char* worker_timeout_ms = "HVACTOR_WORKER_TIMEOUT_MS";
 inline constexpr const char* rendezvous_scope = "HVACTOR_RENDEZVOUS_SCOPE";
 /// Address of the node a worker runs on (Gloo binds its TCP pairs there).
 inline constexpr const char* node_address = "HVACTOR_NODE_ADDRESS";
+/// Chrome trace of every collective (collectives/timeline.hpp).
+inline constexpr const char* timeline = "HOROVOD_TIMELINE";
 /// Cluster to join instead of starting an embedded one.
 inline constexpr const char* address = "HVACTOR_ADDRESS";
 /// Log level: error, warn, info, debug.

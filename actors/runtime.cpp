@@ -37,25 +37,6 @@ std::string self_executable() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-std::vector<int> parse_ids(const std::string& text) {
-  std::vector<int> ids;
-  std::stringstream in{text};
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty())
-      continue;
-    size_t used = 0;
-    int id = -1;
-    try {
-      id = std::stoi(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (id < 0 || used != item.size())
-      throw std::invalid_argument("--gpu-ids must be comma-separated non-negative integers: '"
-                                  + text + "'");
-    ids.push_back(id);
-  }
-  return ids;
-}
 
 // Consumes hvactor's own options; everything else stays for the program.
 void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::string>& rest) {
@@ -82,7 +63,7 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
     if (result.count("num-gpus"))
       opts.num_gpus = result["num-gpus"].as<int>();
     if (result.count("gpu-ids"))
-      opts.gpu_ids = parse_ids(result["gpu-ids"].as<std::string>());
+      opts.gpu_ids = parse_gpu_ids(result["gpu-ids"].as<std::string>());
     if (result.count("node-id"))
       opts.node_id = result["node-id"].as<std::string>();
     if (result.count("bind"))

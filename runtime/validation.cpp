@@ -1,5 +1,6 @@
 #include "hvactor/settings.hpp"
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -58,6 +59,26 @@ void validate(const executor_options& opts) {
       throw std::invalid_argument("cooldown_range must satisfy 1 <= lower <= upper <= 3600: Got ("
                                   + std::to_string(lower) + ", " + std::to_string(upper) + ").");
   }
+}
+
+std::vector<int> parse_gpu_ids(const std::string& text) {
+  std::vector<int> ids;
+  std::stringstream in{text};
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty())
+      continue;
+    size_t used = 0;
+    int id = -1;
+    try {
+      id = std::stoi(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (id < 0 || used != item.size())
+      throw std::invalid_argument("--gpu-ids must be comma-separated non-negative integers: '"
+                                  + text + "'");
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 } // namespace hvactor

@@ -51,6 +51,10 @@ struct executor_options {
 /// valid job description.
 void validate(const executor_options& opts);
 
+/// "0,2,3" -> {0, 2, 3} (--gpu-ids); throws std::invalid_argument naming
+/// the option for anything but comma-separated non-negative integers.
+std::vector<int> parse_gpu_ids(const std::string& text);
+
 /// What the embedded local cluster offers; the command line
 /// (`--num-cpus`, `--num-gpus`, `--gpu-ids`, `--address`) overrides it.
 struct runtime_options {

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -224,4 +225,16 @@ TEST_CASE("a worker_error from throw_error carries the failing rank") {
   CHECK(hvactor::worker_error{"direct"}.rank() == -1);
 }
 
+} // TEST_SUITE
+
+TEST_SUITE("gpu ids") {
+TEST_CASE("--gpu-ids parses comma-separated ids and refuses anything else, naming the option") {
+  CHECK(hvactor::parse_gpu_ids("0,2,3") == std::vector<int>{0, 2, 3});
+  CHECK(hvactor::parse_gpu_ids("").empty());
+  CHECK(hvactor::parse_gpu_ids("1,,2") == std::vector<int>{1, 2});
+  for (auto bad : {"a", "1,x", "-1", "1.5", "2,3b"})
+    CHECK_THROWS_WITH_AS(hvactor::parse_gpu_ids(bad),
+                         doctest::Contains("--gpu-ids must be comma-separated"),
+                         std::invalid_argument);
+}
 } // TEST_SUITE

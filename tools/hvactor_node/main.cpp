@@ -14,31 +14,13 @@
 #include "hvactor/cert_authority.hpp"
 #include "hvactor/collectives/devices.hpp"
 #include "hvactor/net.hpp"
+#include "hvactor/settings.hpp"
 #include "node_options.hpp"
 
 namespace {
 
 using hvactor::node_tool::node_options;
 
-std::vector<int> parse_ids(const std::string& text) {
-  std::vector<int> ids;
-  std::stringstream in{text};
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty())
-      continue;
-    size_t used = 0;
-    int id = -1;
-    try {
-      id = std::stoi(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != item.size() || id < 0)
-      throw std::invalid_argument("--gpu-ids must be comma-separated non-negative integers: '"
-                                  + text + "'");
-    ids.push_back(id);
-  }
-  return ids;
-}
 
 int make_certs(const cxxopts::ParseResult& res) {
   if (!res.count("dir"))
@@ -146,7 +128,7 @@ int main(int argc, char** argv) {
     if (o.num_cpus < 0)
       throw std::invalid_argument(fmt::format("--num-cpus must be >= 0: Got {}.", o.num_cpus));
     if (res.count("gpu-ids")) {
-      o.gpu_ids = parse_ids(res["gpu-ids"].as<std::string>());
+      o.gpu_ids = hvactor::parse_gpu_ids(res["gpu-ids"].as<std::string>());
     } else if (res.count("num-gpus")) {
       auto n = res["num-gpus"].as<int>();
       if (n < 0)

@@ -1,0 +1,65 @@
+#pragma once
+
+/// hvd on LibTorch (horovod.torch for C++): collectives on torch::Tensor,
+/// parameter and optimizer-state broadcast, and a distributed optimizer.
+/// Built when CMake finds LibTorch (Debian's libtorch-dev); link
+/// hvactor::torch. CPU tensors; Debian's LibTorch has no CUDA.
+
+#include <torch/torch.h>
+
+#include "hvactor/hvd.hpp"
+
+namespace hvactor::hvd {
+
+/// Reduces `t` across ranks in place (any shape; float, double, int32,
+/// int64, half). A non-contiguous tensor is reduced through a contiguous
+/// copy. Throws std::invalid_argument for other dtypes and CUDA tensors.
+void allreduce(torch::Tensor& t, op o = op::average);
+
+/// Every rank's `t` concatenated along dimension 0, in rank order; the
+/// first dimension may differ between ranks, the others must not.
+torch::Tensor allgather(const torch::Tensor& t);
+
+/// Overwrites `t` with root's (same shape everywhere).
+void broadcast(torch::Tensor& t, int root);
+
+/// Broadcasts every parameter from `root` (model->parameters()), so every
+/// rank starts from the same weights.
+void broadcast_parameters(const std::vector<torch::Tensor>& params, int root);
+
+/// Broadcasts the optimizer's whole state (param groups with their options,
+/// momentum buffers, step counts) from `root`, through its serialized form.
+void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root);
+
+/// Horovod's DistributedOptimizer: wraps any torch::optim::Optimizer and
+/// averages the gradients of all its parameters across ranks (one fused
+/// allreduce batch) before the wrapped optimizer steps.
+///
+/// With backward_passes_per_step = k, gradients accumulate locally over k
+/// micro-batches: call zero_grad(), backward() and step() as usual for each
+/// one; only every k-th step() allreduces and applies, and zero_grad() only
+/// clears after such a step.
+class distributed_optimizer {
+public:
+  explicit distributed_optimizer(torch::optim::Optimizer& inner, int backward_passes_per_step = 1,
+                                 op reduction = op::average);
+
+  /// Clears the gradients, unless they are accumulating (see above).
+  void zero_grad();
+
+  /// Allreduces the gradients and steps the wrapped optimizer on every
+  /// k-th call; returns true when it did.
+  bool step();
+
+  torch::optim::Optimizer& inner() noexcept {
+    return inner_;
+  }
+
+private:
+  torch::optim::Optimizer& inner_;
+  int passes_;
+  op reduction_;
+  long calls_ = 0;
+};
+
+} // namespace hvactor::hvd

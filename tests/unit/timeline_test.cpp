@@ -134,6 +134,13 @@ TEST_CASE("the writer produces a valid JSON array: one row named after the rank 
                             "MEMCPY_OUT_FUSION_BUFFER"}) {
     CAPTURE(phase);
     auto found = named(evs, phase);
+    // The barrier gets a QUEUE span of its own when it had to queue behind
+    // the batch (the engine thread was still finishing it): not this one.
+    if (phase == "QUEUE")
+      std::erase_if(found, [](const auto& e) {
+        auto* args = e.find("args");
+        return args == nullptr || args->str("tensors") != "grad/a,grad/b";
+      });
     REQUIRE(found.size() == 1);
     auto& ev = found[0];
     CHECK(ev.str("ph") == "X");
@@ -357,6 +364,13 @@ TEST_CASE("the engine records QUEUE, NEGOTIATE, the fusion copies and the backen
                             "MEMCPY_OUT_FUSION_BUFFER"}) {
     CAPTURE(phase);
     auto found = named(evs, phase);
+    // The barrier gets a QUEUE span of its own when it had to queue behind
+    // the batch (the engine thread was still finishing it): not this one.
+    if (phase == "QUEUE")
+      std::erase_if(found, [](const auto& e) {
+        auto* args = e.find("args");
+        return args == nullptr || args->str("tensors") != "grad/a,grad/b";
+      });
     REQUIRE(found.size() == 1);
     CHECK(found[0].find("args")->str("tensors") == "grad/a,grad/b");
     CHECK(found[0].find("args")->num("fused") == 2);

@@ -3,7 +3,10 @@
 # (Debian 12). Idempotent: packages already installed are left alone and
 # apt-get update runs only when something is missing.
 #
-#   HVACTOR_WITH_TORCH=1 scripts/setup.sh    also installs libtorch-dev
+# libtorch-dev (LibTorch, for hvactor::torch and the quickstart example) is
+# installed too; HVACTOR_WITH_TORCH=0 leaves it out.
+#
+#   HVACTOR_WITH_TORCH=0 scripts/setup.sh    without libtorch-dev
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
@@ -23,7 +26,7 @@ packages=(
   libopenmpi-dev
   openmpi-bin
 )
-if [[ "${HVACTOR_WITH_TORCH:-0}" == "1" ]]; then
+if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then
   packages+=(libtorch-dev)
 fi
 

@@ -1,4 +1,4 @@
-// simple_fn: every worker returns its Horovod rank; the driver checks that
+// simple_fn: every worker returns hvd::rank(); the driver checks that
 // the ranks are unique. Runs on the embedded local cluster, or on a cluster
 // of hvactor-node processes:
 //   ./simple_fn [--num-workers N] [--num-cpus C]
@@ -13,11 +13,14 @@
 
 #include <hvactor/hvactor.hpp>
 
+namespace hvd = hvactor::hvd;
+
 namespace {
 
+// Runs in every worker: joins the job's collectives and answers its rank.
 int horovod_rank() {
-  const char* rank = std::getenv("HOROVOD_RANK");
-  return rank ? std::atoi(rank) : -1;
+  hvd::init();
+  return hvd::rank();
 }
 
 } // namespace

@@ -294,6 +294,23 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       }
     if (st.ph == phase::stopping || st.ph == phase::stopped || st.failure)
       return;
+    // An agent (hvactor-node) went away while the job was starting: the
+    // node is gone; fail now if the plan uses it and it runs no colocator.
+    for (auto i = st.agents_by_node.begin(); i != st.agents_by_node.end(); ++i)
+      if (i->second.address() == dm.source) {
+        // The dead handle stays: placement compares nodes before reuse.
+        auto node = i->first;
+        bool planned = false;
+        for (auto& a : st.plan.nodes)
+          planned = planned || a.node_id == node;
+        if (planned && !st.colocators.count(node)
+            && (st.ph == phase::shipping || st.ph == phase::registering))
+          fail(self, hv_error(error_kind::node_lost,
+                              fmt::format("node '{}' left the cluster while the job was "
+                                          "starting ({}); its workers never started",
+                                          node, caf::to_string(dm.reason))));
+        return;
+      }
     for (int r = 0; r < st.size(); ++r) {
       if (st.workers[r].registered && st.workers[r].handle.address() == dm.source) {
         // Give the colocator's exit report (exit code, stderr) time to win.

@@ -297,8 +297,13 @@ void connect_agents(coord_actor self, cluster_view view) {
                   caf::connect_atom_v, info.address, info.port)
       .then(
         [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-          if (ptr)
-            self->state.agents_by_node[id] = caf::actor_cast<node_agent>(std::move(ptr));
+          if (ptr) {
+            auto agent = caf::actor_cast<node_agent>(std::move(ptr));
+            // A node that dies while the job starts must fail start() at
+            // once, not when a request to it times out.
+            self->monitor(agent);
+            self->state.agents_by_node[id] = agent;
+          }
           done();
         },
         [=](caf::error& err) {

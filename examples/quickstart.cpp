@@ -25,35 +25,15 @@ namespace {
 /// The training function every worker runs; returns its loss per epoch.
 std::vector<float> train_func(std::string checkpoint, int epochs) {
   hvd::init();
-  torch::set_num_threads(1); // several workers share this machine's cores
-  torch::manual_seed(42);
-  auto model = quickstart::make_model();
-  hvd::broadcast_parameters(model->parameters(), 0);
-
-  torch::optim::SGD sgd{model->parameters(), torch::optim::SGDOptions(0.1)};
-  hvd::distributed_optimizer optimizer{sgd};
-  torch::nn::MSELoss loss_fn;
-
-  auto [inputs, targets] = quickstart::shard(hvd::rank(), hvd::size());
-  auto n = inputs.size(0);
+  quickstart::trainer t;
   std::vector<float> losses;
   for (int epoch = 0; epoch < epochs; ++epoch) {
-    float epoch_loss = 0;
-    for (int64_t b = 0; b < n; b += quickstart::batch_size) {
-      auto e = std::min<int64_t>(n, b + quickstart::batch_size);
-      auto x = inputs.slice(0, b, e);
-      auto y = targets.slice(0, b, e);
-      optimizer.zero_grad();
-      auto loss = loss_fn(model->forward(x), y);
-      loss.backward();
-      optimizer.step();
-      epoch_loss = loss.item<float>();
-    }
+    float epoch_loss = t.epoch();
     losses.push_back(epoch_loss);
     std::printf("rank %d epoch %d loss %.6f\n", hvd::rank(), epoch, epoch_loss);
     std::fflush(stdout);
     if (hvd::rank() == 0)
-      torch::save(model, checkpoint);
+      torch::save(t.model, checkpoint);
   }
   hvd::shutdown();
   return losses;

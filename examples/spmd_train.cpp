@@ -22,27 +22,10 @@ int main(int argc, char** argv) {
       epochs = std::atoi(argv[i + 1]);
   try {
     hvd::init(); // Horovod's environment comes from hvactor-run
-    torch::set_num_threads(1);
-    torch::manual_seed(42);
-    auto model = quickstart::make_model();
-    hvd::broadcast_parameters(model->parameters(), 0);
-
-    torch::optim::SGD sgd{model->parameters(), torch::optim::SGDOptions(0.1)};
-    hvd::distributed_optimizer optimizer{sgd};
-    torch::nn::MSELoss loss_fn;
-
-    auto [inputs, targets] = quickstart::shard(hvd::rank(), hvd::size());
-    auto n = inputs.size(0);
+    quickstart::trainer t;
     float last = 0;
     for (int epoch = 0; epoch < epochs; ++epoch) {
-      for (int64_t b = 0; b < n; b += quickstart::batch_size) {
-        auto e = std::min<int64_t>(n, b + quickstart::batch_size);
-        optimizer.zero_grad();
-        auto loss = loss_fn(model->forward(inputs.slice(0, b, e)), targets.slice(0, b, e));
-        loss.backward();
-        optimizer.step();
-        last = loss.item<float>();
-      }
+      last = t.epoch();
       std::printf("rank %d epoch %d loss %.6f\n", hvd::rank(), epoch, last);
       std::fflush(stdout);
     }

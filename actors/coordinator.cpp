@@ -9,14 +9,14 @@
 
 #include <fmt/format.h>
 
-#include "coordinator_state.hpp"
+#include "internal/coordinator_state.hpp"
 #include "hvactor/env.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
 #include "hvactor/process.hpp"
 #include "hvactor/rank_planner.hpp"
-#include "hvactor/system_config.hpp"
+#include "internal/system_config.hpp"
 
 namespace hvactor::detail {
 
@@ -25,29 +25,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// How long a lost worker connection waits for its colocator's exit report.
-constexpr auto exit_report_grace = 1500ms;
-
-} // namespace
-
-void deliver_error(pending_call& call, const caf::error& err) {
-  if (call.single)
-    call.one.deliver(err);
-  else
-    call.all.deliver(err);
-}
-
-namespace {
-
 // A pending start and every pending call get `err`.
-void answer_pending(coordinator_state& st, const caf::error& err) {
+void answer_pending(coord_actor self, const caf::error& err) {
+  auto& st = self->state;
   if (st.start_pending) {
     st.start_pending = false;
     st.start_promise.deliver(err);
   }
-  for (auto& [id, call] : st.calls)
-    deliver_error(call, err);
-  st.calls.clear();
+  fail_calls(self, err);
 }
 
 } // namespace
@@ -60,17 +45,13 @@ std::string worker_label(const coordinator_state& st, int rank) {
   return fmt::format("rank {} on node '{}'", rank, node);
 }
 
-caf::error hv_error(error_kind kind, std::string message, int32_t rank) {
-  return make_error(static_cast<int>(kind), std::move(message), rank);
-}
-
 void fail(coord_actor self, caf::error err) {
   auto& st = self->state;
   if (st.failure || st.ph == phase::stopping || st.ph == phase::stopped)
     return;
   log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
   st.failure = err;
-  answer_pending(st, err);
+  answer_pending(self, err);
   if (st.cfg.launch && !st.launch_done) {
     job_exit out;
     out.message = describe(err);
@@ -142,7 +123,7 @@ void spawn_workers(coord_actor self) {
       nodes.push_back(w.node_id);
     envs = horovod_envs(st, nodes);
   } else {
-    self->delayed_send(self, st.cfg.settings.timeout, expire_atom_v, registration_timer);
+    self->delayed_send(self, st.cfg.settings.timeout, registration_due_atom_v);
   }
   auto colocated = std::make_shared<size_t>(0);
   for (auto& a : st.plan.nodes) {
@@ -177,7 +158,7 @@ void spawn_workers(coord_actor self) {
             launch_started(self);
         },
         [=](caf::error& err) {
-          fail(self, hv_error(error_kind::worker_error,
+          fail(self, make_error(error_kind::worker_error,
                               fmt::format("node '{}' could not start the job's workers: {}", node,
                                           describe(err))));
         });
@@ -211,7 +192,7 @@ void hand_out_env(coord_actor self) {
           st.start_promise.deliver(std::move(info));
         },
         [=](caf::error& err) {
-          fail(self, hv_error(error_kind::worker_error,
+          fail(self, make_error(error_kind::worker_error,
                               fmt::format("{} did not accept its environment: {}",
                                           worker_label(self->state, r), describe(err)),
                               r));
@@ -229,7 +210,7 @@ caf::error exit_error(const coordinator_state& st, const worker_exit& ex) {
     text += ". It wrote nothing to stderr.";
   else
     text += fmt::format(". Last stderr lines:\n  {}", fmt::join(ex.stderr_tail, "\n  "));
-  return hv_error(error_kind::worker_error, text, ex.world_rank);
+  return make_error(error_kind::worker_error, text, ex.world_rank);
 }
 
 // The job's error when the node behind a colocator went away.
@@ -247,7 +228,7 @@ caf::error node_lost_error(coordinator_state& st, const std::string& node,
   auto why = reason && reason != caf::exit_reason::user_shutdown
                ? caf::to_string(reason)
                : std::string{"the node was shut down"};
-  return hv_error(error_kind::node_lost,
+  return make_error(error_kind::node_lost,
                   fmt::format("node '{}'{} left the cluster during the job ({}); its workers "
                               "are gone: {}",
                               node, where, why, fmt::join(lost, ", ")));
@@ -272,8 +253,8 @@ caf::error not_ready_error(const coordinator_state& st, const char* what) {
   if (st.failure)
     return st.failure;
   if (st.ph == phase::stopping || st.ph == phase::stopped)
-    return hv_error(error_kind::not_started, fmt::format("{}: the executor was shut down", what));
-  return hv_error(error_kind::not_started, fmt::format("{}: call start() first", what));
+    return make_error(error_kind::not_started, fmt::format("{}: the executor was shut down", what));
+  return make_error(error_kind::not_started, fmt::format("{}: call start() first", what));
 }
 
 coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config cfg) {
@@ -305,7 +286,7 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
           planned = planned || a.node_id == node;
         if (planned && !st.colocators.count(node)
             && (st.ph == phase::shipping || st.ph == phase::registering))
-          fail(self, hv_error(error_kind::node_lost,
+          fail(self, make_error(error_kind::node_lost,
                               fmt::format("node '{}' left the cluster while the job was "
                                           "starting ({}); its workers never started",
                                           node, caf::to_string(dm.reason))));
@@ -314,8 +295,8 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
     for (int r = 0; r < st.size(); ++r) {
       if (st.workers[r].registered && st.workers[r].handle.address() == dm.source) {
         // Give the colocator's exit report (exit code, stderr) time to win.
-        self->delayed_send(self, exit_report_grace, expire_atom_v,
-                           worker_lost_timer_base + static_cast<uint64_t>(r));
+        self->delayed_send(self, knobs::exit_report_grace, worker_lost_atom_v,
+                           static_cast<int32_t>(r));
         return;
       }
     }
@@ -325,7 +306,7 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
         uint16_t rdv_port) -> caf::result<job_info> {
       auto& st = self->state;
       if (st.ph != phase::idle)
-        return hv_error(error_kind::generic, "start() was already called on this executor");
+        return make_error(error_kind::generic, "start() was already called on this executor");
       st.endpoint = std::move(endpoint);
       st.rendezvous_host = std::move(rdv_host);
       st.rendezvous_port = rdv_port;
@@ -340,11 +321,11 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       auto& st = self->state;
       if (hello.job_id != st.cfg.job_id || hello.world_rank < 0
           || hello.world_rank >= st.size() || st.workers[hello.world_rank].registered)
-        return hv_error(error_kind::generic,
+        return make_error(error_kind::generic,
                         fmt::format("unexpected registration of rank {} for job {}",
                                     hello.world_rank, hello.job_id));
       if (st.ph != phase::registering)
-        return hv_error(error_kind::not_started, "the job is no longer starting");
+        return make_error(error_kind::not_started, "the job is no longer starting");
       auto& slot = st.workers[hello.world_rank];
       slot.registered = true;
       slot.hello = hello;
@@ -386,14 +367,13 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       auto& st = self->state;
       if (st.ph != phase::ready || st.failure)
         return not_ready_error(st, "run");
-      auto id = st.next_call++;
-      auto& call = st.calls[id];
-      call.all = self->make_response_promise<call_results>();
-      call.results.resize(st.workers.size());
-      call.remaining = st.workers.size();
-      auto rp = call.all;
+      call_waiter waiter;
+      waiter.all = self->make_response_promise<call_results>();
+      auto rp = waiter.all;
+      std::vector<int> ranks(st.workers.size());
       for (int r = 0; r < st.size(); ++r)
-        dispatch(self, id, r, req);
+        ranks[r] = r;
+      open_call(self, std::move(waiter), ranks, req);
       return rp;
     },
     [=](call_one_atom, int32_t rank, const call_request& req) -> caf::result<call_result> {
@@ -401,14 +381,13 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       if (st.ph != phase::ready || st.failure)
         return not_ready_error(st, "run_remote");
       if (rank < 0 || rank >= st.size())
-        return hv_error(error_kind::invalid_argument,
+        return make_error(error_kind::invalid_argument,
                         fmt::format("rank {} does not exist (size {})", rank, st.size()));
-      auto id = st.next_call++;
-      auto& call = st.calls[id];
-      call.single = true;
-      call.one = self->make_response_promise<call_result>();
-      auto rp = call.one;
-      dispatch(self, id, rank, req);
+      call_waiter waiter;
+      waiter.single = true;
+      waiter.one = self->make_response_promise<call_result>();
+      auto rp = waiter.one;
+      open_call(self, std::move(waiter), {rank}, req);
       return rp;
     },
     [=](shutdown_atom) -> caf::result<bool> {
@@ -419,7 +398,7 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       st.shutdown_promises.push_back(rp);
       if (st.ph == phase::stopping)
         return rp; // a second shutdown waits for the first
-      answer_pending(st, hv_error(error_kind::not_started, "the executor was shut down"));
+      answer_pending(self, make_error(error_kind::not_started, "the executor was shut down"));
       if (st.cfg.launch && !st.launch_done) {
         job_exit out;
         out.message = "the job was stopped before every rank exited";
@@ -432,7 +411,7 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       for (auto& [node, coloc] : st.colocators) {
         st.stopping_nodes.insert(node);
         auto id = node;
-        self->request(coloc, st.cfg.settings.timeout + 5s, stop_atom_v)
+        self->request(coloc, st.cfg.settings.timeout + knobs::colocator_stop_slack, stop_atom_v)
           .then([=](bool) { colocator_stopped(self, id); },
                 [=](caf::error& err) {
                   log::warn("colocator on node '{}' did not stop cleanly: {}", id,
@@ -443,38 +422,29 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       colocator_stopped(self, {});
       return rp;
     },
-    [=](expire_atom, uint64_t timer) {
+    [=](placement_retry_atom) { try_placement(self); },
+    [=](launch_finish_atom) { finish_launch(self, self->state.outcome); },
+    [=](registration_due_atom) {
       auto& st = self->state;
-      if (timer == placement_retry_timer) {
-        try_placement(self);
-      } else if (timer == launch_finish_timer) {
-        finish_launch(self, st.outcome);
-      } else if (timer == registration_timer) {
-        if (st.ph != phase::registering || st.registered == st.workers.size() || st.failure)
-          return;
-        std::vector<std::string> missing;
-        for (int r = 0; r < st.size(); ++r)
-          if (!st.workers[r].registered)
-            missing.push_back(fmt::format("rank {} on node '{}'", r, st.workers[r].node_id));
-        fail(self, hv_error(error_kind::rendezvous_timeout,
+      if (st.ph != phase::registering || st.registered == st.workers.size() || st.failure)
+        return;
+      std::vector<std::string> missing;
+      for (int r = 0; r < st.size(); ++r)
+        if (!st.workers[r].registered)
+          missing.push_back(fmt::format("rank {} on node '{}'", r, st.workers[r].node_id));
+      fail(self, make_error(error_kind::rendezvous_timeout,
                             fmt::format("{} of {} workers never registered within {} ms: {}",
                                         missing.size(), st.size(),
                                         st.cfg.settings.timeout.count(),
                                         fmt::join(missing, ", "))));
-      } else if (timer >= call_timer_base) {
-        auto i = st.calls.find(timer - call_timer_base);
-        if (i != st.calls.end() && i->second.first_error) {
-          deliver_error(i->second, i->second.first_error);
-          st.calls.erase(i);
-        }
-      } else if (timer >= worker_lost_timer_base) {
-        auto r = static_cast<int>(timer - worker_lost_timer_base);
-        if (r < st.size())
-          fail(self, hv_error(error_kind::worker_error,
-                              fmt::format("lost the connection to worker {}",
-                                          worker_label(st, r)),
+    },
+    [=](call_grace_atom, uint64_t id) { call_grace_passed(self, id); },
+    [=](worker_lost_atom, int32_t r) {
+      auto& st = self->state;
+      if (r >= 0 && r < st.size())
+        fail(self, make_error(error_kind::worker_error,
+                              fmt::format("lost the connection to worker {}", worker_label(st, r)),
                               r));
-      }
     },
   };
 }

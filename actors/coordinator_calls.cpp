@@ -1,78 +1,97 @@
-// The coordinator's calls: one request per rank, results in world-rank
-// order, the first failure held back briefly so that a dying rank's own
-// exit report wins over its peers' broken collectives.
+// The coordinator's calls: one request per rank, answers collected in
+// world-rank order by call_fanin, the first failure held back briefly so
+// that a dying rank's own exit report wins over its peers' broken
+// collectives.
 
 #include <fmt/format.h>
 
-#include "coordinator_state.hpp"
-#include "hvactor/system_config.hpp"
+#include "internal/coordinator_state.hpp"
+#include "internal/system_config.hpp"
 
 namespace hvactor::detail {
 
 using namespace proto;
-using namespace std::chrono_literals;
 
 namespace {
 
-/// How long a failed call waits before answering: when one rank dies, its
-/// peers often fail first (their collective breaks), and the dead rank's
-/// exit report is the error the user needs.
-constexpr auto call_error_grace = 250ms;
-
-// Keeps the first failure of call `id` and answers it after a grace period
-// (see call_error_grace); a job failure in between answers the call first.
-void hold_error(coord_actor self, uint64_t id, caf::error err) {
-  auto i = self->state.calls.find(id);
-  if (i == self->state.calls.end() || i->second.first_error)
+void answer(coord_actor self, uint64_t id) {
+  auto& st = self->state;
+  auto payloads = st.calls.take_results(id);
+  auto i = st.call_waiters.find(id);
+  if (i == st.call_waiters.end())
     return;
-  i->second.first_error = std::move(err);
-  self->delayed_send(self, call_error_grace, expire_atom_v, call_timer_base + id);
+  auto waiter = std::move(i->second);
+  st.call_waiters.erase(i);
+  if (waiter.single)
+    waiter.one.deliver(call_result{true, std::move(payloads.front()), {}});
+  else
+    waiter.all.deliver(call_results{std::move(payloads)});
+}
+
+void deliver(call_waiter& waiter, const caf::error& err) {
+  if (waiter.single)
+    waiter.one.deliver(err);
+  else
+    waiter.all.deliver(err);
+}
+
+void failed(coord_actor self, uint64_t id, caf::error err) {
+  if (self->state.calls.on_error(id, std::move(err)) == call_fanin::next::hold_error)
+    self->delayed_send(self, self->state.calls.grace(), call_grace_atom_v, id);
 }
 
 } // namespace
 
-void dispatch(coord_actor self, uint64_t id, int rank, const call_request& req) {
+uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>& ranks,
+                   const call_request& req) {
   auto& st = self->state;
-  self->request(st.workers[rank].handle, st.cfg.settings.call_timeout, call_atom_v, req)
-    .then(
-      [=](call_result& res) {
-        auto& st = self->state;
-        auto i = st.calls.find(id);
-        if (i == st.calls.end())
-          return;
-        auto& call = i->second;
-        if (call.first_error)
-          return;
-        if (!res.ok) {
-          hold_error(self, id,
-                     hv_error(error_kind::worker_error,
+  auto id = st.next_call++;
+  st.calls.open(id, ranks.size());
+  st.call_waiters.emplace(id, std::move(waiter));
+  for (size_t slot = 0; slot < ranks.size(); ++slot) {
+    int rank = ranks[slot];
+    self->request(st.workers[rank].handle, st.cfg.settings.call_timeout, call_atom_v, req)
+      .then(
+        [=](call_result& res) {
+          auto& st = self->state;
+          if (!res.ok) {
+            failed(self, id,
+                   make_error(error_kind::worker_error,
                               fmt::format("remote call on {} raised: {}", worker_label(st, rank),
                                           res.error),
                               rank));
-          return;
-        }
-        if (call.single) {
-          call.one.deliver(std::move(res));
-          st.calls.erase(i);
-          return;
-        }
-        call.results[rank] = std::move(res);
-        if (--call.remaining == 0) {
-          call.all.deliver(call_results{std::move(call.results)});
-          st.calls.erase(i);
-        }
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        auto i = st.calls.find(id);
-        if (i == st.calls.end())
-          return;
-        hold_error(self, id,
-                   hv_error(error_kind::worker_error,
-                            fmt::format("remote call on {} failed: {}", worker_label(st, rank),
-                                        describe(err)),
+            return;
+          }
+          if (st.calls.on_result(id, slot, std::move(res.payload)) == call_fanin::next::answer)
+            answer(self, id);
+        },
+        [=](caf::error& err) {
+          failed(self, id,
+                 make_error(error_kind::worker_error,
+                            fmt::format("remote call on {} failed: {}",
+                                        worker_label(self->state, rank), describe(err)),
                             rank));
-      });
+        });
+  }
+  return id;
+}
+
+void fail_calls(coord_actor self, const caf::error& err) {
+  auto& st = self->state;
+  st.calls.close_all();
+  for (auto& [id, waiter] : st.call_waiters)
+    deliver(waiter, err);
+  st.call_waiters.clear();
+}
+
+void call_grace_passed(coord_actor self, uint64_t id) {
+  auto& st = self->state;
+  auto err = st.calls.take_error(id);
+  auto i = st.call_waiters.find(id);
+  if (!err || i == st.call_waiters.end())
+    return;
+  deliver(i->second, err);
+  st.call_waiters.erase(i);
 }
 
 } // namespace hvactor::detail

@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "coordinator_state.hpp"
+#include "internal/coordinator_state.hpp"
 #include "hvactor/process.hpp"
-#include "hvactor/system_config.hpp"
+#include "internal/system_config.hpp"
 
 namespace hvactor::detail {
 
@@ -57,7 +57,7 @@ void launch_exited(coord_actor self, const worker_exit& ex, caf::error err) {
   st.outcome = std::move(out);
   // Peers that were inside a collective with the failed rank fail too:
   // report the first failure once the others had a moment to exit.
-  self->delayed_send(self, 1s, expire_atom_v, launch_finish_timer);
+  self->delayed_send(self, knobs::launch_failure_grace, launch_finish_atom_v);
 }
 
 void finish_launch(coord_actor self, job_exit out) {

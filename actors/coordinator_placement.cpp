@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "coordinator_state.hpp"
-#include "hvactor/collectives/transport.hpp"
+#include "internal/coordinator_state.hpp"
+#include "internal/transport.hpp"
 #include "hvactor/log.hpp"
-#include "hvactor/system_config.hpp"
+#include "internal/system_config.hpp"
 
 namespace hvactor::detail {
 
@@ -21,13 +21,6 @@ namespace {
 
 using namespace proto;
 using namespace std::chrono_literals;
-
-/// Pause between placement attempts.
-constexpr auto placement_retry = 200ms;
-
-/// Shipped binaries travel in chunks of this size (CAF messages must stay
-/// far below 4 GiB, and mid-sized buffers keep the sender's memory flat).
-constexpr size_t ship_chunk = 4 << 20;
 
 placement_request make_request(const executor_options& o) {
   placement_request r;
@@ -48,7 +41,8 @@ placement_request make_request(const executor_options& o) {
 caf::timespan attempt_timeout(const coordinator_state& st) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(st.placement_deadline
                                                                     - caf::make_timestamp());
-  return std::clamp<std::chrono::milliseconds>(left, 500ms, st.cfg.settings.timeout);
+  return std::clamp<std::chrono::milliseconds>(left, knobs::min_placement_request,
+                                               st.cfg.settings.timeout);
 }
 
 void retry_placement(coord_actor self, std::string problem) {
@@ -56,14 +50,14 @@ void retry_placement(coord_actor self, std::string problem) {
   st.last_placement_problem = std::move(problem);
   if (caf::make_timestamp() >= st.placement_deadline) {
     auto ms = st.cfg.settings.placement_timeout.count();
-    fail(self, hv_error(error_kind::placement_timeout,
+    fail(self, make_error(error_kind::placement_timeout,
                         fmt::format("could not reserve resources within {} ms "
                                     "(placement_timeout). Requested: {}. Available: {}",
                                     ms, describe(make_request(st.cfg.options)),
                                     st.last_placement_problem)));
     return;
   }
-  self->delayed_send(self, placement_retry, expire_atom_v, placement_retry_timer);
+  self->delayed_send(self, knobs::placement_retry, placement_retry_atom_v);
 }
 
 // Reads `count` bytes of the driver's binary at `offset`.
@@ -90,9 +84,6 @@ uint64_t file_size(const std::string& path) {
   return end < 0 ? 0 : static_cast<uint64_t>(end);
 }
 
-/// Chunks in flight per node while shipping.
-constexpr size_t ship_window = 4;
-
 struct upload {
   std::string node;
   uint64_t size = 0;
@@ -103,18 +94,18 @@ struct upload {
   std::function<void(caf::error)> done;
 };
 
-// Keeps up to ship_window chunks of the binary in flight to one node. The
+// Keeps up to knobs::ship_chunks_in_flight chunks of the binary in flight to one node. The
 // node handles one sender's messages in order, so the chunk flagged `last`
 // (which verifies the hash) arrives after every other one.
 void ship_more(coord_actor self, std::shared_ptr<upload> up) {
   auto& st = self->state;
-  while (!up->finished && !up->sent_last && up->in_flight < ship_window) {
+  while (!up->finished && !up->sent_last && up->in_flight < knobs::ship_chunks_in_flight) {
     std::vector<char> chunk;
     try {
-      chunk = read_chunk(st.cfg.executable, up->next, ship_chunk);
+      chunk = read_chunk(st.cfg.executable, up->next, knobs::ship_chunk_bytes);
     } catch (const std::exception& e) {
       up->finished = true;
-      up->done(hv_error(error_kind::generic, e.what()));
+      up->done(make_error(error_kind::generic, e.what()));
       return;
     }
     auto offset = up->next;
@@ -167,7 +158,7 @@ void ship_binaries(coord_actor self) {
       if (self->state.ph != phase::shipping)
         return;
       if (err) {
-        fail(self, hv_error(error_kind::worker_error,
+        fail(self, make_error(error_kind::worker_error,
                             fmt::format("could not ship the driver's binary to node '{}': {}",
                                         node, describe(err))));
         return;

@@ -1,22 +1,18 @@
+// The executor: the calls of hvactor::executor. The job's lifecycle (actors,
+// ports, start bound, shutdown, teardown) is job_session's.
+
 #include "hvactor/executor.hpp"
 
 #include <unistd.h>
 
-#include <filesystem>
-
-#include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 
-#include "hvactor/actors/coordinator.hpp"
-#include "hvactor/actors/rendezvous_store.hpp"
-#include "hvactor/collectives/transport.hpp"
-#include "hvactor/system_config.hpp"
-#include "runtime_impl.hpp"
+#include "internal/job_session.hpp"
+#include "internal/system_config.hpp"
 
 namespace hvactor {
 
 using namespace proto;
-using namespace std::chrono_literals;
 
 enum class executor_phase { created, started, stopped };
 
@@ -25,16 +21,9 @@ struct executor::impl {
   hvactor::settings settings;
   executor_options options;
   executor_phase phase = executor_phase::created;
-  coordinator coord;
-  rendezvous_store store;
-  uint16_t coord_port = 0;
-  uint16_t store_port = 0;
+  std::unique_ptr<job_session> session;
   job_info job;
   executor::event_callback on_event;
-
-  caf::actor_system& sys() {
-    return *rt.sys;
-  }
 
   void require_started(const char* what) const {
     if (phase == executor_phase::created)
@@ -43,31 +32,10 @@ struct executor::impl {
       throw not_started(fmt::format("{}: the executor was shut down", what));
   }
 
-  uint16_t publish(const caf::actor& handle, const char* what) {
-    auto port = transport::publish(sys(), handle, 0, rt.bind_host);
-    if (!port)
-      throw error(fmt::format("cannot publish the job's {} on {}: {}", what, rt.bind_host,
-                              sys().render(port.error())));
-    if (rt.watchdog)
-      rt.watchdog->watch(*port);
-    return *port;
-  }
-
-  void teardown() {
-    for (auto port : {coord_port, store_port})
-      if (port != 0 && rt.watchdog)
-        rt.watchdog->unwatch(port);
-    if (coord_port != 0)
-      transport::unpublish(sys(), caf::actor_cast<caf::actor>(coord), coord_port);
-    if (store_port != 0)
-      transport::unpublish(sys(), caf::actor_cast<caf::actor>(store), store_port);
-    coord_port = store_port = 0;
-    if (coord)
-      caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
-    if (store)
-      caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
-    coord = nullptr;
-    store = nullptr;
+  /// The coordinator bounds each worker's call by call_timeout and names
+  /// the rank; the driver's own bound only catches a coordinator gone silent.
+  std::chrono::milliseconds call_bound() const {
+    return settings.call_timeout + settings.timeout;
   }
 };
 
@@ -102,37 +70,18 @@ void executor::start() {
   cfg.binary_hash = st.rt.binary_hash;
   cfg.on_event = st.on_event;
   cfg.args = st.rt.original_args;
-  st.coord = spawn_coordinator(st.sys(), cfg);
-  st.store = spawn_rendezvous_store(st.sys());
+  st.session = std::make_unique<job_session>(st.rt, std::move(cfg));
   st.phase = executor_phase::started;
-  caf::error failure;
-  try {
-    st.coord_port = st.publish(caf::actor_cast<caf::actor>(st.coord), "coordinator");
-    st.store_port = st.publish(caf::actor_cast<caf::actor>(st.store), "rendezvous store");
-    auto endpoint = fmt::format("{}:{}", st.rt.bind_host, st.coord_port);
-    // The coordinator bounds placement and registration itself; this outer
-    // bound only catches a coordinator that stopped answering.
-    // Shipping is bounded per chunk only: allow 10 MB/s for the binary.
-    std::error_code ec;
-    auto binary = std::filesystem::file_size(st.rt.executable, ec);
-    auto shipping = std::chrono::seconds(ec ? 0 : static_cast<long>(binary / 10'000'000));
-    auto bound = st.settings.placement_timeout + 2 * st.settings.timeout + 30s + shipping;
-    caf::scoped_actor self{st.sys()};
-    self->request(st.coord, bound, start_atom_v, endpoint, st.rt.bind_host, st.store_port)
-      .receive([&](job_info& info) { st.job = std::move(info); },
-               [&](caf::error& err) { failure = err; });
-  } catch (...) {
+  auto info = st.session->start();
+  if (!info) {
+    // The error that made start() fail is the one the user needs.
     shutdown_quietly();
-    throw;
+    throw_caf_error(info.error(), "start()");
   }
-  if (failure) {
-    shutdown_quietly();
-    throw_caf_error(failure, "start()");
-  }
+  st.job = std::move(*info);
 }
 
 void executor::shutdown_quietly() noexcept {
-  // The error that made start() fail is the one the user needs.
   try {
     shutdown();
   } catch (const std::exception&) {
@@ -146,13 +95,8 @@ void executor::shutdown() {
     return;
   }
   st.phase = executor_phase::stopped;
-  caf::error failure;
-  {
-    caf::scoped_actor self{st.sys()};
-    self->request(st.coord, st.settings.timeout + 10s, shutdown_atom_v)
-      .receive([](bool) {}, [&](caf::error& err) { failure = err; });
-  }
-  st.teardown();
+  auto failure = st.session->shutdown();
+  st.session.reset();
   if (failure)
     throw_caf_error(failure, "shutdown()");
 }
@@ -190,44 +134,26 @@ std::vector<int> executor::worker_pids() const {
 }
 
 std::chrono::milliseconds executor::call_timeout() const {
-  // The coordinator bounds each worker's call by call_timeout and names the
-  // rank; the driver's own bound only catches a coordinator gone silent.
-  return impl_->settings.call_timeout + impl_->settings.timeout;
+  return impl_->call_bound();
 }
 
 std::vector<std::vector<char>> executor::call_all(const detail::call_data& call) {
   auto& st = *impl_;
   st.require_started("run");
-  std::vector<std::vector<char>> out;
-  caf::error failure;
-  caf::scoped_actor self{st.sys()};
-  self->request(st.coord, st.settings.call_timeout + st.settings.timeout, call_atom_v,
-                call_request{call.invoker, call.target, call.args})
-    .receive(
-      [&](call_results& res) {
-        out.reserve(res.results.size());
-        for (auto& r : res.results)
-          out.push_back(std::move(r.payload));
-      },
-      [&](caf::error& err) { failure = err; });
-  if (failure)
-    throw_caf_error(failure, "run");
-  return out;
+  auto res = st.session->ask<call_results>(st.call_bound(), call_atom_v, call);
+  if (!res)
+    throw_caf_error(res.error(), "run");
+  return std::move(res->payloads);
 }
 
 std::vector<char> executor::call_one(int rank, const detail::call_data& call) {
   auto& st = *impl_;
   st.require_started("execute_single");
-  std::vector<char> out;
-  caf::error failure;
-  caf::scoped_actor self{st.sys()};
-  self->request(st.coord, st.settings.call_timeout + st.settings.timeout, call_one_atom_v, static_cast<int32_t>(rank),
-                call_request{call.invoker, call.target, call.args})
-    .receive([&](call_result& res) { out = std::move(res.payload); },
-             [&](caf::error& err) { failure = err; });
-  if (failure)
-    throw_caf_error(failure, "execute_single");
-  return out;
+  auto res = st.session->ask<call_result>(st.call_bound(), call_one_atom_v,
+                                          static_cast<int32_t>(rank), call);
+  if (!res)
+    throw_caf_error(res.error(), "execute_single");
+  return std::move(res->payload);
 }
 
 std::vector<std::shared_ptr<detail::pending_result>>
@@ -235,14 +161,16 @@ executor::call_async(const detail::call_data& call) {
   auto& st = *impl_;
   st.require_started("run_remote");
   std::vector<std::shared_ptr<detail::pending_result>> out;
-  auto coord = st.coord;
-  auto timeout = st.settings.call_timeout + st.settings.timeout;
-  call_request req{call.invoker, call.target, call.args};
-  for (int rank = 0; rank < num_workers(); ++rank) {
-    auto state = std::make_shared<detail::pending_result>();
-    out.push_back(state);
-    st.sys().spawn([=](caf::event_based_actor* self) {
-      self->request(coord, timeout, call_one_atom_v, static_cast<int32_t>(rank), req)
+  for (int rank = 0; rank < num_workers(); ++rank)
+    out.push_back(std::make_shared<detail::pending_result>());
+  // One helper actor sends every rank's call and fills each future as its
+  // answer arrives; it ends with the last answer.
+  auto coord = st.session->coordinator();
+  auto timeout = st.call_bound();
+  st.session->system().spawn([=](caf::event_based_actor* self) {
+    for (size_t rank = 0; rank < out.size(); ++rank) {
+      auto state = out[rank];
+      self->request(coord, timeout, call_one_atom_v, static_cast<int32_t>(rank), call)
         .then([=](call_result& res) { state->set_value(std::move(res.payload)); },
               [=](caf::error& err) {
                 try {
@@ -251,8 +179,8 @@ executor::call_async(const detail::call_data& call) {
                   state->set_error(std::current_exception());
                 }
               });
-    });
-  }
+    }
+  });
   return out;
 }
 

@@ -11,11 +11,11 @@
 #include <caf/io/middleman.hpp>
 
 #include "hvactor/actors/interfaces.hpp"
-#include "hvactor/collectives/transport.hpp"
+#include "internal/transport.hpp"
 #include "hvactor/code_registry.hpp"
 #include "hvactor/env.hpp"
 #include "hvactor/log.hpp"
-#include "hvactor/system_config.hpp"
+#include "internal/system_config.hpp"
 
 namespace hvactor {
 
@@ -136,12 +136,10 @@ void serve_worker() {
     char hostname[256] = {0};
     ::gethostname(hostname, sizeof(hostname) - 1);
     worker_hello hello{job, rank, node, hostname, static_cast<int32_t>(::getpid())};
-    self->request(coord, timeout, register_atom_v, hello, worker)
-      .receive([](bool) {},
-               [&](caf::error& err) {
-                 log::error("registration with the driver failed: {}", describe(err));
-                 leave(4);
-               });
+    if (auto ok = ask<bool>(*self, coord, timeout, register_atom_v, hello, worker); !ok) {
+      log::error("registration with the driver failed: {}", describe(ok.error()));
+      leave(4);
+    }
     // The guard ends the process if the driver goes away; otherwise the
     // job ends with `stop`.
     finished.wait();

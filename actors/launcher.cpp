@@ -16,21 +16,19 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "hvactor/actors/coordinator.hpp"
-#include "hvactor/actors/rendezvous_store.hpp"
 #include "hvactor/collectives/timeline_files.hpp"
-#include "hvactor/collectives/transport.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/file_digest.hpp"
 #include "hvactor/log.hpp"
 #include "hvactor/process.hpp"
-#include "hvactor/system_config.hpp"
-#include "runtime_impl.hpp"
+#include "internal/job_session.hpp"
+#include "internal/knobs.hpp"
+#include "internal/system_config.hpp"
+#include "internal/runtime_impl.hpp"
 
 namespace hvactor {
 
 using namespace proto;
-using namespace std::chrono_literals;
 
 namespace {
 
@@ -202,7 +200,6 @@ launcher::~launcher() = default;
 
 int launcher::run(const std::atomic<int>& stop) {
   auto& st = *impl_;
-  auto& sys = *st.rt.sys;
   coordinator_config cfg;
   cfg.job_id = fmt::format("run-{}-{}", ::getpid(), st.rt.next_job++);
   cfg.settings = st.s;
@@ -222,72 +219,46 @@ int launcher::run(const std::atomic<int>& stop) {
   cfg.on_event = [printer](int rank, const std::map<std::string, std::string>& kv) {
     printer->event(rank, kv);
   };
-  auto coord = spawn_coordinator(sys, cfg);
-  auto store = spawn_rendezvous_store(sys);
-  auto store_port = transport::publish(sys, caf::actor_cast<caf::actor>(store), 0, st.rt.bind_host);
-  caf::actor waiter;
-  auto cleanup = [&] {
-    if (waiter)
-      caf::anon_send_exit(waiter, caf::exit_reason::user_shutdown);
-    if (store_port)
-      transport::unpublish(sys, caf::actor_cast<caf::actor>(store), *store_port);
-    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
-  };
-  auto shutdown = [&] {
-    caf::scoped_actor self{sys};
-    self->request(coord, st.s.timeout + 10s, shutdown_atom_v)
-      .receive([](bool) {},
-               [](caf::error& err) {
-                 log::warn("hvactor-run: not every rank stopped cleanly: {}", describe(err));
-               });
-  };
-  if (!store_port) {
-    fmt::print(stderr, "hvactor-run: cannot publish the rendezvous store on {}: {}\n",
-               st.rt.bind_host, sys.render(store_port.error()));
-    cleanup();
+  std::unique_ptr<job_session> session;
+  try {
+    session = std::make_unique<job_session>(st.rt, std::move(cfg));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hvactor-run: {}\n", e.what());
     return 1;
   }
+  auto shutdown = [&] {
+    if (auto err = session->shutdown())
+      log::warn("not every rank stopped cleanly: {}", describe(err));
+  };
   // The job's end arrives as one answer; the main thread polls it so that
   // a signal can interrupt the wait.
-  auto ended = std::make_shared<std::promise<std::pair<job_exit, caf::error>>>();
+  auto ended = std::make_shared<std::promise<caf::expected<job_exit>>>();
   auto outcome = ended->get_future();
-  auto bound = st.s.placement_timeout + 2 * st.s.timeout + 30s;
-  waiter = sys.spawn([=, &st](caf::event_based_actor* self) {
-    self->request(coord, bound, start_atom_v, std::string{}, st.rt.bind_host, *store_port)
-      .then(
-        [=](const job_info&) {
-          self->request(coord, st.s.call_timeout, finished_atom_v)
-            .then([=](job_exit& out) { ended->set_value({std::move(out), caf::error{}}); },
-                  [=](caf::error& err) { ended->set_value({job_exit{}, err}); });
-        },
-        [=](caf::error& err) { ended->set_value({job_exit{}, err}); });
-  });
-  while (outcome.wait_for(100ms) != std::future_status::ready) {
+  session->launch([ended](caf::expected<job_exit> out) { ended->set_value(std::move(out)); });
+  while (outcome.wait_for(knobs::launcher_poll) != std::future_status::ready) {
     if (int sig = stop.load(); sig != 0) {
       fmt::print(stderr, "hvactor-run: received signal {}: stopping every rank\n", sig);
       shutdown();
-      cleanup();
       return 128 + sig;
     }
   }
-  auto [out, err] = outcome.get();
+  auto out = outcome.get();
   shutdown(); // stops the ranks still running (none when all exited)
-  cleanup();
+  session.reset();
   merge_local_timelines(st);
-  if (err) {
-    fmt::print(stderr, "hvactor-run: {}\n", describe(err));
+  if (!out) {
+    fmt::print(stderr, "hvactor-run: {}\n", describe(out.error()));
     return 1;
   }
-  if (out.ok)
+  if (out->ok)
     return 0;
-  fmt::print(stderr, "hvactor-run: {}\n", out.message);
-  if (!out.stderr_tail.empty())
-    fmt::print(stderr, "hvactor-run: last stderr lines of rank {}:\n  {}\n", out.rank,
-               fmt::join(out.stderr_tail, "\n  "));
-  if (out.rank < 0)
+  fmt::print(stderr, "hvactor-run: {}\n", out->message);
+  if (!out->stderr_tail.empty())
+    fmt::print(stderr, "hvactor-run: last stderr lines of rank {}:\n  {}\n", out->rank,
+               fmt::join(out->stderr_tail, "\n  "));
+  if (out->rank < 0)
     return 1;
-  return out.signal != 0 ? 128 + out.signal : (out.exit_code > 0 ? out.exit_code : 1);
+  return out->signal != 0 ? 128 + out->signal : (out->exit_code > 0 ? out->exit_code : 1);
 }
 
 } // namespace hvactor

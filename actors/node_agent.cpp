@@ -9,10 +9,11 @@
 
 #include "hvactor/actors/node_colocator.hpp"
 #include "hvactor/binary_cache.hpp"
-#include "hvactor/collectives/transport.hpp"
+#include "internal/transport.hpp"
 #include "hvactor/env.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
+#include "internal/caf_error.hpp"
 
 namespace hvactor {
 
@@ -93,7 +94,7 @@ struct agent_state {
 using agent_actor = node_agent::stateful_pointer<agent_state>;
 
 caf::error agent_error(error_kind kind, std::string message) {
-  return make_error(static_cast<int>(kind), std::move(message));
+  return make_error(kind, std::move(message));
 }
 
 // The registry's view of this node follows every change of its resources.

@@ -8,6 +8,7 @@
 
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
+#include "internal/caf_error.hpp"
 
 namespace hvactor {
 
@@ -93,7 +94,7 @@ node_registry::behavior_type registry_impl(registry_actor self) {
       self->request(previous, liveness_probe, info_atom_v)
         .then(
           [=](const node_info& alive) mutable {
-            rp.deliver(make_error(static_cast<int>(error_kind::invalid_argument),
+            rp.deliver(make_error(error_kind::invalid_argument,
                                   fmt::format("node id '{}' is already in the cluster (a live "
                                               "node at {}:{}); give this node another --node-id",
                                               alive.node_id, alive.address, alive.port)));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "internal/caf_error.hpp"
 
 namespace hvactor {
 
@@ -63,7 +64,7 @@ void settle(store_actor self) {
 
 caf::error timeout_error(const pending_wait& w, const std::vector<std::string>& missing) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(w.timeout).count();
-  return make_error(static_cast<int>(error_kind::rendezvous_timeout),
+  return make_error(error_kind::rendezvous_timeout,
                     fmt::format("rendezvous scope '{}': key(s) [{}] never set within {} ms", w.scope,
                                 fmt::join(missing, ", "), ms));
 }

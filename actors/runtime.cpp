@@ -16,14 +16,15 @@
 #include "hvactor/actors/node_agent.hpp"
 #include "hvactor/actors/node_registry.hpp"
 #include "hvactor/collectives/devices.hpp"
-#include "hvactor/collectives/transport.hpp"
+#include "internal/transport.hpp"
 #include "hvactor/file_digest.hpp"
 #include "hvactor/net.hpp"
 #include "hvactor/env.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
-#include "hvactor/system_config.hpp"
-#include "runtime_impl.hpp"
+#include "internal/knobs.hpp"
+#include "internal/system_config.hpp"
+#include "internal/runtime_impl.hpp"
 
 namespace hvactor {
 
@@ -89,18 +90,6 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
                                 + ".");
 }
 
-// Blocks on a request at the API edge, bounded by `timeout`.
-template <class Handle, class Result, class... Ts>
-caf::expected<Result> ask(caf::actor_system& sys, const Handle& whom,
-                          std::chrono::milliseconds timeout, Ts&&... xs) {
-  caf::scoped_actor self{sys};
-  caf::expected<Result> out{caf::sec::request_timeout};
-  self->request(whom, timeout, std::forward<Ts>(xs)...)
-    .receive([&](Result& value) { out = std::move(value); },
-             [&](caf::error& err) { out = std::move(err); });
-  return out;
-}
-
 // No --address: one node with this machine's resources, loopback only.
 void start_embedded(runtime::impl& st) {
   if (st.opts.num_cpus == 0)
@@ -127,7 +116,7 @@ void start_embedded(runtime::impl& st) {
   node.registry = st.local_registry;
   st.local_agent = spawn_node_agent(*st.sys, node);
   st.registry = st.local_registry;
-  auto joined = ask<proto::node_agent, bool>(*st.sys, st.local_agent, std::chrono::seconds(10),
+  auto joined = ask<bool>(*st.sys, st.local_agent, knobs::join_timeout,
                                              proto::join_atom_v, std::string{}, uint16_t{0},
                                              uint16_t{0});
   if (!joined)
@@ -153,7 +142,7 @@ void join_cluster(runtime::impl& st) {
   st.sys = std::make_unique<caf::actor_system>(*st.cfg);
   if (st.opts.tls.enabled())
     st.watchdog = std::make_unique<connection_watchdog>(connection_watchdog::options{});
-  auto found = transport::connect(*st.sys, host, port, std::chrono::seconds(10));
+  auto found = transport::connect(*st.sys, host, port, knobs::join_timeout);
   if (!found) {
     auto why = st.sys->render(found.error());
     st.sys.reset();
@@ -165,9 +154,8 @@ void join_cluster(runtime::impl& st) {
                             : " (a TLS cluster refuses a driver without --tls-cert/key/ca)"));
   }
   st.registry = caf::actor_cast<proto::node_registry>(std::move(*found));
-  auto view = ask<proto::node_registry, proto::cluster_view>(*st.sys, st.registry,
-                                                             std::chrono::seconds(10),
-                                                             proto::list_atom_v);
+  auto view = ask<proto::cluster_view>(*st.sys, st.registry, knobs::join_timeout,
+                                       proto::list_atom_v);
   if (!view) {
     auto why = describe(view.error());
     st.registry = nullptr;
@@ -211,7 +199,7 @@ runtime::~runtime() {
   impl_->local_registry = nullptr;
   impl_->registry = nullptr;
   impl_->watchdog.reset();
-  destroy_bounded(impl_->sys, std::chrono::seconds(10));
+  destroy_bounded(impl_->sys, knobs::system_exit_limit);
 }
 
 const std::vector<std::string>& runtime::args() const noexcept {

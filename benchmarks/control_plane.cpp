@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include <hvactor/hvactor.hpp>
-#include <hvactor/system_config.hpp>
+#include "internal/system_config.hpp"
 
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;

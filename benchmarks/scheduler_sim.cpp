@@ -31,7 +31,7 @@
 #include <hvactor/actors/interfaces.hpp>
 #include <hvactor/actors/node_registry.hpp>
 #include <hvactor/placement.hpp>
-#include <hvactor/system_config.hpp>
+#include "internal/system_config.hpp"
 
 #include "sim_node_agent.hpp"
 

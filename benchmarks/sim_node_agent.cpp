@@ -1,4 +1,5 @@
 #include "sim_node_agent.hpp"
+#include "internal/caf_error.hpp"
 
 #include <map>
 #include <string>
@@ -37,7 +38,7 @@ struct fake_agent_state {
 using fake_agent_actor = node_agent::stateful_pointer<fake_agent_state>;
 
 caf::error sim_error(const std::string& text) {
-  return make_error(static_cast<int>(error_kind::placement_timeout), text);
+  return make_error(error_kind::placement_timeout, text);
 }
 
 // Like the real agent: the registry's view follows every change.

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "hvactor/call_data.hpp"
 #include "hvactor/code_registry.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/future.hpp"
@@ -17,13 +18,6 @@
 namespace hvactor {
 
 namespace detail {
-
-/// A remote call ready to send: invoker, target, serialized arguments.
-struct call_data {
-  std::string invoker;
-  std::string target;
-  std::vector<char> args;
-};
 
 template <class... Ts>
 struct type_list {};

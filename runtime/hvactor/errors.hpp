@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -65,17 +66,31 @@ public:
   using error::error;
 };
 
-/// Error kinds as they travel between actors, mapped back to the classes
-/// above at the API edge.
-enum class error_kind : int {
-  generic = 0,
+/// Error kinds as they travel between actors (as caf::error codes), mapped
+/// back to the classes above at the API edge. They start at 1: CAF, like
+/// LevelDB's Status, reads code 0 as "no error", so a kind 0 would turn a
+/// failure into a success on its way.
+enum class error_kind : uint8_t {
   placement_timeout = 1,
   rendezvous_timeout = 2,
   worker_error = 3,
   node_lost = 4,
   not_started = 5,
   invalid_argument = 6,
+  collective_error = 7,
+  /// hvactor::error itself: none of the above.
+  generic = 8,
 };
+
+/// Every kind, in code order (tests and the error category's renderer).
+inline constexpr error_kind all_error_kinds[] = {
+  error_kind::placement_timeout, error_kind::rendezvous_timeout, error_kind::worker_error,
+  error_kind::node_lost,         error_kind::not_started,        error_kind::invalid_argument,
+  error_kind::collective_error,  error_kind::generic,
+};
+
+/// "placement_timeout", "worker_error", ...
+const char* to_string(error_kind kind) noexcept;
 
 /// Throws the exception class of `kind` with `message`.
 [[noreturn]] void throw_error(error_kind kind, const std::string& message, int rank = -1);

@@ -10,7 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <hvactor/actors/rendezvous_store.hpp>
-#include <hvactor/system_config.hpp>
+#include "internal/system_config.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::proto;

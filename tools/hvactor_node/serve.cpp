@@ -21,12 +21,13 @@
 
 #include "hvactor/actors/node_agent.hpp"
 #include "hvactor/actors/node_registry.hpp"
-#include "hvactor/collectives/transport.hpp"
+#include "internal/transport.hpp"
 #include "hvactor/connection_watchdog.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
 #include "hvactor/net.hpp"
-#include "hvactor/system_config.hpp"
+#include "internal/knobs.hpp"
+#include "internal/system_config.hpp"
 #include "node_options.hpp"
 
 namespace hvactor::node_tool {
@@ -122,13 +123,11 @@ int serve(node_options o) {
     auto agent_port = publish(caf::actor_cast<caf::actor>(agent), o.head ? 0 : o.port,
                               "node agent");
     caf::scoped_actor self{*sys};
-    caf::error join_failure;
-    self->request(agent, std::chrono::seconds(o.connect_timeout_s), proto::join_atom_v,
-                  head_host, head_port, agent_port)
-      .receive([](bool) {}, [&](caf::error& err) { join_failure = err; });
-    if (join_failure)
+    auto joined = ask<bool>(*self, agent, std::chrono::seconds(o.connect_timeout_s),
+                            proto::join_atom_v, head_host, head_port, agent_port);
+    if (!joined)
       throw error(fmt::format("cannot join the head at {}:{} within {} s: {}{}", head_host,
-                              head_port, o.connect_timeout_s, describe(join_failure),
+                              head_port, o.connect_timeout_s, describe(joined.error()),
                               o.tls.enabled() ? " (does the head use the same cluster CA?)"
                                               : " (is it running? a TLS head refuses nodes "
                                                 "without --tls-cert/--tls-key/--tls-ca)"));
@@ -146,11 +145,9 @@ int serve(node_options o) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     log::info("received {}: stopping the node and its workers", ::strsignal(sig));
-    self->request(agent, 15s, proto::stop_atom_v)
-      .receive([](bool) {},
-               [&](caf::error& err) {
-                 log::warn("workers did not all stop in time: {}", describe(err));
-               });
+    if (auto stopped = ask<bool>(*self, agent, knobs::node_stop_timeout, proto::stop_atom_v);
+        !stopped)
+      log::warn("workers did not all stop in time: {}", describe(stopped.error()));
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     rc = 1;
@@ -162,7 +159,7 @@ int serve(node_options o) {
   agent = nullptr;
   registry = nullptr;
   watchdog.reset();
-  destroy_bounded(sys, 10s);
+  destroy_bounded(sys, knobs::system_exit_limit);
   return rc;
 }
 

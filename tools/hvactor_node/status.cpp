@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "hvactor/actors/interfaces.hpp"
-#include "hvactor/collectives/transport.hpp"
+#include "internal/transport.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/net.hpp"
-#include "hvactor/system_config.hpp"
+#include "internal/system_config.hpp"
 #include "node_options.hpp"
 
 namespace hvactor::node_tool {
@@ -26,17 +26,12 @@ int status(const node_options& o) {
                             sys.render(found.error()),
                             o.tls.enabled() ? "" : " (a TLS head needs --tls-cert/key/ca)"));
   auto registry = caf::actor_cast<proto::node_registry>(std::move(*found));
-  proto::cluster_view view;
-  caf::error failure;
-  {
-    caf::scoped_actor self{sys};
-    self->request(registry, timeout, proto::list_atom_v)
-      .receive([&](proto::cluster_view& v) { view = std::move(v); },
-               [&](caf::error& err) { failure = err; });
-  }
+  auto listed = ask<proto::cluster_view>(sys, registry, timeout, proto::list_atom_v);
   registry = nullptr;
-  if (failure)
-    throw error(fmt::format("the head at {} did not answer: {}", o.address, describe(failure)));
+  if (!listed)
+    throw error(
+      fmt::format("the head at {} did not answer: {}", o.address, describe(listed.error())));
+  auto& view = *listed;
   int cpus = 0, free_cpus = 0, gpus = 0, free_gpus = 0;
   fmt::print("{:<20} {:<22} {:>10} {:>10}  {}\n", "NODE", "ADDRESS", "CPU free", "GPU free",
              "JOBS");

@@ -52,6 +52,8 @@
 #include <caf/all.hpp>
 #include <caf/type_id.hpp>
 
+#include "hvactor/call_data.hpp"
+
 // The rendezvous_store interface, its atoms and the error category.
 #include "hvactor/collectives/rendezvous_protocol.hpp"
 
@@ -182,18 +184,9 @@ typename Inspector::result_type inspect(Inspector& f, worker_exit& x) {
            x.exit_code, x.signal, x.expected, x.stderr_tail);
 }
 
-/// One remote invocation: an invoker (argument/result types) applied to a
-/// target (which function), with the serialized arguments.
-struct call_request {
-  std::string invoker;
-  std::string target;
-  std::vector<char> args;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, call_request& x) {
-  return f(caf::meta::type_name("call_request"), x.invoker, x.target, x.args);
-}
+/// One remote invocation (invoker, target, serialized arguments): the same
+/// type the executor's call sites build (executor.hpp), sent as is.
+using call_request = hvactor::detail::call_data;
 
 /// The outcome of a call_request on one worker.
 struct call_result {
@@ -211,12 +204,12 @@ typename Inspector::result_type inspect(Inspector& f, call_result& x) {
 
 /// Results of one call on every worker, in world-rank order.
 struct call_results {
-  std::vector<call_result> results;
+  std::vector<std::vector<char>> payloads;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, call_results& x) {
-  return f(caf::meta::type_name("call_results"), x.results);
+  return f(caf::meta::type_name("call_results"), x.payloads);
 }
 
 /// How an hvactor-run job ended.
@@ -279,6 +272,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, output_atom, "output")
   CAF_ADD_ATOM(hvactor, hvactor::proto, event_atom, "event")
   CAF_ADD_ATOM(hvactor, hvactor::proto, finished_atom, "finished")
+  // The coordinator's timers, one atom each.
+  CAF_ADD_ATOM(hvactor, hvactor::proto, placement_retry_atom, "plc_retry")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, registration_due_atom, "reg_due")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, launch_finish_atom, "launch_fin")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, call_grace_atom, "call_grace")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, worker_lost_atom, "wrk_lost")
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
@@ -286,7 +285,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::spawn_request))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::worker_hello))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::worker_exit))
-  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_request))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::detail::call_data))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_result))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_results))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_info))
@@ -339,8 +338,13 @@ using coordinator = caf::typed_actor<
   caf::replies_to<call_one_atom, int32_t, call_request>::with<call_result>,
   // Stop every worker and release every reservation; idempotent.
   caf::replies_to<shutdown_atom>::with<bool>,
-  // Internal timers (placement retry, registration and failure deadlines).
-  caf::reacts_to<expire_atom, uint64_t>>;
+  // Timers it sends itself: retry placement; the registration deadline;
+  // end an hvactor-run job after its first failure's grace; answer a call's
+  // held failure (by call id); a worker's connection dropped and its exit
+  // report did not arrive in time (by rank).
+  caf::reacts_to<placement_retry_atom>, caf::reacts_to<registration_due_atom>,
+  caf::reacts_to<launch_finish_atom>, caf::reacts_to<call_grace_atom, uint64_t>,
+  caf::reacts_to<worker_lost_atom, int32_t>>;
 
 /// Owns one machine's resources and creates colocators on it.
 using node_agent = caf::typed_actor<
@@ -403,7 +407,7 @@ CAF_END_TYPE_ID_BLOCK(hvactor_handles)
 namespace hvactor::proto {
 
 /// Registers the types above (not the rendezvous protocol, which
-/// collectives::configure_actor_system registers) with a config.
+/// the system config registers) with a config.
 void register_types(caf::actor_system_config& cfg);
 
 } // namespace hvactor::proto

@@ -9,17 +9,7 @@
 
 #include "hvactor/tls.hpp"
 
-namespace caf {
-class actor_system_config;
-} // namespace caf
-
 namespace hvactor::collectives {
-
-/// Settings every hvactor actor system shares (message types, middleman,
-/// scheduler polling, heartbeats, and mutual TLS when `tls` is enabled); the
-/// actors layer adds its own types on top.
-void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads,
-                            const tls::config& tls = {});
 
 /// Blocking client of the coordinator's rendezvous_store, for one scope
 /// ("<job>/<generation>"). Owns a small CAF actor system of its own, so it

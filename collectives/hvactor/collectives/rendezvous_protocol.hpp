@@ -48,13 +48,7 @@ using rendezvous_store = caf::typed_actor<
   // Internal timer: fail waits whose deadline passed.
   caf::reacts_to<expire_atom, uint64_t>>;
 
-/// Error category of hvactor errors carried as caf::error.
-inline constexpr caf::atom_value error_category = caf::atom("hvactor");
-
-/// A caf::error carrying an hvactor error kind, message and rank.
-caf::error make_error(int kind, std::string message, int32_t rank = -1);
-
-/// Registers the types above and the hvactor error category with `cfg`.
+/// Registers the types above with `cfg`.
 void register_rendezvous_types(caf::actor_system_config& cfg);
 
 } // namespace hvactor::proto

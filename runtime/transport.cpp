@@ -1,4 +1,4 @@
-#include "hvactor/collectives/transport.hpp"
+#include "internal/transport.hpp"
 
 #include <dlfcn.h>
 
@@ -10,6 +10,8 @@
 
 #include "hvactor/log.hpp"
 #include "hvactor/tls.hpp"
+#include "internal/actor_system.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::transport {
 
@@ -19,9 +21,9 @@ void configure(caf::actor_system_config& cfg, const tls::config& tls) {
   // openssl_error_queue.cpp must win symbol lookup over libssl.
   Dl_info where{};
   if (::dladdr(::dlsym(RTLD_DEFAULT, "SSL_read"), &where) == 0 || where.dli_fname == nullptr
-      || std::string_view{where.dli_fname}.find("hvactor_collectives") == std::string_view::npos)
+      || std::string_view{where.dli_fname}.find("hvactor_runtime") == std::string_view::npos)
     log::warn("SSL_read resolves to {}, not hvactor's wrapper: a TLS peer that disconnects "
-              "abruptly may drop other connections (link libhvactor_collectives before libssl)",
+              "abruptly may drop other connections (link libhvactor_runtime before libssl)",
               where.dli_fname ? where.dli_fname : "?");
   cfg.load<caf::openssl::manager>();
   tls::apply(tls, cfg);
@@ -52,26 +54,21 @@ void unpublish(caf::actor_system& sys, const caf::actor& whom, uint16_t port) {
   }
   // caf::openssl::unpublish in 0.17.6 drops `whom` from the request; ask
   // the OpenSSL middleman actor directly.
-  caf::scoped_actor self{sys};
-  self->request(sys.openssl_manager().actor_handle(), std::chrono::seconds(5),
-                caf::unpublish_atom_v, whom.address(), port)
-    .receive([] {}, [](caf::error&) {});
+  auto done = ask<>(sys, sys.openssl_manager().actor_handle(), knobs::unpublish_timeout,
+                    caf::unpublish_atom_v, whom.address(), port);
+  if (!done)
+    log::debug("unpublishing port {} failed: {}", port, caf::to_string(done.error()));
 }
 
 caf::expected<caf::strong_actor_ptr> connect(caf::actor_system& sys, const std::string& host,
                                              uint16_t port, std::chrono::milliseconds timeout) {
-  caf::scoped_actor self{sys};
-  caf::expected<caf::strong_actor_ptr> out{caf::sec::cannot_connect_to_node};
-  self->request(connector(sys), timeout, caf::connect_atom::value, host, port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-        if (ptr)
-          out = std::move(ptr);
-        else
-          out = caf::make_error(caf::sec::no_actor_published_at_port, port);
-      },
-      [&](caf::error& err) { out = std::move(err); });
-  return out;
+  auto found = ask<caf::node_id, caf::strong_actor_ptr, std::set<std::string>>(
+    sys, connector(sys), timeout, caf::connect_atom::value, host, port);
+  if (!found)
+    return std::move(found.error());
+  if (auto& ptr = std::get<1>(*found))
+    return std::move(ptr);
+  return caf::make_error(caf::sec::no_actor_published_at_port, port);
 }
 
 } // namespace hvactor::transport

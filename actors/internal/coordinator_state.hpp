@@ -14,17 +14,12 @@
 #include "hvactor/actors/coordinator.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/placement.hpp"
+#include "internal/call_fanin.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::detail {
 
 enum class phase { idle, placing, shipping, registering, ready, stopping, stopped };
-
-// Timer ids (expire_atom payloads).
-inline constexpr uint64_t placement_retry_timer = 1;
-inline constexpr uint64_t registration_timer = 2;
-inline constexpr uint64_t launch_finish_timer = 3;
-inline constexpr uint64_t worker_lost_timer_base = 1000;            // + rank
-inline constexpr uint64_t call_timer_base = uint64_t{1} << 32;      // + call id
 
 struct worker_slot {
   bool registered = false;
@@ -33,14 +28,11 @@ struct worker_slot {
   std::string node_id; // planned node
 };
 
-struct pending_call {
+/// Who waits for a call's answer: a call on every rank, or on one.
+struct call_waiter {
   bool single = false;
   caf::typed_response_promise<proto::call_results> all;
   caf::typed_response_promise<proto::call_result> one;
-  std::vector<proto::call_result> results;
-  size_t remaining = 0;
-  /// First failure, answered after a grace period unless the job fails.
-  caf::error first_error;
 };
 
 struct coordinator_state {
@@ -69,7 +61,9 @@ struct coordinator_state {
   /// shutdown: nodes whose colocator has not stopped yet.
   std::set<std::string> stopping_nodes;
   std::vector<caf::typed_response_promise<bool>> shutdown_promises;
-  std::map<uint64_t, pending_call> calls;
+  /// Calls in flight: their answers (fan-in) and who waits for them.
+  call_fanin calls{knobs::call_error_grace};
+  std::map<uint64_t, call_waiter> call_waiters;
   uint64_t next_call = 1;
   // hvactor-run jobs (cfg.launch).
   size_t exited_ok = 0;
@@ -84,9 +78,6 @@ struct coordinator_state {
 };
 
 using coord_actor = proto::coordinator::stateful_pointer<coordinator_state>;
-
-/// An hvactor error as a caf::error (error_category, message, rank).
-caf::error hv_error(error_kind kind, std::string message, int32_t rank = -1);
 
 /// Fails the job: every pending call and a pending start get `err`.
 void fail(coord_actor self, caf::error err);
@@ -119,12 +110,16 @@ void launch_exited(coord_actor self, const proto::worker_exit& ex, caf::error er
 /// hvactor-run: the job's outcome; answers every finished request.
 void finish_launch(coord_actor self, proto::job_exit out);
 
-/// Answers a pending call with `err`.
-void deliver_error(pending_call& call, const caf::error& err);
+/// Opens a call: on every rank into call_results, or (`single`) on one rank
+/// into a call_result; sends it and returns the promise's id
+/// (coordinator_calls.cpp).
+uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>& ranks,
+                   const proto::call_request& req);
 
-/// Sends call `id` to `rank` (bounded by call_timeout) and records its
-/// result; the call is answered once every rank answered, or with its
-/// first failure (coordinator_calls.cpp).
-void dispatch(coord_actor self, uint64_t id, int rank, const proto::call_request& req);
+/// Answers every call in flight with `err` (a job failure or shutdown).
+void fail_calls(coord_actor self, const caf::error& err);
+
+/// A held call failure's grace passed: answer it unless answered meanwhile.
+void call_grace_passed(coord_actor self, uint64_t id);
 
 } // namespace hvactor::detail

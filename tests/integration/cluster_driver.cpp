@@ -10,7 +10,8 @@
 //       two jobs of num_workers=N one after the other, same binary
 //
 // OPTIONS: --placement-ms MS (default 3000), --timeout-ms MS (default 10000),
-// --gpus-per-worker G (use_gpu with G GPUs per worker).
+// --gpus-per-worker G (use_gpu with G GPUs per worker), --unlink-self (delete
+// this program's file before start(), so that shipping it to a node fails).
 //
 // Output, one machine-readable line each (flushed at once):
 //   NODES <node id per rank>          after start()
@@ -132,6 +133,7 @@ struct command {
   std::chrono::milliseconds placement{3000};
   std::chrono::milliseconds timeout{10000};
   int gpus_per_worker = 0;
+  bool unlink_self = false;
 
   int number(size_t i) const {
     if (i >= words.size())
@@ -143,7 +145,9 @@ struct command {
 command parse(const std::vector<std::string>& args) {
   command cmd;
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--gpus-per-worker" && i + 1 < args.size()) {
+    if (args[i] == "--unlink-self") {
+      cmd.unlink_self = true;
+    } else if (args[i] == "--gpus-per-worker" && i + 1 < args.size()) {
       cmd.gpus_per_worker = std::stoi(args[++i]);
     } else if ((args[i] == "--placement-ms" || args[i] == "--timeout-ms") && i + 1 < args.size()) {
       auto& field = args[i] == "--placement-ms" ? cmd.placement : cmd.timeout;
@@ -224,6 +228,8 @@ int hold(hvactor::runtime& rt, const command& cmd) {
 
 int run_mode(hvactor::runtime& rt, const command& cmd) {
   auto& mode = cmd.words.at(0);
+  if (cmd.unlink_self)
+    std::filesystem::remove(std::filesystem::read_symlink("/proc/self/exe"));
   if (mode == "hold")
     return hold(rt, cmd);
   if (mode != "hosts" && mode != "pack" && mode != "ship-twice")

@@ -3,7 +3,11 @@
 // another process, the transport hvactor's calls ride on) measured in the
 // same run as the peer baseline.
 //
-//   control_plane [--repeats 5] [--seconds 2]
+//   control_plane [--repeats 5] [--seconds 2] [--rounds 10]
+//
+// The call-rate comparison interleaves hvactor and raw CAF in `rounds`
+// rounds (seconds / rounds each) and reports the median of the per-round
+// ratios: this machine's load swings between rounds.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -78,42 +82,70 @@ echo_actor::behavior_type echo_impl(echo_actor::pointer) {
   std::_Exit(0);
 }
 
-double raw_caf_calls_per_second(caf::actor_system& sys, const std::string& self_exe,
-                                double seconds) {
-  int to_child[2], from_child[2];
-  if (::pipe(to_child) != 0 || ::pipe(from_child) != 0)
-    return 0;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(to_child[0], STDIN_FILENO);
-    ::dup2(from_child[1], STDOUT_FILENO);
-    ::execl(self_exe.c_str(), self_exe.c_str(), "--serve-echo", nullptr);
-    ::_exit(127);
+// The peer: a child process serving an echo actor, and a scoped_actor of
+// this process calling it, exactly the transport hvactor's calls ride on.
+class raw_caf_peer {
+public:
+  raw_caf_peer(caf::actor_system& sys, const std::string& self_exe) : self_{sys} {
+    int to_child[2], from_child[2];
+    if (::pipe(to_child) != 0 || ::pipe(from_child) != 0)
+      return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(to_child[0], STDIN_FILENO);
+      ::dup2(from_child[1], STDOUT_FILENO);
+      ::execl(self_exe.c_str(), self_exe.c_str(), "--serve-echo", nullptr);
+      ::_exit(127);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    stdin_ = to_child[1];
+    char buf[32] = {0};
+    auto n = ::read(from_child[0], buf, sizeof(buf) - 1);
+    ::close(from_child[0]);
+    uint16_t port = n > 0 ? static_cast<uint16_t>(std::atoi(buf)) : 0;
+    if (auto echo = sys.middleman().remote_actor<echo_actor>("127.0.0.1", port))
+      echo_ = *echo;
   }
-  ::close(to_child[0]);
-  ::close(from_child[1]);
-  char buf[32] = {0};
-  auto n = ::read(from_child[0], buf, sizeof(buf) - 1);
-  uint16_t port = n > 0 ? static_cast<uint16_t>(std::atoi(buf)) : 0;
-  double rate = 0;
-  auto echo = sys.middleman().remote_actor<echo_actor>("127.0.0.1", port);
-  if (echo) {
-    caf::scoped_actor self{sys};
-    for (int i = 0; i < 1000; ++i)
-      self->request(*echo, 5s, int32_t{i}).receive([](int32_t) {}, [](caf::error&) {});
+
+  ~raw_caf_peer() {
+    if (stdin_ >= 0)
+      ::close(stdin_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  /// Sequential request/response round trips per second over `seconds`.
+  double calls_per_second(double seconds) {
+    if (!echo_)
+      return 0;
     size_t calls = 0;
     auto t0 = clock_type::now();
     while (ms_since(t0) < seconds * 1000) {
-      self->request(*echo, 5s, int32_t{1}).receive([](int32_t) {}, [](caf::error&) {});
+      self_->request(echo_, 5s, int32_t{1}).receive([](int32_t) {}, [](caf::error&) {});
       ++calls;
     }
-    rate = static_cast<double>(calls) / (ms_since(t0) / 1000);
+    return static_cast<double>(calls) / (ms_since(t0) / 1000);
   }
-  ::close(to_child[1]);
-  ::close(from_child[0]);
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  return rate;
+
+private:
+  caf::scoped_actor self_;
+  echo_actor echo_;
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+};
+
+template <class F>
+double calls_per_second(F call, double seconds) {
+  size_t calls = 0;
+  auto t0 = clock_type::now();
+  while (ms_since(t0) < seconds * 1000) {
+    call();
+    ++calls;
+  }
+  return static_cast<double>(calls) / (ms_since(t0) / 1000);
 }
 
 } // namespace
@@ -125,13 +157,16 @@ int main(int argc, char** argv) {
   cxxopts::Options parser{"control_plane", "hvactor control-plane benchmark"};
   parser.add_options()("repeats", "start() repetitions per size",
                        cxxopts::value<int>()->default_value("5"))(
-    "seconds", "duration of each call-rate measurement", cxxopts::value<double>()->default_value("2"));
+    "seconds", "duration of each call-rate measurement", cxxopts::value<double>()->default_value("2"))(
+    "rounds", "interleaved hvactor / raw CAF rounds of the call rate",
+    cxxopts::value<int>()->default_value("10"));
   std::vector<char*> rest;
   for (auto& a : rt.args())
     rest.push_back(const_cast<char*>(a.c_str()));
   auto opts = parser.parse(static_cast<int>(rest.size()), rest.data());
   int repeats = opts["repeats"].as<int>();
   double seconds = opts["seconds"].as<double>();
+  int rounds = std::max(1, opts["rounds"].as<int>());
   auto settings = hvactor::executor::create_settings({});
 
   std::printf("hvactor control plane, embedded local cluster, %u cores\n\n",
@@ -155,19 +190,42 @@ int main(int argc, char** argv) {
                     *std::max_element(samples.begin(), samples.end())));
   }
 
-  for (int workers : {1, 4}) {
-    hvactor::executor ex{rt, settings, {.num_workers = workers}};
+  {
+    // hvactor's sync run(noop) on one worker against raw CAF round trips,
+    // interleaved in rounds so that both see the same machine load.
+    hvactor::executor ex{rt, settings, {.num_workers = 1}};
+    ex.start();
+    caf::actor_system_config cfg;
+    hvactor::configure_system(cfg, 2);
+    caf::actor_system sys{cfg};
+    raw_caf_peer peer{sys, "/proc/self/exe"};
+    for (int i = 0; i < 500; ++i)
+      ex.run(&noop);
+    peer.calls_per_second(0.2);
+    std::vector<double> ours, raw, ratios;
+    for (int round = 0; round < rounds; ++round) {
+      ours.push_back(calls_per_second([&] { ex.run(&noop); }, seconds / rounds));
+      raw.push_back(peer.calls_per_second(seconds / rounds));
+      ratios.push_back(ours.back() / raw.back());
+    }
+    row("sync run(noop)", 1, "calls/s, median",
+        fmt::format("{:.0f}", percentile(ours, 0.5)));
+    row("peer: raw CAF request/response", 1, "calls/s, median",
+        fmt::format("{:.0f}", percentile(raw, 0.5)));
+    row("sync run(noop) / raw CAF", 1, "median (min, max) ratio",
+        fmt::format("{:.2f} ({:.2f}, {:.2f})", percentile(ratios, 0.5),
+                    *std::min_element(ratios.begin(), ratios.end()),
+                    *std::max_element(ratios.begin(), ratios.end())));
+    ex.shutdown();
+  }
+
+  {
+    hvactor::executor ex{rt, settings, {.num_workers = 4}};
     ex.start();
     for (int i = 0; i < 500; ++i)
       ex.run(&noop);
-    size_t calls = 0;
-    auto t0 = clock_type::now();
-    while (ms_since(t0) < seconds * 1000) {
-      ex.run(&noop);
-      ++calls;
-    }
-    row("sync run(noop)", workers, "calls/s",
-        fmt::format("{:.0f}", static_cast<double>(calls) / (ms_since(t0) / 1000)));
+    row("sync run(noop)", 4, "calls/s",
+        fmt::format("{:.0f}", calls_per_second([&] { ex.run(&noop); }, seconds)));
     ex.shutdown();
   }
 
@@ -188,13 +246,6 @@ int main(int argc, char** argv) {
     ex.shutdown();
   }
 
-  {
-    caf::actor_system_config cfg;
-    hvactor::configure_system(cfg, 2);
-    caf::actor_system sys{cfg};
-    double rate = raw_caf_calls_per_second(sys, "/proc/self/exe", seconds);
-    row("peer: raw CAF request/response", 1, "calls/s", fmt::format("{:.0f}", rate));
-  }
   std::printf("\nReference (not run here): Ray's 1:1 sync actor calls, about 2,000 calls/s "
               "(Ray docs).\n");
   return 0;

@@ -22,6 +22,8 @@ packages=(
   libssl-dev
   pkg-config
   procps
+  # scripts/check_layers.py (the `layering` test: includes run one way).
+  python3
   # The Open MPI peer of benchmarks/allreduce (optional in CMake).
   libopenmpi-dev
   openmpi-bin

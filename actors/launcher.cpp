@@ -1,6 +1,5 @@
 #include "hvactor/launcher.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -33,34 +32,6 @@ using namespace proto;
 namespace {
 
 namespace fs = std::filesystem;
-
-// A program name as the shell would run it: a path, or the first match in
-// PATH; always absolute (nodes start it from their own working directory).
-std::string resolve_program(const std::string& name) {
-  auto runnable = [](const fs::path& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) {
-    if (!runnable(name))
-      throw std::invalid_argument(fmt::format("hvactor-run: '{}' is not an executable file", name));
-    return fs::absolute(name).lexically_normal().string();
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    auto end = dirs.find(':', start);
-    auto dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    auto candidate = fs::path(dir.empty() ? "." : dir) / name;
-    if (runnable(candidate))
-      return fs::absolute(candidate).lexically_normal().string();
-    if (end == std::string::npos)
-      break;
-    start = end + 1;
-  }
-  throw std::invalid_argument(fmt::format("hvactor-run: '{}' not found in PATH", name));
-}
 
 executor_options slots_of(const launch_options& o) {
   executor_options x;
@@ -191,7 +162,12 @@ launcher::launcher(runtime& rt, settings s, launch_options opts) {
                                             "--per-host {}",
                                             opts.np, *opts.num_hosts, *opts.per_host));
   validate(slots_of(opts));
-  auto program = resolve_program(opts.program);
+  std::string program;
+  try {
+    program = find_program(opts.program);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string{"hvactor-run: "} + e.what());
+  }
   auto printer = std::make_shared<output_printer>(opts.output_dir, opts.timestamps);
   impl_.reset(new impl{*rt.impl_, s, std::move(opts), std::move(program), std::move(printer)});
 }

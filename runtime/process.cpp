@@ -4,17 +4,22 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <optional>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
 
@@ -335,6 +340,33 @@ bool child_process::running() const noexcept {
 void child_process::signal(int sig) noexcept {
   if (state_->running)
     ::kill(state_->pid, sig);
+}
+
+std::string find_program(const std::string& name) {
+  namespace fs = std::filesystem;
+  auto runnable = [](const fs::path& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (!runnable(name))
+      throw std::invalid_argument(fmt::format("'{}' is not an executable file", name));
+    return fs::absolute(name).lexically_normal().string();
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    auto end = dirs.find(':', start);
+    auto dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    auto candidate = fs::path(dir.empty() ? "." : dir) / name;
+    if (runnable(candidate))
+      return fs::absolute(candidate).lexically_normal().string();
+    if (end == std::string::npos)
+      break;
+    start = end + 1;
+  }
+  throw std::invalid_argument(fmt::format("'{}' not found in PATH", name));
 }
 
 } // namespace hvactor

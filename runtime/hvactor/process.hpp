@@ -43,6 +43,11 @@ struct process_exit {
   std::vector<std::string> stderr_tail;
 };
 
+/// `name` as the shell would run it, absolute (nodes start it from their
+/// own working directory): a path to an executable file, or the first match
+/// in PATH. Throws std::invalid_argument naming `name` otherwise.
+std::string find_program(const std::string& name);
+
 /// "exit code 3" / "signal 9 (SIGKILL)".
 std::string describe_exit(int exit_code, int signal);
 

@@ -9,6 +9,7 @@
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
 #include "internal/caf_error.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor {
 
@@ -16,9 +17,6 @@ namespace {
 
 using namespace proto;
 using namespace std::chrono_literals;
-
-/// How long a node that rejoins under a taken id waits for the old agent.
-constexpr auto liveness_probe = 1s;
 
 struct member {
   node_info info;
@@ -91,7 +89,7 @@ node_registry::behavior_type registry_impl(registry_actor self) {
       // not yet noticed) or a second live node under one id.
       auto rp = self->make_response_promise<bool>();
       auto previous = old->agent;
-      self->request(previous, liveness_probe, info_atom_v)
+      self->request(previous, knobs::liveness_probe, info_atom_v)
         .then(
           [=](const node_info& alive) mutable {
             rp.deliver(make_error(error_kind::invalid_argument,

@@ -1,6 +1,7 @@
 #include "hvactor/cert_authority.hpp"
 
 #include "hvactor/errors.hpp"
+#include "internal/knobs.hpp"
 
 #include <cctype>
 #include <cerrno>
@@ -48,10 +49,6 @@ struct openssl_deleter {
 };
 template <class T>
 using openssl_ptr = std::unique_ptr<T, openssl_deleter>;
-
-/// Backdating covers clock skew between the node that issues and the nodes
-/// that verify.
-constexpr long backdate_seconds = 3600;
 
 [[noreturn]] void fail(const std::string& what) {
   std::string reasons;
@@ -134,7 +131,7 @@ openssl_ptr<X509> new_cert(EVP_PKEY* key, const std::string& cn, int days) {
                                     reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0)
            != 1)
     fail("cannot set the subject CN=" + cn);
-  if (!X509_gmtime_adj(X509_getm_notBefore(cert.get()), -backdate_seconds)
+  if (!X509_gmtime_adj(X509_getm_notBefore(cert.get()), -static_cast<long>(knobs::certificate_backdate.count()))
       || !X509_time_adj_ex(X509_getm_notAfter(cert.get()), days, 0, nullptr)
       || X509_set_pubkey(cert.get(), key) != 1)
     fail("cannot set the validity or the public key of CN=" + cn);

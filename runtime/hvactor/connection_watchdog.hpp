@@ -13,6 +13,8 @@
 
 #include <sys/types.h>
 
+#include "internal/knobs.hpp"
+
 namespace hvactor {
 
 /// Shuts down stalled or hostile connections on this process's listening
@@ -38,11 +40,11 @@ public:
   /// Limits and scan period.
   struct options {
     /// A connection with no data received for this long is shut down.
-    std::chrono::milliseconds idle_limit{10000};
+    std::chrono::milliseconds idle_limit{knobs::watchdog_idle_limit};
     /// Time between two scans.
-    std::chrono::milliseconds period{1000};
+    std::chrono::milliseconds period{knobs::watchdog_period};
     /// Connections kept per watched port; the idlest beyond it are shut down.
-    size_t max_connections = 1024;
+    size_t max_connections = knobs::watchdog_max_connections;
   };
 
   /// Starts the scanning thread. Throws std::invalid_argument for a

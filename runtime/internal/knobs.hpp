@@ -31,6 +31,29 @@ inline constexpr auto unpublish_timeout = 5s;
 /// answers (wrong service on the port, stalled TLS handshake).
 inline constexpr auto join_timeout = 10s;
 
+/// The TLS connection watchdog (CAF 0.17's OpenSSL module has no handshake
+/// timeout): a connection that received nothing for this long is shut
+/// down. Live peers send heartbeats twice a second, so only stalled
+/// handshakes and silent intruders reach it.
+inline constexpr auto watchdog_idle_limit = 10s;
+
+/// Between two watchdog scans of /proc/net/tcp and TCP_INFO.
+inline constexpr auto watchdog_period = 1s;
+
+/// Connections kept per watched port; the idlest beyond it are shut down
+/// (one process must not be exhausted by connection floods).
+inline constexpr size_t watchdog_max_connections = 1024;
+
+/// Certificates hvactor-node certs issues start this far in the past:
+/// clock skew between the node that issues and the nodes that verify.
+inline constexpr auto certificate_backdate = 1h;
+
+// -- cluster membership ----------------------------------------------------------
+
+/// A node rejoining under an id the registry still holds: how long the
+/// registry asks the old agent whether it is alive before replacing it.
+inline constexpr auto liveness_probe = 1s;
+
 // -- jobs (the coordinator) -------------------------------------------------------
 
 /// Pause between placement attempts while resources are busy: frequent
@@ -69,6 +92,11 @@ inline constexpr auto launch_failure_grace = 1s;
 /// A colocator's stop takes up to settings.timeout for its workers plus
 /// this for SIGTERM/SIGKILL and the reaping of every process.
 inline constexpr auto colocator_stop_slack = 5s;
+
+/// A worker process's bound to connect to its driver and register, when the
+/// colocator did not pass HVACTOR_WORKER_TIMEOUT_MS (settings.timeout's
+/// default).
+inline constexpr int default_worker_timeout_ms = 30'000;
 
 /// start()'s outer bound beyond placement and registration: the driver's
 /// wait only catches a coordinator that stopped answering, never a slow job.

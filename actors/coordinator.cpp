@@ -159,8 +159,8 @@ void spawn_workers(coord_actor self) {
         },
         [=](caf::error& err) {
           fail(self, make_error(error_kind::worker_error,
-                              fmt::format("node '{}' could not start the job's workers: {}", node,
-                                          describe(err))));
+                                fmt::format("node '{}' could not start the job's workers: {}", node,
+                                            describe(err))));
         });
   }
 }
@@ -193,9 +193,9 @@ void hand_out_env(coord_actor self) {
         },
         [=](caf::error& err) {
           fail(self, make_error(error_kind::worker_error,
-                              fmt::format("{} did not accept its environment: {}",
-                                          worker_label(self->state, r), describe(err)),
-                              r));
+                                fmt::format("{} did not accept its environment: {}",
+                                            worker_label(self->state, r), describe(err)),
+                                r));
         });
   }
 }
@@ -229,9 +229,9 @@ caf::error node_lost_error(coordinator_state& st, const std::string& node,
                ? caf::to_string(reason)
                : std::string{"the node was shut down"};
   return make_error(error_kind::node_lost,
-                  fmt::format("node '{}'{} left the cluster during the job ({}); its workers "
-                              "are gone: {}",
-                              node, where, why, fmt::join(lost, ", ")));
+                    fmt::format("node '{}'{} left the cluster during the job ({}); its workers "
+                                "are gone: {}",
+                                node, where, why, fmt::join(lost, ", ")));
 }
 
 // One colocator stopped (or is gone); the last one completes shutdown. An
@@ -287,9 +287,9 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
         if (planned && !st.colocators.count(node)
             && (st.ph == phase::shipping || st.ph == phase::registering))
           fail(self, make_error(error_kind::node_lost,
-                              fmt::format("node '{}' left the cluster while the job was "
-                                          "starting ({}); its workers never started",
-                                          node, caf::to_string(dm.reason))));
+                                fmt::format("node '{}' left the cluster while the job was "
+                                            "starting ({}); its workers never started",
+                                            node, caf::to_string(dm.reason))));
         return;
       }
     for (int r = 0; r < st.size(); ++r) {
@@ -322,8 +322,8 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       if (hello.job_id != st.cfg.job_id || hello.world_rank < 0
           || hello.world_rank >= st.size() || st.workers[hello.world_rank].registered)
         return make_error(error_kind::generic,
-                        fmt::format("unexpected registration of rank {} for job {}",
-                                    hello.world_rank, hello.job_id));
+                          fmt::format("unexpected registration of rank {} for job {}",
+                                      hello.world_rank, hello.job_id));
       if (st.ph != phase::registering)
         return make_error(error_kind::not_started, "the job is no longer starting");
       auto& slot = st.workers[hello.world_rank];
@@ -382,7 +382,7 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
         return not_ready_error(st, "run_remote");
       if (rank < 0 || rank >= st.size())
         return make_error(error_kind::invalid_argument,
-                        fmt::format("rank {} does not exist (size {})", rank, st.size()));
+                          fmt::format("rank {} does not exist (size {})", rank, st.size()));
       call_waiter waiter;
       waiter.single = true;
       waiter.one = self->make_response_promise<call_result>();

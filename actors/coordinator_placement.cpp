@@ -51,10 +51,10 @@ void retry_placement(coord_actor self, std::string problem) {
   if (caf::make_timestamp() >= st.placement_deadline) {
     auto ms = st.cfg.settings.placement_timeout.count();
     fail(self, make_error(error_kind::placement_timeout,
-                        fmt::format("could not reserve resources within {} ms "
-                                    "(placement_timeout). Requested: {}. Available: {}",
-                                    ms, describe(make_request(st.cfg.options)),
-                                    st.last_placement_problem)));
+                          fmt::format("could not reserve resources within {} ms "
+                                      "(placement_timeout). Requested: {}. Available: {}",
+                                      ms, describe(make_request(st.cfg.options)),
+                                      st.last_placement_problem)));
     return;
   }
   self->delayed_send(self, knobs::placement_retry, placement_retry_atom_v);
@@ -159,8 +159,8 @@ void ship_binaries(coord_actor self) {
         return;
       if (err) {
         fail(self, make_error(error_kind::worker_error,
-                            fmt::format("could not ship the driver's binary to node '{}': {}",
-                                        node, describe(err))));
+                              fmt::format("could not ship the driver's binary to node '{}': {}",
+                                          node, describe(err))));
         return;
       }
       if (--*pending == 0) {

@@ -65,8 +65,8 @@ void settle(store_actor self) {
 caf::error timeout_error(const pending_wait& w, const std::vector<std::string>& missing) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(w.timeout).count();
   return make_error(error_kind::rendezvous_timeout,
-                    fmt::format("rendezvous scope '{}': key(s) [{}] never set within {} ms", w.scope,
-                                fmt::join(missing, ", "), ms));
+                    fmt::format("rendezvous scope '{}': key(s) [{}] never set within {} ms",
+                                w.scope, fmt::join(missing, ", "), ms));
 }
 
 rendezvous_store::behavior_type store_impl(store_actor self) {

@@ -116,9 +116,8 @@ void start_embedded(runtime::impl& st) {
   node.registry = st.local_registry;
   st.local_agent = spawn_node_agent(*st.sys, node);
   st.registry = st.local_registry;
-  auto joined = ask<bool>(*st.sys, st.local_agent, knobs::join_timeout,
-                                             proto::join_atom_v, std::string{}, uint16_t{0},
-                                             uint16_t{0});
+  auto joined = ask<bool>(*st.sys, st.local_agent, knobs::join_timeout, proto::join_atom_v,
+                          std::string{}, uint16_t{0}, uint16_t{0});
   if (!joined)
     throw error("the embedded cluster did not start: " + describe(joined.error()));
   log::debug("embedded cluster: node '{}' with {} CPUs and {} GPUs", st.opts.node_id,

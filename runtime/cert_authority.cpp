@@ -4,6 +4,7 @@
 #include "internal/knobs.hpp"
 
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -131,7 +132,8 @@ openssl_ptr<X509> new_cert(EVP_PKEY* key, const std::string& cn, int days) {
                                     reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0)
            != 1)
     fail("cannot set the subject CN=" + cn);
-  if (!X509_gmtime_adj(X509_getm_notBefore(cert.get()), -static_cast<long>(knobs::certificate_backdate.count()))
+  auto backdate = std::chrono::duration_cast<std::chrono::seconds>(knobs::certificate_backdate);
+  if (!X509_gmtime_adj(X509_getm_notBefore(cert.get()), -static_cast<long>(backdate.count()))
       || !X509_time_adj_ex(X509_getm_notAfter(cert.get()), days, 0, nullptr)
       || X509_set_pubkey(cert.get(), key) != 1)
     fail("cannot set the validity or the public key of CN=" + cn);

@@ -78,12 +78,13 @@ void throw_caf_error(const caf::error& err, const std::string& context) {
 }
 
 void register_error_category(caf::actor_system_config& cfg) {
-  cfg.add_error_category(error_category, [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+  auto render = [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     std::string text = to_string(static_cast<error_kind>(code));
     if (ctx.match_element<std::string>(0))
       text += ": " + ctx.get_as<std::string>(0);
     return text;
-  });
+  };
+  cfg.add_error_category(error_category, render);
 }
 
 } // namespace hvactor

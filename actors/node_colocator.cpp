@@ -4,12 +4,11 @@
 
 #include <map>
 
-#include <fmt/format.h>
-
 #include "hvactor/env.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/log.hpp"
 #include "hvactor/process.hpp"
+#include "worker_env.hpp"
 
 namespace hvactor {
 
@@ -69,7 +68,9 @@ void begin_stop(colocator_actor self, int sig) {
 
 void start_workers(colocator_actor self) {
   auto& st = self->state;
-  std::string cuda_devices = fmt::format("{}", fmt::join(st.res.gpu_ids, ","));
+  // The node's whole reservation, as horovod.ray hands it out: every local
+  // rank sees every GPU of its node's ranks (worker_env.hpp).
+  auto cuda_devices = cuda_visible_devices(st.res.gpu_ids);
   for (size_t i = 0; i < st.req.ranks.size(); ++i) {
     auto rank = st.req.ranks[i];
     process_spec spec;

@@ -26,8 +26,6 @@ constexpr auto rejoin_interval = 1s;
 /// Bound of one connect + join round trip.
 constexpr auto join_timeout = 5s;
 
-constexpr uint64_t rejoin_timer = 1;
-
 struct agent_state {
   node_agent_config cfg;
   /// CPUs, GPU ids and who holds them; the resource decisions live there.
@@ -136,7 +134,7 @@ void rejoin(agent_actor self) {
       return;
     }
     if (!st.stopping)
-      self->delayed_send(self, rejoin_interval, expire_atom_v, rejoin_timer);
+      self->delayed_send(self, rejoin_interval, rejoin_atom_v);
   });
 }
 
@@ -303,8 +301,8 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
       finish_stop_if_done(self);
       return rp;
     },
-    [=](expire_atom, uint64_t timer) {
-      if (timer == rejoin_timer && !self->state.stopping)
+    [=](rejoin_atom) {
+      if (!self->state.stopping)
         rejoin(self);
     },
   };

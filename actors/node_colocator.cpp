@@ -23,10 +23,6 @@ constexpr auto leave_grace = 500ms;
 /// Time between SIGTERM and SIGKILL on stop.
 constexpr auto stop_grace = 2s;
 
-// expire_atom payloads.
-constexpr uint64_t sigkill_timer = 0;
-constexpr uint64_t sigterm_timer = 1;
-
 struct colocator_state {
   spawn_request req;
   reservation res;
@@ -62,7 +58,7 @@ void begin_stop(colocator_actor self, int sig) {
     for (auto& [rank, child] : st.children)
       child->signal(SIGKILL);
   else
-    self->delayed_send(self, leave_grace, expire_atom_v, sigterm_timer);
+    self->delayed_send(self, leave_grace, sigterm_due_atom_v);
   finish_if_done(self);
 }
 
@@ -157,14 +153,13 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
         self->send(st.coord, exited_atom_v, std::move(report));
       finish_if_done(self);
     },
-    [=](expire_atom, uint64_t timer) {
-      if (timer == sigterm_timer) {
-        for (auto& [rank, child] : self->state.children)
-          child->signal(SIGTERM);
-        if (!self->state.children.empty())
-          self->delayed_send(self, stop_grace, expire_atom_v, sigkill_timer);
-        return;
-      }
+    [=](sigterm_due_atom) {
+      for (auto& [rank, child] : self->state.children)
+        child->signal(SIGTERM);
+      if (!self->state.children.empty())
+        self->delayed_send(self, stop_grace, sigkill_due_atom_v);
+    },
+    [=](sigkill_due_atom) {
       for (auto& [rank, child] : self->state.children) {
         log::warn("worker rank {} (pid {}) ignored SIGTERM for {} s: sending SIGKILL", rank,
                   child->pid(), stop_grace.count());

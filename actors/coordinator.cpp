@@ -17,6 +17,7 @@
 #include "hvactor/process.hpp"
 #include "hvactor/rank_planner.hpp"
 #include "internal/system_config.hpp"
+#include "worker_env.hpp"
 
 namespace hvactor::detail {
 
@@ -62,47 +63,23 @@ void fail(coord_actor self, caf::error err) {
 namespace {
 
 env_list worker_env(const coordinator_state& st) {
-  env_list env;
-  auto timeout_ms = std::to_string(st.cfg.settings.timeout.count());
-  env.entries = {
-    {env::worker_coordinator, st.endpoint},
-    {env::worker_job, st.cfg.job_id},
-    {env::worker_timeout_ms, timeout_ms},
-  };
-  return env;
+  return worker_bootstrap_env(st.endpoint, st.cfg.job_id, st.cfg.settings.timeout);
 }
 
 } // namespace
 
 std::vector<env_list> horovod_envs(const coordinator_state& st,
                                    const std::vector<std::string>& node_of_rank) {
-  rank_planner planner;
-  for (size_t r = 0; r < node_of_rank.size(); ++r)
-    planner.add(static_cast<int>(r), node_of_rank[r]);
-  auto layout = planner.plan();
-  std::vector<env_list> out(node_of_rank.size());
-  for (size_t r = 0; r < node_of_rank.size(); ++r) {
-    auto& l = layout[r];
-    out[r].entries = {
-      {env::rank, std::to_string(l.rank)},
-      {env::size, std::to_string(l.size)},
-      {env::local_rank, std::to_string(l.local_rank)},
-      {env::local_size, std::to_string(l.local_size)},
-      {env::cross_rank, std::to_string(l.cross_rank)},
-      {env::cross_size, std::to_string(l.cross_size)},
-      {env::hostname, node_of_rank[r]},
-      {env::controller, "gloo"},
-      {env::cpu_operations, "gloo"},
-      {env::rendezvous_addr, st.rendezvous_host},
-      {env::rendezvous_port, std::to_string(st.rendezvous_port)},
-      {env::rendezvous_scope, st.cfg.job_id + "/0"},
-      {"HOROVOD_GLOO_TIMEOUT_SECONDS",
-       std::to_string(std::max<long>(1, st.cfg.settings.timeout.count() / 1000))},
-    };
-    for (auto& [k, v] : st.cfg.options.extra_env_vars)
-      out[r].entries.emplace_back(k, v);
-  }
-  return out;
+  // Static jobs: generation 0, NICs not known, CUDA_VISIBLE_DEVICES set by
+  // the colocators (they hold the GPU ids).
+  worker_env_spec spec;
+  spec.node_of_rank = node_of_rank;
+  spec.rendezvous_host = st.rendezvous_host;
+  spec.rendezvous_port = st.rendezvous_port;
+  spec.job_id = st.cfg.job_id;
+  spec.timeout = st.cfg.settings.timeout;
+  spec.extra_env_vars = st.cfg.options.extra_env_vars;
+  return worker_envs(spec);
 }
 
 void spawn_workers(coord_actor self) {

@@ -1,6 +1,5 @@
 #include "hvactor/actors/node_agent.hpp"
 
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,6 +13,7 @@
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
 #include "internal/caf_error.hpp"
+#include "node_ledger.hpp"
 
 namespace hvactor {
 
@@ -27,17 +27,13 @@ constexpr auto rejoin_interval = 1s;
 /// Bound of one connect + join round trip.
 constexpr auto join_timeout = 5s;
 
-constexpr uint64_t rejoin_timer = 1;
-
-struct held {
-  reservation res;
-  caf::actor_addr requester;
-  bool colocated = false;
-};
-
 struct agent_state {
   node_agent_config cfg;
-  std::map<std::string, held> reservations;          // by job id
+  /// CPUs, GPU ids and who holds them; the resource decisions live there.
+  node_ledger ledger{{}, 0, {}};
+  /// Who asked for each reservation (monitored: a driver that dies before
+  /// colocating gets its reservation released), by job id.
+  std::map<std::string, caf::actor_addr> requesters;
   std::map<caf::actor_addr, std::string> colocators; // -> job id
   std::optional<binary_cache> cache;
   /// Unfinished uploads by job id (their parts are dropped with the job).
@@ -53,26 +49,6 @@ struct agent_state {
   std::vector<caf::typed_response_promise<bool>> stop_promises;
   static inline const char* name = "node_agent";
 
-  resources used() const {
-    resources r;
-    for (auto& [job, h] : reservations) {
-      r.cpus += h.res.res.cpus;
-      r.gpus += h.res.res.gpus;
-    }
-    return r;
-  }
-
-  std::vector<int32_t> free_gpu_ids() const {
-    std::set<int32_t> taken;
-    for (auto& [job, h] : reservations)
-      taken.insert(h.res.gpu_ids.begin(), h.res.gpu_ids.end());
-    std::vector<int32_t> out;
-    for (auto id : cfg.gpu_ids)
-      if (!taken.count(id))
-        out.push_back(id);
-    return out;
-  }
-
   node_info info() const {
     node_info out;
     out.node_id = cfg.node_id;
@@ -80,13 +56,7 @@ struct agent_state {
     out.address = cfg.address;
     out.port = own_port;
     out.caches_binaries = cache.has_value();
-    out.total = {cfg.num_cpus, static_cast<int32_t>(cfg.gpu_ids.size())};
-    auto u = used();
-    out.free = {out.total.cpus - u.cpus, out.total.gpus - u.gpus};
-    out.gpu_ids.assign(cfg.gpu_ids.begin(), cfg.gpu_ids.end());
-    out.free_gpu_ids = free_gpu_ids();
-    for (auto& [job, h] : reservations)
-      out.jobs.push_back(job);
+    ledger.fill(out);
     return out;
   }
 };
@@ -110,7 +80,8 @@ void release(agent_actor self, const std::string& job) {
       st.cache->abort(hash, job);
     st.uploads.erase(u);
   }
-  if (st.reservations.erase(job) > 0)
+  st.requesters.erase(job);
+  if (st.ledger.release(job))
     publish_info(self);
 }
 
@@ -164,7 +135,7 @@ void rejoin(agent_actor self) {
       return;
     }
     if (!st.stopping)
-      self->delayed_send(self, rejoin_interval, expire_atom_v, rejoin_timer);
+      self->delayed_send(self, rejoin_interval, rejoin_atom_v);
   });
 }
 
@@ -198,12 +169,9 @@ caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coord
   if (st.stopping)
     return agent_error(error_kind::worker_error,
                        fmt::format("node '{}' is shutting down", st.cfg.node_id));
-  auto i = st.reservations.find(req.job_id);
-  if (i == st.reservations.end() || i->second.colocated)
-    return agent_error(error_kind::placement_timeout,
-                       fmt::format("node '{}' holds no reservation for job {} that is not "
-                                   "already running",
-                                   st.cfg.node_id, req.job_id));
+  auto res = st.ledger.claimable(req.job_id);
+  if (!res)
+    return std::move(res.error());
   if (!req.binary_hash.empty()) {
     bool cached = false;
     try {
@@ -220,20 +188,20 @@ caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coord
   req.env.entries.emplace_back(env::node_address, st.cfg.address);
   for (auto& kv : tls::to_env(st.cfg.tls))
     req.env.entries.push_back(kv);
-  auto coloc = spawn_node_colocator(self->system(), std::move(req), i->second.res, coord,
+  auto job = req.job_id;
+  auto coloc = spawn_node_colocator(self->system(), std::move(req), std::move(*res), coord,
                                     node_agent{self});
   self->monitor(coloc);
-  i->second.colocated = true;
-  st.colocators.emplace(coloc.address(), i->first);
+  st.ledger.claim(job);
+  st.requesters.erase(job);
+  st.colocators.emplace(coloc.address(), job);
   return coloc;
 }
 
-node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
+node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
+                                     node_ledger ledger) {
   self->state.cfg = std::move(cfg);
-  // A GPU id listed twice (--gpu-ids 0,0) is one GPU.
-  auto& ids = self->state.cfg.gpu_ids;
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  self->state.ledger = std::move(ledger);
   if (!self->state.cfg.work_dir.empty())
     self->state.cache.emplace(self->state.cfg.work_dir + "/bin");
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -258,8 +226,8 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
     }
     // A driver that reserved here and went away before colocating.
     std::vector<std::string> orphaned;
-    for (auto& [job, h] : st.reservations)
-      if (h.requester == dm.source && !h.colocated)
+    for (auto& [job, requester] : st.requesters)
+      if (requester == dm.source)
         orphaned.push_back(job);
     for (auto& job : orphaned) {
       log::info("driver of job {} went away before starting workers: releasing", job);
@@ -273,38 +241,19 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
       if (st.stopping)
         return agent_error(error_kind::placement_timeout,
                            fmt::format("node '{}' is shutting down", st.cfg.node_id));
-      auto info = st.info();
-      if (st.reservations.count(job))
-        return agent_error(error_kind::placement_timeout,
-                           fmt::format("node '{}' already holds a reservation of job {}: "
-                                       "Colocator actors must be placed on unique nodes",
-                                       st.cfg.node_id, job));
-      if (want.cpus < 0 || want.gpus < 0)
-        return agent_error(error_kind::invalid_argument,
-                           fmt::format("node '{}': cannot reserve negative resources",
-                                       st.cfg.node_id));
-      if (want.cpus > info.free.cpus || want.gpus > info.free.gpus
-          || static_cast<size_t>(want.gpus) > info.free_gpu_ids.size())
-        return agent_error(error_kind::placement_timeout,
-                           fmt::format("node '{}' cannot reserve {{CPU: {}, GPU: {}}}: free "
-                                       "{{CPU: {}, GPU: {}}}",
-                                       st.cfg.node_id, want.cpus, want.gpus, info.free.cpus,
-                                       info.free.gpus));
-      reservation res{job, st.cfg.node_id, want, {}};
-      res.gpu_ids.assign(info.free_gpu_ids.begin(), info.free_gpu_ids.begin() + want.gpus);
-      held h{res, {}, false};
+      auto res = st.ledger.reserve(job, want);
+      if (!res)
+        return std::move(res.error());
       if (auto sender = self->current_sender()) {
-        h.requester = caf::actor_cast<caf::actor_addr>(sender);
+        st.requesters[job] = caf::actor_cast<caf::actor_addr>(sender);
         self->monitor(caf::actor_cast<caf::actor>(sender));
       }
-      st.reservations[job] = std::move(h);
       publish_info(self);
-      return res;
+      return std::move(*res);
     },
     [=](release_atom, const std::string& job) {
       // A colocated job's resources return when its colocator ends.
-      auto i = self->state.reservations.find(job);
-      if (i != self->state.reservations.end() && !i->second.colocated)
+      if (self->state.ledger.claimable(job))
         release(self, job);
       return true;
     },
@@ -353,8 +302,8 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
       finish_stop_if_done(self);
       return rp;
     },
-    [=](expire_atom, uint64_t timer) {
-      if (timer == rejoin_timer && !self->state.stopping)
+    [=](rejoin_atom) {
+      if (!self->state.stopping)
         rejoin(self);
     },
   };
@@ -363,7 +312,10 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg) {
 } // namespace
 
 proto::node_agent spawn_node_agent(caf::actor_system& sys, node_agent_config cfg) {
-  return sys.spawn(agent_impl, std::move(cfg));
+  // Built here, not in the actor, so that a bad configuration throws at
+  // the caller instead of killing the agent as it starts.
+  node_ledger ledger{cfg.node_id, cfg.num_cpus, {cfg.gpu_ids.begin(), cfg.gpu_ids.end()}};
+  return sys.spawn(agent_impl, std::move(cfg), std::move(ledger));
 }
 
 } // namespace hvactor

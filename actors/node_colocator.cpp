@@ -4,12 +4,11 @@
 
 #include <map>
 
-#include <fmt/format.h>
-
 #include "hvactor/env.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/log.hpp"
 #include "hvactor/process.hpp"
+#include "worker_env.hpp"
 
 namespace hvactor {
 
@@ -23,10 +22,6 @@ constexpr auto leave_grace = 500ms;
 
 /// Time between SIGTERM and SIGKILL on stop.
 constexpr auto stop_grace = 2s;
-
-// expire_atom payloads.
-constexpr uint64_t sigkill_timer = 0;
-constexpr uint64_t sigterm_timer = 1;
 
 struct colocator_state {
   spawn_request req;
@@ -63,13 +58,15 @@ void begin_stop(colocator_actor self, int sig) {
     for (auto& [rank, child] : st.children)
       child->signal(SIGKILL);
   else
-    self->delayed_send(self, leave_grace, expire_atom_v, sigterm_timer);
+    self->delayed_send(self, leave_grace, sigterm_due_atom_v);
   finish_if_done(self);
 }
 
 void start_workers(colocator_actor self) {
   auto& st = self->state;
-  std::string cuda_devices = fmt::format("{}", fmt::join(st.res.gpu_ids, ","));
+  // The node's whole reservation, as horovod.ray hands it out: every local
+  // rank sees every GPU of its node's ranks (worker_env.hpp).
+  auto cuda_devices = cuda_visible_devices(st.res.gpu_ids);
   for (size_t i = 0; i < st.req.ranks.size(); ++i) {
     auto rank = st.req.ranks[i];
     process_spec spec;
@@ -156,14 +153,13 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
         self->send(st.coord, exited_atom_v, std::move(report));
       finish_if_done(self);
     },
-    [=](expire_atom, uint64_t timer) {
-      if (timer == sigterm_timer) {
-        for (auto& [rank, child] : self->state.children)
-          child->signal(SIGTERM);
-        if (!self->state.children.empty())
-          self->delayed_send(self, stop_grace, expire_atom_v, sigkill_timer);
-        return;
-      }
+    [=](sigterm_due_atom) {
+      for (auto& [rank, child] : self->state.children)
+        child->signal(SIGTERM);
+      if (!self->state.children.empty())
+        self->delayed_send(self, stop_grace, sigkill_due_atom_v);
+    },
+    [=](sigkill_due_atom) {
       for (auto& [rank, child] : self->state.children) {
         log::warn("worker rank {} (pid {}) ignored SIGTERM for {} s: sending SIGKILL", rank,
                   child->pid(), stop_grace.count());

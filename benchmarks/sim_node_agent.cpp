@@ -22,7 +22,8 @@ node_colocator::behavior_type fake_colocator(node_colocator::pointer self) {
       return true;
     },
     [](exited_atom, const worker_exit&) {},
-    [](expire_atom, uint64_t) {},
+    [](sigterm_due_atom) {},
+    [](sigkill_due_atom) {},
   };
 }
 
@@ -93,7 +94,7 @@ node_agent::behavior_type fake_agent(fake_agent_actor self, node_info info, sim_
       self->quit();
       return true;
     },
-    [](expire_atom, uint64_t) {},
+    [](rejoin_atom) {},
   };
 }
 

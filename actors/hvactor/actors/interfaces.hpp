@@ -264,6 +264,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_one_atom, "call_one")
   CAF_ADD_ATOM(hvactor, hvactor::proto, shutdown_atom, "shutdown")
   CAF_ADD_ATOM(hvactor, hvactor::proto, ping_atom, "ping")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, rejoin_atom, "rejoin")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, sigterm_due_atom, "term_due")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, sigkill_due_atom, "kill_due")
   CAF_ADD_ATOM(hvactor, hvactor::proto, join_atom, "join")
   CAF_ADD_ATOM(hvactor, hvactor::proto, update_atom, "update")
   CAF_ADD_ATOM(hvactor, hvactor::proto, list_atom, "list")
@@ -312,8 +315,10 @@ using node_colocator = caf::typed_actor<
   caf::replies_to<stop_atom>::with<bool>,
   // From the colocator's own reaper threads.
   caf::reacts_to<exited_atom, worker_exit>,
-  // Internal timer (grace period before SIGKILL).
-  caf::reacts_to<expire_atom, uint64_t>>;
+  // Internal timers: the workers' leave grace ended (send SIGTERM), then
+  // their SIGTERM grace ended (send SIGKILL).
+  caf::reacts_to<sigterm_due_atom>,
+  caf::reacts_to<sigkill_due_atom>>;
 
 /// Drives one job from the driver process.
 using coordinator = caf::typed_actor<
@@ -368,8 +373,8 @@ using node_agent = caf::typed_actor<
   caf::replies_to<join_atom, std::string, uint16_t, uint16_t>::with<bool>,
   // Node shutdown: stop every colocator (kill its workers), then quit.
   caf::replies_to<stop_atom>::with<bool>,
-  // Internal timer (rejoin attempts).
-  caf::reacts_to<expire_atom, uint64_t>>;
+  // Internal timer: try to rejoin a head that went away.
+  caf::reacts_to<rejoin_atom>>;
 
 /// Live nodes of a cluster, as the registry (or an embedded cluster) sees them.
 struct cluster_view {

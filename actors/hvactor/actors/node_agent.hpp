@@ -32,7 +32,9 @@ struct node_agent_config {
 /// reserves all-or-nothing per job (lowest free GPU ids first), releases a
 /// reservation whose requester went away, starts a node_colocator for a
 /// reserved job, caches shipped binaries, joins (and rejoins) the head and
-/// tells the registry about every change of its free resources.
+/// tells the registry about every change of its free resources. Throws
+/// std::invalid_argument, naming the value, for negative `num_cpus` or a
+/// negative GPU id.
 proto::node_agent spawn_node_agent(caf::actor_system& sys, node_agent_config cfg);
 
 } // namespace hvactor

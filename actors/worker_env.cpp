@@ -1,0 +1,113 @@
+#include "worker_env.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "hvactor/env.hpp"
+#include "hvactor/rank_planner.hpp"
+
+namespace hvactor {
+
+namespace {
+
+// Horovod's names that only this contract sets (the rest are in env.hpp,
+// because workers read them too).
+constexpr const char* gloo_timeout_seconds = "HOROVOD_GLOO_TIMEOUT_SECONDS";
+constexpr const char* elastic_flag = "HOROVOD_ELASTIC";
+
+/// CUDA_VISIBLE_DEVICES per node: the union of its ranks' ids, ranks
+/// (local ranks) in order.
+std::map<std::string, std::string> devices_by_node(const worker_env_spec& spec) {
+  std::map<std::string, std::vector<int32_t>> ids;
+  for (size_t r = 0; r < spec.gpu_ids_of_rank.size(); ++r) {
+    auto& node = ids[spec.node_of_rank[r]];
+    node.insert(node.end(), spec.gpu_ids_of_rank[r].begin(), spec.gpu_ids_of_rank[r].end());
+  }
+  std::map<std::string, std::string> out;
+  for (auto& [node, list] : ids)
+    if (!list.empty())
+      out.emplace(node, cuda_visible_devices(list));
+  return out;
+}
+
+} // namespace
+
+std::vector<proto::env_list> worker_envs(const worker_env_spec& spec) {
+  const auto n = spec.node_of_rank.size();
+  if (!spec.gpu_ids_of_rank.empty() && spec.gpu_ids_of_rank.size() != n)
+    throw std::invalid_argument(fmt::format("worker env: GPU ids given for {} ranks, but the job "
+                                            "has {} ranks",
+                                            spec.gpu_ids_of_rank.size(), n));
+  rank_planner planner;
+  for (size_t r = 0; r < n; ++r)
+    planner.add(static_cast<int>(r), spec.node_of_rank[r]);
+  auto layout = planner.plan();
+  auto devices = devices_by_node(spec);
+  auto gloo_seconds = std::max<long long>(1, spec.timeout.count() / 1000);
+  std::vector<proto::env_list> out(n);
+  for (size_t r = 0; r < n; ++r) {
+    auto& l = layout[r];
+    auto& node = spec.node_of_rank[r];
+    auto& entries = out[r].entries;
+    entries = {
+      {env::rank, std::to_string(l.rank)},
+      {env::size, std::to_string(l.size)},
+      {env::local_rank, std::to_string(l.local_rank)},
+      {env::local_size, std::to_string(l.local_size)},
+      {env::cross_rank, std::to_string(l.cross_rank)},
+      {env::cross_size, std::to_string(l.cross_size)},
+      {env::hostname, node},
+      {env::controller, "gloo"},
+      {env::cpu_operations, "gloo"},
+      {env::rendezvous_addr, spec.rendezvous_host},
+      {env::rendezvous_port, std::to_string(spec.rendezvous_port)},
+      {env::rendezvous_scope, fmt::format("{}/{}", spec.job_id, spec.generation)},
+      {gloo_timeout_seconds, std::to_string(gloo_seconds)},
+    };
+    // Horovod's gloo_run: Gloo takes one interface, NCCL a list.
+    if (!spec.nics.empty()) {
+      entries.emplace_back(env::gloo_iface, spec.nics.front());
+      entries.emplace_back(env::nccl_socket_ifname, fmt::format("{}", fmt::join(spec.nics, ",")));
+    }
+    if (spec.elastic)
+      entries.emplace_back(elastic_flag, "1");
+    if (auto d = devices.find(node); d != devices.end())
+      entries.emplace_back(env::cuda_visible_devices, d->second);
+    // A process's env keeps the first of two equal names (execve), so the
+    // user's value replaces ours rather than following it.
+    for (auto& [key, value] : spec.extra_env_vars) {
+      auto same = [&](const auto& kv) { return kv.first == key; };
+      entries.erase(std::remove_if(entries.begin(), entries.end(), same), entries.end());
+    }
+    for (auto& kv : spec.extra_env_vars)
+      entries.push_back(kv);
+  }
+  return out;
+}
+
+std::string cuda_visible_devices(const std::vector<int32_t>& gpu_ids) {
+  std::set<int32_t> seen;
+  std::vector<int32_t> unique;
+  for (auto id : gpu_ids)
+    if (seen.insert(id).second)
+      unique.push_back(id);
+  return fmt::format("{}", fmt::join(unique, ","));
+}
+
+proto::env_list worker_bootstrap_env(const std::string& coordinator_endpoint,
+                                     const std::string& job_id,
+                                     std::chrono::milliseconds timeout) {
+  proto::env_list env;
+  env.entries = {
+    {env::worker_coordinator, coordinator_endpoint},
+    {env::worker_job, job_id},
+    {env::worker_timeout_ms, std::to_string(timeout.count())},
+  };
+  return env;
+}
+
+} // namespace hvactor

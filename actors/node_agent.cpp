@@ -12,6 +12,7 @@
 #include "hvactor/env.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/log.hpp"
+#include "internal/knobs.hpp"
 #include "internal/caf_error.hpp"
 #include "node_ledger.hpp"
 
@@ -21,11 +22,6 @@ namespace {
 
 using namespace proto;
 using namespace std::chrono_literals;
-
-/// Pause between attempts to rejoin a head that went away.
-constexpr auto rejoin_interval = 1s;
-/// Bound of one connect + join round trip.
-constexpr auto join_timeout = 5s;
 
 struct agent_state {
   node_agent_config cfg;
@@ -99,7 +95,7 @@ void finish_stop_if_done(agent_actor self) {
 void join(agent_actor self, std::function<void(caf::error)> done) {
   auto& st = self->state;
   auto send_join = [=](node_registry reg) {
-    self->request(reg, join_timeout, join_atom_v, self->state.info(), node_agent{self})
+    self->request(reg, knobs::node_join_timeout, join_atom_v, self->state.info(), node_agent{self})
       .then(
         [=](bool) {
           self->state.registry = reg;
@@ -112,7 +108,7 @@ void join(agent_actor self, std::function<void(caf::error)> done) {
     send_join(st.cfg.registry);
     return;
   }
-  self->request(transport::connector(self->system()), join_timeout, caf::connect_atom_v,
+  self->request(transport::connector(self->system()), knobs::node_join_timeout, caf::connect_atom_v,
                 st.head_host, st.head_port)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
@@ -135,7 +131,7 @@ void rejoin(agent_actor self) {
       return;
     }
     if (!st.stopping)
-      self->delayed_send(self, rejoin_interval, rejoin_atom_v);
+      self->delayed_send(self, knobs::rejoin_interval, rejoin_atom_v);
   });
 }
 
@@ -216,7 +212,8 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
     }
     if (st.registry && dm.source == st.registry.address()) {
       log::warn("node '{}' lost the head at {}:{} ({}); rejoining every {} s", st.cfg.node_id,
-                st.head_host, st.head_port, caf::to_string(dm.reason), rejoin_interval.count());
+                st.head_host, st.head_port, caf::to_string(dm.reason),
+                knobs::rejoin_interval.count());
       st.registry = nullptr;
       if (!st.cfg.registry && !st.stopping && !st.rejoining) {
         st.rejoining = true;
@@ -297,7 +294,8 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
         // (not this answer) is what completes the stop.
         for (auto& [addr, job] : st.colocators)
           if (auto coloc = caf::actor_cast<node_colocator>(addr))
-            self->request(coloc, 30s, stop_atom_v).then([](bool) {}, [](caf::error&) {});
+            self->request(coloc, knobs::node_colocator_stop, stop_atom_v)
+              .then([](bool) {}, [](caf::error&) {});
       }
       finish_stop_if_done(self);
       return rp;

@@ -7,6 +7,7 @@
 #include "hvactor/env.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/log.hpp"
+#include "internal/knobs.hpp"
 #include "hvactor/process.hpp"
 #include "worker_env.hpp"
 
@@ -16,12 +17,6 @@ namespace {
 
 using namespace proto;
 using namespace std::chrono_literals;
-
-/// Time workers get to leave on the coordinator's `stop` before SIGTERM.
-constexpr auto leave_grace = 500ms;
-
-/// Time between SIGTERM and SIGKILL on stop.
-constexpr auto stop_grace = 2s;
 
 struct colocator_state {
   spawn_request req;
@@ -58,7 +53,7 @@ void begin_stop(colocator_actor self, int sig) {
     for (auto& [rank, child] : st.children)
       child->signal(SIGKILL);
   else
-    self->delayed_send(self, leave_grace, sigterm_due_atom_v);
+    self->delayed_send(self, knobs::leave_grace, sigterm_due_atom_v);
   finish_if_done(self);
 }
 
@@ -157,12 +152,12 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
       for (auto& [rank, child] : self->state.children)
         child->signal(SIGTERM);
       if (!self->state.children.empty())
-        self->delayed_send(self, stop_grace, sigkill_due_atom_v);
+        self->delayed_send(self, knobs::stop_grace, sigkill_due_atom_v);
     },
     [=](sigkill_due_atom) {
       for (auto& [rank, child] : self->state.children) {
         log::warn("worker rank {} (pid {}) ignored SIGTERM for {} s: sending SIGKILL", rank,
-                  child->pid(), stop_grace.count());
+                  child->pid(), knobs::stop_grace.count());
         child->signal(SIGKILL);
       }
     },

@@ -54,6 +54,25 @@ inline constexpr auto certificate_backdate = 1h;
 /// registry asks the old agent whether it is alive before replacing it.
 inline constexpr auto liveness_probe = 1s;
 
+/// Pause between attempts of a node to rejoin a head that went away: a
+/// restarted head sees its nodes back within about a second.
+inline constexpr auto rejoin_interval = 1s;
+
+/// One connect + join round trip of a node to its head.
+inline constexpr auto node_join_timeout = 5s;
+
+/// A stopping node gives each colocator this long to stop its workers
+/// (leave_grace + stop_grace per process, reaping included).
+inline constexpr auto node_colocator_stop = 30s;
+
+// -- worker processes --------------------------------------------------------------
+
+/// On `stop`, workers get this long to leave by themselves before SIGTERM.
+inline constexpr auto leave_grace = 500ms;
+
+/// Between SIGTERM and SIGKILL of a worker that is being stopped.
+inline constexpr auto stop_grace = 2s;
+
 // -- jobs (the coordinator) -------------------------------------------------------
 
 /// Pause between placement attempts while resources are busy: frequent

@@ -1,7 +1,7 @@
 // The coordinator: start, registration, env hand-out, calls and shutdown.
 // The placement phase lives in coordinator_placement.cpp.
 
-#include "hvactor/actors/coordinator.hpp"
+#include "internal/coordinator.hpp"
 
 #include <map>
 #include <memory>
@@ -10,14 +10,14 @@
 #include <fmt/format.h>
 
 #include "internal/coordinator_state.hpp"
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
-#include "hvactor/process.hpp"
-#include "hvactor/rank_planner.hpp"
+#include "internal/log.hpp"
+#include "internal/process.hpp"
+#include "internal/rank_planner.hpp"
 #include "internal/system_config.hpp"
-#include "worker_env.hpp"
+#include "internal/worker_env.hpp"
 
 namespace hvactor::detail {
 

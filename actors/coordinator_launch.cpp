@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "internal/coordinator_state.hpp"
-#include "hvactor/process.hpp"
+#include "internal/process.hpp"
 #include "internal/system_config.hpp"
 
 namespace hvactor::detail {

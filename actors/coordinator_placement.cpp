@@ -12,7 +12,7 @@
 
 #include "internal/coordinator_state.hpp"
 #include "internal/transport.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "internal/system_config.hpp"
 
 namespace hvactor::detail {

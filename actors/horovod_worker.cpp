@@ -1,4 +1,4 @@
-#include "hvactor/actors/horovod_worker.hpp"
+#include "internal/horovod_worker.hpp"
 
 #include <unistd.h>
 
@@ -10,11 +10,11 @@
 
 #include <caf/io/middleman.hpp>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 #include "internal/transport.hpp"
 #include "hvactor/code_registry.hpp"
-#include "hvactor/env.hpp"
-#include "hvactor/log.hpp"
+#include "internal/env.hpp"
+#include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"
 

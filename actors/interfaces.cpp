@@ -1,4 +1,4 @@
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 
 namespace hvactor::proto {
 

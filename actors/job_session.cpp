@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "hvactor/actors/rendezvous_store.hpp"
-#include "hvactor/log.hpp"
+#include "internal/rendezvous_store.hpp"
+#include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"
 #include "internal/transport.hpp"

@@ -1,4 +1,4 @@
-#include "hvactor/launcher.hpp"
+#include "internal/launcher.hpp"
 
 #include <unistd.h>
 
@@ -17,9 +17,9 @@
 
 #include "hvactor/collectives/timeline_files.hpp"
 #include "hvactor/event.hpp"
-#include "hvactor/file_digest.hpp"
-#include "hvactor/log.hpp"
-#include "hvactor/process.hpp"
+#include "internal/file_digest.hpp"
+#include "internal/log.hpp"
+#include "internal/process.hpp"
 #include "internal/job_session.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"

@@ -1,4 +1,4 @@
-#include "hvactor/actors/node_agent.hpp"
+#include "internal/node_agent.hpp"
 
 #include <map>
 #include <optional>
@@ -6,15 +6,15 @@
 
 #include <fmt/format.h>
 
-#include "hvactor/actors/node_colocator.hpp"
-#include "hvactor/binary_cache.hpp"
+#include "internal/node_colocator.hpp"
+#include "internal/binary_cache.hpp"
 #include "internal/transport.hpp"
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/caf_error.hpp"
-#include "node_ledger.hpp"
+#include "internal/node_ledger.hpp"
 
 namespace hvactor {
 

@@ -1,15 +1,15 @@
-#include "hvactor/actors/node_colocator.hpp"
+#include "internal/node_colocator.hpp"
 
 #include <signal.h>
 
 #include <map>
 
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 #include "hvactor/event.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "internal/knobs.hpp"
-#include "hvactor/process.hpp"
-#include "worker_env.hpp"
+#include "internal/process.hpp"
+#include "internal/worker_env.hpp"
 
 namespace hvactor {
 

@@ -1,4 +1,4 @@
-#include "hvactor/actors/node_registry.hpp"
+#include "internal/node_registry.hpp"
 
 #include <chrono>
 #include <unordered_map>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "internal/caf_error.hpp"
 #include "internal/knobs.hpp"
 

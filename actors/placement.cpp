@@ -1,4 +1,4 @@
-#include <hvactor/placement.hpp>
+#include "internal/placement.hpp"
 
 #include <algorithm>
 #include <climits>

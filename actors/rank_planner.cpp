@@ -1,4 +1,4 @@
-#include <hvactor/rank_planner.hpp>
+#include "internal/rank_planner.hpp"
 
 #include <algorithm>
 #include <cstddef>

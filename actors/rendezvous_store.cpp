@@ -1,4 +1,4 @@
-#include "hvactor/actors/rendezvous_store.hpp"
+#include "internal/rendezvous_store.hpp"
 
 #include <map>
 

@@ -12,16 +12,16 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "hvactor/actors/horovod_worker.hpp"
-#include "hvactor/actors/node_agent.hpp"
-#include "hvactor/actors/node_registry.hpp"
+#include "internal/horovod_worker.hpp"
+#include "internal/node_agent.hpp"
+#include "internal/node_registry.hpp"
 #include "hvactor/collectives/devices.hpp"
 #include "internal/transport.hpp"
-#include "hvactor/file_digest.hpp"
-#include "hvactor/net.hpp"
-#include "hvactor/env.hpp"
+#include "internal/file_digest.hpp"
+#include "internal/net.hpp"
+#include "internal/env.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"
 #include "internal/runtime_impl.hpp"

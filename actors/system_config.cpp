@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 
 namespace hvactor {
 

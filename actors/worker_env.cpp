@@ -1,4 +1,4 @@
-#include "worker_env.hpp"
+#include "internal/worker_env.hpp"
 
 #include <algorithm>
 #include <set>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "hvactor/env.hpp"
-#include "hvactor/rank_planner.hpp"
+#include "internal/env.hpp"
+#include "internal/rank_planner.hpp"
 
 namespace hvactor {
 

@@ -38,7 +38,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include <hvactor/file_digest.hpp>
+#include "internal/file_digest.hpp"
 
 #include "local_cluster.hpp"
 

@@ -27,10 +27,10 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include <hvactor/actors/coordinator.hpp>
-#include <hvactor/actors/interfaces.hpp>
-#include <hvactor/actors/node_registry.hpp>
-#include <hvactor/placement.hpp>
+#include "internal/coordinator.hpp"
+#include "internal/interfaces.hpp"
+#include "internal/node_registry.hpp"
+#include "internal/placement.hpp"
 #include "internal/system_config.hpp"
 
 #include "sim_node_agent.hpp"

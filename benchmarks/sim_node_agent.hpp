@@ -10,7 +10,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include <hvactor/actors/interfaces.hpp>
+#include "internal/interfaces.hpp"
 
 namespace hvactor::bench {
 

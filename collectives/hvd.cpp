@@ -13,9 +13,9 @@
 #include "engine.hpp"
 #include "gloo/gloo_backend.hpp"
 #include "hvactor/collectives/rendezvous_client.hpp"
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "timeline.hpp"
 
 namespace hvactor::hvd {

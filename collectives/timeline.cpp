@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 
 namespace hvactor::collectives {
 

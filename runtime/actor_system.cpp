@@ -10,7 +10,7 @@
 
 #include <caf/io/middleman.hpp>
 
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "internal/caf_error.hpp"
 #include "internal/knobs.hpp"
 #include "internal/transport.hpp"

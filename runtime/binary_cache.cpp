@@ -1,4 +1,4 @@
-#include "hvactor/binary_cache.hpp"
+#include "internal/binary_cache.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "hvactor/file_digest.hpp"
+#include "internal/file_digest.hpp"
 
 namespace hvactor {
 

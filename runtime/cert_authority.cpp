@@ -1,4 +1,4 @@
-#include "hvactor/cert_authority.hpp"
+#include "internal/cert_authority.hpp"
 
 #include "hvactor/errors.hpp"
 #include "internal/knobs.hpp"

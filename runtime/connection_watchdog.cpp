@@ -1,6 +1,6 @@
-#include "hvactor/connection_watchdog.hpp"
+#include "internal/connection_watchdog.hpp"
 
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 
 #include <cstdlib>
 #include <stdexcept>

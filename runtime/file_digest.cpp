@@ -1,4 +1,4 @@
-#include "hvactor/file_digest.hpp"
+#include "internal/file_digest.hpp"
 
 #include "hvactor/errors.hpp"
 

@@ -1,4 +1,4 @@
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 
 namespace hvactor::log {
 

@@ -1,4 +1,4 @@
-#include "hvactor/net.hpp"
+#include "internal/net.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,4 +1,4 @@
-#include "hvactor/process.hpp"
+#include "internal/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,6 +1,6 @@
 #include "hvactor/tls.hpp"
 
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -8,7 +8,7 @@
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 #include "hvactor/tls.hpp"
 #include "internal/actor_system.hpp"
 #include "internal/knobs.hpp"

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "hvactor/actors/coordinator.hpp"
+#include "internal/coordinator.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/placement.hpp"
+#include "internal/placement.hpp"
 #include "internal/call_fanin.hpp"
 #include "internal/knobs.hpp"
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <thread>
 
-#include "hvactor/actors/coordinator.hpp"
+#include "internal/coordinator.hpp"
 #include "internal/actor_system.hpp"
 #include "internal/runtime_impl.hpp"
 

@@ -10,8 +10,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "hvactor/actors/interfaces.hpp"
-#include "hvactor/connection_watchdog.hpp"
+#include "internal/interfaces.hpp"
+#include "internal/connection_watchdog.hpp"
 #include "hvactor/runtime.hpp"
 
 namespace hvactor {

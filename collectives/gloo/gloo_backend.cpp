@@ -19,7 +19,7 @@
 
 #include "gloo_store.hpp"
 #include "hvactor/collectives/algorithm.hpp"
-#include "hvactor/env.hpp"
+#include "internal/env.hpp"
 #include "hvactor/errors.hpp"
 
 namespace hvactor::collectives {

@@ -16,7 +16,7 @@
 #include "device_backend.hpp"
 #include "hvactor/collectives/devices.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
+#include "internal/log.hpp"
 
 namespace hvactor::collectives {
 

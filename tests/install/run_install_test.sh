@@ -36,6 +36,36 @@ if [[ -z "$config_dir" ]]; then
   exit 1
 fi
 
+echo "== checking the installed headers"
+# Only the public API is installed: every header is reachable from
+# <hvactor/hvactor.hpp> (or is the LibTorch adapter), and none of them
+# includes an internal one (which is not installed).
+include_dir="$prefix/include"
+if grep -rln '#include "internal/' "$include_dir"; then
+  echo "installed headers include internal ones (listed above)" >&2
+  exit 1
+fi
+reachable=$(mktemp "$work/reachable.XXXXXX")
+queue=(hvactor/hvactor.hpp)
+while [[ ${#queue[@]} -gt 0 ]]; do
+  h=${queue[0]}
+  queue=("${queue[@]:1}")
+  grep -qx "$h" "$reachable" && continue
+  echo "$h" >> "$reachable"
+  [[ -f "$include_dir/$h" ]] || { echo "missing installed header $h" >&2; exit 1; }
+  while read -r next; do
+    queue+=("$next")
+  done < <(sed -n 's/^#include [<"]\(hvactor\/[^>"]*\)[>"].*/\1/p' "$include_dir/$h")
+done
+while read -r h; do
+  rel=${h#"$include_dir/"}
+  if ! grep -qx "$rel" "$reachable" && [[ "$rel" != hvactor/torch.hpp ]]; then
+    echo "installed header $rel is not part of the public API (not reachable from hvactor.hpp)" >&2
+    exit 1
+  fi
+done < <(find "$include_dir" -name '*.hpp')
+echo "$(wc -l < "$reachable") public headers installed"
+
 echo "== configuring consumer against $prefix"
 # hvactor_DIR pins the package to the temp prefix: a copy installed elsewhere
 # on the system must not satisfy find_package.

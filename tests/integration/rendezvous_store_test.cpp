@@ -9,7 +9,7 @@
 #include <caf/io/all.hpp>
 #include <doctest/doctest.h>
 
-#include <hvactor/actors/rendezvous_store.hpp>
+#include "internal/rendezvous_store.hpp"
 #include "internal/system_config.hpp"
 
 using namespace std::chrono_literals;

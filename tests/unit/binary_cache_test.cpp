@@ -1,10 +1,10 @@
 // The node's binary cache (content-addressed, verified, private) and the
 // address helpers hvactor-node and drivers use.
 
-#include <hvactor/binary_cache.hpp>
+#include "internal/binary_cache.hpp"
 #include <hvactor/errors.hpp>
-#include <hvactor/file_digest.hpp>
-#include <hvactor/net.hpp>
+#include "internal/file_digest.hpp"
+#include "internal/net.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

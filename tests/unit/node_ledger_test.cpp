@@ -1,4 +1,4 @@
-#include "node_ledger.hpp"
+#include "internal/node_ledger.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include <hvactor/placement.hpp>
+#include "internal/placement.hpp"
 
 #include <cstdint>
 #include <map>

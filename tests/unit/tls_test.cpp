@@ -3,7 +3,7 @@
 // handshake set up as CAF's OpenSSL module does; validate() refuses every
 // config that would make CAF terminate, run anonymous, or fail handshakes.
 
-#include <hvactor/cert_authority.hpp>
+#include "internal/cert_authority.hpp"
 #include <hvactor/errors.hpp>
 #include <hvactor/tls.hpp>
 

@@ -11,9 +11,9 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "hvactor/cert_authority.hpp"
+#include "internal/cert_authority.hpp"
 #include "hvactor/collectives/devices.hpp"
-#include "hvactor/net.hpp"
+#include "internal/net.hpp"
 #include "hvactor/settings.hpp"
 #include "node_options.hpp"
 

@@ -19,13 +19,13 @@
 #include <caf/openssl/manager.hpp>
 #include <fmt/format.h>
 
-#include "hvactor/actors/node_agent.hpp"
-#include "hvactor/actors/node_registry.hpp"
+#include "internal/node_agent.hpp"
+#include "internal/node_registry.hpp"
 #include "internal/transport.hpp"
-#include "hvactor/connection_watchdog.hpp"
+#include "internal/connection_watchdog.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/log.hpp"
-#include "hvactor/net.hpp"
+#include "internal/log.hpp"
+#include "internal/net.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"
 #include "node_options.hpp"

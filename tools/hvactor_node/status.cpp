@@ -4,10 +4,10 @@
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 #include "internal/transport.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/net.hpp"
+#include "internal/net.hpp"
 #include "internal/system_config.hpp"
 #include "node_options.hpp"
 

@@ -15,7 +15,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "hvactor/launcher.hpp"
+#include "internal/launcher.hpp"
 #include "hvactor/runtime.hpp"
 
 namespace {

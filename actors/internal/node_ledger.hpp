@@ -12,7 +12,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 
 namespace hvactor {
 

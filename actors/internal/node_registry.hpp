@@ -2,7 +2,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 
 namespace hvactor {
 

@@ -7,7 +7,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 #include "hvactor/settings.hpp"
 
 namespace hvactor {

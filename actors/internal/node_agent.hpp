@@ -6,7 +6,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 #include "hvactor/tls.hpp"
 
 namespace hvactor {

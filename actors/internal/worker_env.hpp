@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "hvactor/actors/interfaces.hpp"
+#include "internal/interfaces.hpp"
 
 namespace hvactor {
 

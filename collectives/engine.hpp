@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "hvactor/collectives/algorithm.hpp"
 #include "hvactor/collectives/backend.hpp"
 #include "hvactor/collectives/fusion_planner.hpp"
 #include "hvactor/hvd.hpp"
@@ -52,6 +53,9 @@ struct engine_options {
   /// Records every operation's phases (HOROVOD_TIMELINE) when set; not
   /// owned, outlives the engine. Unset, each phase costs one null test.
   collectives::timeline* timeline = nullptr;
+  /// Gloo's allreduce algorithm per message (HVACTOR_GLOO_ALLREDUCE):
+  /// hvd::init hands it to the Gloo backend it creates.
+  collectives::allreduce_algorithm_policy gloo_allreduce;
 };
 
 /// Runs the process's collectives on one background thread, in submission

@@ -70,14 +70,16 @@ topology topology_from_env() {
 // Where Gloo listens when HOROVOD_GLOO_IFACE is not set: loopback when the
 // job's rendezvous is local, else the node's address or hostname.
 std::string bind_host(const std::string& rendezvous_host) {
-  if (auto node = env::get("HVACTOR_NODE_ADDRESS"); node && !node->empty())
+  if (auto node = env::get(env::node_address); node && !node->empty())
     return *node;
   if (rendezvous_host.rfind("127.", 0) == 0 || rendezvous_host == "localhost")
     return "127.0.0.1";
   return machine_hostname();
 }
 
-detail::engine_options engine_options_from_env(std::chrono::milliseconds timeout) {
+// The collectives' knobs, read once at hvd::init: every environment
+// variable they read is named here, and nothing reads one per call.
+detail::engine_options engine_options_from_env() {
   detail::engine_options opts;
   if (auto v = env::get("HOROVOD_FUSION_THRESHOLD"))
     opts.fusion_threshold = std::strtoull(v->c_str(), nullptr, 10);
@@ -86,7 +88,13 @@ detail::engine_options engine_options_from_env(std::chrono::milliseconds timeout
       static_cast<int64_t>(std::strtod(v->c_str(), nullptr) * 1000.0)};
   if (auto v = env::get("HVACTOR_CHECK_NAMES"))
     opts.check_names = *v == "1" || *v == "true";
-  opts.timeout = timeout;
+  opts.timeout = std::chrono::milliseconds{
+    1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
+  // Validated here, so that a typo fails init on every rank before it
+  // connects instead of silently taking the automatic choice.
+  constexpr const char* algorithm = "HVACTOR_GLOO_ALLREDUCE";
+  opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(
+    env::get(algorithm).value_or(""), algorithm);
   return opts;
 }
 
@@ -97,7 +105,7 @@ struct connection {
   std::unique_ptr<collectives::rendezvous_client> store;
 };
 
-connection connect(const topology& topo, int connection_no, std::chrono::milliseconds timeout) {
+connection connect(const topology& topo, int connection_no, const detail::engine_options& opts) {
   if (topo.size == 1)
     return {collectives::make_local_backend(), nullptr};
   auto addr = env::get(env::rendezvous_addr);
@@ -108,9 +116,9 @@ connection connect(const topology& topo, int connection_no, std::chrono::millise
                             env::size, topo.size, env::rendezvous_addr, env::rendezvous_port));
   auto scope = env::get(env::rendezvous_scope).value_or("default/0");
   auto client = std::make_unique<collectives::rendezvous_client>(
-    *addr, static_cast<uint16_t>(port), scope, timeout);
+    *addr, static_cast<uint16_t>(port), scope, opts.timeout);
   auto host = collectives::make_gloo_backend(topo, *client, fmt::format("gloo.{}", connection_no),
-                                             bind_host(*addr));
+                                             bind_host(*addr), opts.gloo_allreduce);
   return {std::move(host), std::move(client)};
 }
 
@@ -143,28 +151,26 @@ void init() {
   if (st.engine)
     return;
   auto t = topology_from_env();
+  auto opts = engine_options_from_env();
   ignore_sigpipe();
-  // Opened first: a path this rank cannot write fails init() before it
-  // connects, with the path in the message.
+  // Opened before connecting: a path this rank cannot write fails init()
+  // at once, with the path in the message.
   std::unique_ptr<collectives::timeline> timeline;
-  if (auto path = env::get("HOROVOD_TIMELINE"); path && !path->empty())
+  if (auto path = env::get(env::timeline); path && !path->empty())
     timeline = std::make_unique<collectives::timeline>(
       collectives::timeline::options{.pattern = *path, .rank = t.rank, .host = t.host});
-  auto timeout = std::chrono::milliseconds{
-    1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
   // Counted only once connected: after an init that failed everywhere (a
   // rank never arrived), the retry must use the prefix that rank uses. The
   // failed attempt left only arrival keys, which the retry sets again.
   auto connection_no = st.connections;
-  auto conn = connect(t, connection_no, timeout);
+  auto conn = connect(t, connection_no, opts);
   ++st.connections;
   auto prefix = fmt::format("gloo.{}", connection_no);
   st.topo = t;
-  auto opts = engine_options_from_env(timeout);
   opts.timeline = timeline.get();
   auto eng = std::make_unique<detail::engine>(std::move(conn.host), t, opts);
   auto keep = collectives::current_device();
-  auto dev = collectives::setup_devices(t, *eng, conn.store.get(), prefix, timeout);
+  auto dev = collectives::setup_devices(t, *eng, conn.store.get(), prefix, opts.timeout);
   collectives::restore_device(keep);
   eng->set_device_backend(std::move(dev.device));
   st.gpu = dev.description;

@@ -23,19 +23,6 @@ std::string describe(const pending_op& p) {
                      to_string(p.reduction), p.device ? ", device" : "");
 }
 
-template <class T>
-void divide(void* data, size_t count, int ranks) {
-  auto* x = static_cast<T*>(data);
-  if constexpr (std::is_floating_point_v<T>) {
-    T factor = T(1) / static_cast<T>(ranks);
-    for (size_t i = 0; i < count; ++i)
-      x[i] *= factor;
-  } else {
-    for (size_t i = 0; i < count; ++i)
-      x[i] /= static_cast<T>(ranks);
-  }
-}
-
 int64_t ns_of(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -58,27 +45,6 @@ collectives::timeline_event batch_event(const std::vector<std::shared_ptr<pendin
 }
 
 } // namespace
-
-void scale_average(void* data, size_t count, dtype t, int ranks) {
-  if (ranks <= 1)
-    return;
-  switch (t) {
-    case dtype::float16: {
-      auto* x = static_cast<half*>(data);
-      for (size_t i = 0; i < count; ++i)
-        x[i] = half(static_cast<float>(x[i]) / static_cast<float>(ranks));
-      return;
-    }
-    case dtype::float32:
-      return divide<float>(data, count, ranks);
-    case dtype::float64:
-      return divide<double>(data, count, ranks);
-    case dtype::int32:
-      return divide<int32_t>(data, count, ranks);
-    case dtype::int64:
-      return divide<int64_t>(data, count, ranks);
-  }
-}
 
 engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topology& topo,
                engine_options opts)

@@ -134,7 +134,4 @@ private:
   std::thread thread_;
 };
 
-/// Divides `count` elements at `data` by `ranks` (op::average).
-void scale_average(void* data, size_t count, dtype t, int ranks);
-
 } // namespace hvactor::hvd::detail

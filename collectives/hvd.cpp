@@ -247,7 +247,7 @@ void allreduce(void* data, size_t count, dtype t, op o, const std::string&) {
           [&](collectives::backend& b) {
             b.allreduce(data, count, t, o == op::average ? op::sum : o);
             if (o == op::average)
-              scale_average(data, count, t, n);
+              b.scale(data, count, t, n);
           });
 }
 

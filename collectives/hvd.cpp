@@ -22,6 +22,7 @@ namespace hvactor::hvd {
 
 namespace {
 
+using collectives::op_kind;
 using collectives::topology;
 
 // The process's collectives. One per process, as in Horovod: the API is a
@@ -143,6 +144,44 @@ const topology& topo(const char* call) {
   return global().topo;
 }
 
+// An async allreduce's descriptor; an unnamed tensor is "allreduce.<n>".
+collectives::operation async_allreduce(size_t count, dtype t, op o, std::string name,
+                                       bool device) {
+  if (name.empty())
+    name = "allreduce." + std::to_string(global().unnamed++);
+  return {.kind = op_kind::allreduce,
+          .type = t,
+          .count = count,
+          .reduction = o,
+          .device = device,
+          .name = std::move(name)};
+}
+
+void check_root(int root) {
+  const auto& tp = global().topo;
+  if (root < 0 || root >= tp.size)
+    throw std::invalid_argument(
+      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
+}
+
+// Puts the caller's current CUDA device back: device backends switch the
+// calling thread to their GPU.
+struct keep_device {
+  int device = collectives::current_device();
+  ~keep_device() {
+    collectives::restore_device(device);
+  }
+};
+
+// The engine of a device call, once it is known to have a device backend.
+detail::engine& device_engine(const char* call) {
+  auto& eng = current(call);
+  if (eng.device_backend() == nullptr)
+    throw error(fmt::format("hvd::{} on device memory: no GPU collectives on rank {} ({}): {}",
+                            call, global().topo.rank, global().topo.host, global().gpu));
+  return eng;
+}
+
 } // namespace
 
 void init() {
@@ -225,7 +264,7 @@ bool handle::ready() const {
 
 const std::string& handle::name() const {
   static const std::string none;
-  return op_ ? op_->name : none;
+  return op_ ? op_->op.name : none;
 }
 
 void synchronize(handle& h) {
@@ -235,35 +274,30 @@ void synchronize(handle& h) {
 }
 
 void barrier() {
-  current("barrier").run("barrier", [](collectives::backend& b) { b.barrier(); });
+  current("barrier").run({.kind = op_kind::barrier}, [](collectives::backend& b) { b.barrier(); });
 }
 
 namespace detail {
 
-void allreduce(void* data, size_t count, dtype t, op o, const std::string&) {
-  auto& eng = current("allreduce");
-  int n = global().topo.size;
-  eng.run(fmt::format("allreduce ({} x {}, {})", to_string(t), count, to_string(o)),
-          [&](collectives::backend& b) {
-            b.allreduce(data, count, t, o == op::average ? op::sum : o);
-            if (o == op::average)
-              b.scale(data, count, t, n);
-          });
+// Each call describes its operation by typed fields (no text: the engine
+// formats one only for an error or the timeline) and hands it with its
+// buffers to the engine, which runs it on the backend of its memory.
+
+void allreduce(void* data, size_t count, dtype t, op o, const std::string& name) {
+  current("allreduce").allreduce(
+    {.kind = op_kind::allreduce, .type = t, .count = count, .reduction = o, .name = name}, data);
 }
 
 handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name) {
   auto& eng = current("allreduce_async");
-  if (name.empty())
-    name = fmt::format("allreduce.{}", global().unnamed++);
-  return handle{eng.submit(data, count, t, o, std::move(name))};
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), false), data)};
 }
 
 std::vector<char> allgather(const void* data, size_t count, dtype t) {
   auto& eng = current("allgather");
-  const auto& tp = global().topo;
+  auto n = static_cast<size_t>(global().topo.size);
   std::vector<char> out;
-  eng.run(fmt::format("allgather ({})", to_string(t)), [&](collectives::backend& b) {
-    auto n = static_cast<size_t>(tp.size);
+  eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
     std::vector<int64_t> counts(n);
     int64_t mine = static_cast<int64_t>(count);
     std::vector<size_t> ones(n, 1);
@@ -280,11 +314,8 @@ std::vector<char> allgather(const void* data, size_t count, dtype t) {
 
 void broadcast(void* data, size_t count, dtype t, int root) {
   auto& eng = current("broadcast");
-  const auto& tp = global().topo;
-  if (root < 0 || root >= tp.size)
-    throw std::invalid_argument(
-      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
-  eng.run(fmt::format("broadcast ({} x {}, root {})", to_string(t), count, root),
+  check_root(root);
+  eng.run({.kind = op_kind::broadcast, .type = t, .count = count, .root = root},
           [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
 }
 
@@ -311,7 +342,7 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   }
   std::vector<char> out;
   std::vector<int64_t> recvs(n);
-  eng.run(fmt::format("alltoall ({})", to_string(t)), [&](collectives::backend& b) {
+  eng.run({.kind = op_kind::alltoall, .type = t, .count = count}, [&](collectives::backend& b) {
     std::vector<int64_t> ones(n, 1);
     b.alltoallv(sends.data(), ones, recvs.data(), ones, dtype::int64);
     int64_t total = 0;
@@ -325,74 +356,37 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   return out;
 }
 
-// Puts the caller's current CUDA device back: device backends switch the
-// calling thread to their GPU.
-struct keep_device {
-  int device = collectives::current_device();
-  ~keep_device() {
-    collectives::restore_device(device);
-  }
-};
-
-collectives::backend& device_backend(const char* call) {
-  auto* dev = current(call).device_backend();
-  if (dev == nullptr)
-    throw error(fmt::format("hvd::{} on device memory: no GPU collectives on rank {} ({}): {}",
-                            call, global().topo.rank, global().topo.host, global().gpu));
-  return *dev;
-}
-
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s) {
   keep_device keep;
-  auto& dev = device_backend("allreduce");
+  auto& eng = device_engine("allreduce");
   collectives::wait_for_stream(s);
-  int n = global().topo.size;
-  current("allreduce").run(
-    fmt::format("allreduce (device, {} x {}, {})", to_string(t), count, to_string(o)),
-    [&](collectives::backend&) {
-      dev.allreduce(data, count, t, o == op::average ? op::sum : o);
-      if (o == op::average)
-        dev.scale(data, count, t, n);
-      dev.finish();
-    });
+  eng.allreduce(
+    {.kind = op_kind::allreduce, .type = t, .count = count, .reduction = o, .device = true}, data);
 }
 
 void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s) {
   keep_device keep;
-  auto& dev = device_backend("allgather");
+  auto& eng = device_engine("allgather");
   collectives::wait_for_stream(s);
   std::vector<size_t> counts(static_cast<size_t>(global().topo.size), count);
-  current("allgather").run(fmt::format("allgather (device, {} x {})", to_string(t), count),
-                           [&](collectives::backend&) {
-                             dev.allgatherv(in, out, counts, t);
-                             dev.finish();
-                           });
+  eng.run({.kind = op_kind::allgather, .type = t, .count = count, .device = true},
+          [&](collectives::backend& b) { b.allgatherv(in, out, counts, t); });
 }
 
 void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s) {
   keep_device keep;
-  auto& dev = device_backend("broadcast");
-  const auto& tp = global().topo;
-  if (root < 0 || root >= tp.size)
-    throw std::invalid_argument(
-      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
+  auto& eng = device_engine("broadcast");
+  check_root(root);
   collectives::wait_for_stream(s);
-  current("broadcast").run(
-    fmt::format("broadcast (device, {} x {}, root {})", to_string(t), count, root),
-    [&](collectives::backend&) {
-      dev.broadcast(data, count, t, root);
-      dev.finish();
-    });
+  eng.run({.kind = op_kind::broadcast, .type = t, .count = count, .root = root, .device = true},
+          [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
 }
 
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
                               cuda_stream s) {
-  device_backend("allreduce_async");
+  auto& eng = device_engine("allreduce_async");
   collectives::wait_for_stream(s);
-  auto& eng = current("allreduce_async");
-  if (name.empty())
-    name = fmt::format("allreduce.{}", global().unnamed++);
-  return handle{eng.submit(data, count, t, o, std::move(name), true)};
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true), data)};
 }
 
 } // namespace detail

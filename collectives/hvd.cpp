@@ -78,8 +78,8 @@ std::string bind_host(const std::string& rendezvous_host) {
   return machine_hostname();
 }
 
-// The collectives' knobs, read once at hvd::init: every environment
-// variable they read is named here, and nothing reads one per call.
+// The engine's and Gloo's knobs, read once at hvd::init and named only here
+// (the job's own variables: hvactor/env.hpp); nothing reads them per call.
 detail::engine_options engine_options_from_env() {
   detail::engine_options opts;
   if (auto v = env::get("HOROVOD_FUSION_THRESHOLD"))

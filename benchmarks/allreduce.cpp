@@ -1,7 +1,7 @@
 // allreduce: hvactor's hvd::allreduce against two peers measured in the same
 // run, in nccl-tests' columns (size count type time_us algbw busbw, busbw =
 // algbw * 2(n-1)/n, GB/s = 1e9 B/s):
-//   - raw Gloo: the same algorithm per size (collectives::choose_allreduce)
+//   - raw Gloo: the same algorithm per size (collectives::allreduce_algorithm_policy)
 //     through gloo::allreduce on a Gloo context of its own, in the same
 //     worker processes, before hvd::init(): hvactor's overhead alone;
 //   - Open MPI's MPI_Allreduce (allreduce_mpi, started through mpirun;
@@ -303,7 +303,8 @@ int main(int argc, char** argv) {
   fmt::print("# hvactor allreduce benchmark: {} cores, budget {} ms per size, sizes {}..{} B, "
              "algorithm {}, mpi peer {}\n",
              std::max(1u, std::thread::hardware_concurrency()), cfg.budget_ms, cfg.min_bytes,
-             cfg.max_bytes, forced ? fmt::format("forced: {}", forced) : "choose_allreduce()",
+             cfg.max_bytes,
+             forced ? fmt::format("forced: {}", forced) : "automatic (allreduce_algorithm_policy)",
              mpi_program ? mpi_program : "not built");
   int failures = 0;
   for (int n : cfg.nps) {

@@ -99,10 +99,10 @@ event_cost measure_event_cost(const std::string& dir) {
   o.flush_interval = std::chrono::hours{1};
   co::timeline tl{o};
   co::timeline_event e;
-  std::string name = "allreduce (float32 x 1024, sum)";
-  e.op = co::timeline_op_of(name);
+  co::operation op;
+  op.count = 1024;
+  e.set_operation(op);
   e.set_backend("gloo");
-  e.add_name(name);
   auto t0 = co::timeline::now();
   for (int i = 0; i < events; ++i) {
     auto t = co::timeline::now();

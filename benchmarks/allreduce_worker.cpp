@@ -28,6 +28,14 @@ int env_int(const char* name) {
   return std::atoi(value);
 }
 
+/// The policy hvd::init builds, forced the same way, so that raw Gloo runs
+/// the algorithm hvactor runs (read once per size, not per call).
+collectives::allreduce_algorithm_policy algorithm_policy() {
+  constexpr const char* forced = "HVACTOR_GLOO_ALLREDUCE";
+  const char* value = std::getenv(forced);
+  return collectives::allreduce_algorithm_policy::parse(value ? value : "", forced);
+}
+
 } // namespace
 
 allreduce_worker::allreduce_worker() = default;
@@ -47,7 +55,7 @@ size_result allreduce_worker::gloo_measure(uint64_t bytes, double budget_ms) {
     throw std::logic_error("allreduce benchmark: gloo_measure before gloo_connect");
   int rank = env_int("HOROVOD_RANK");
   int ranks = env_int("HOROVOD_SIZE");
-  auto algorithm = collectives::choose_allreduce(bytes, ranks);
+  auto algorithm = algorithm_policy().choose(bytes, ranks);
   std::vector<float> buf(bytes / sizeof(float));
   auto reduce = [&](float* data, size_t count) { gloo_->allreduce(data, count, algorithm); };
   auto barrier = [&] { gloo_->barrier(); };
@@ -74,7 +82,7 @@ int allreduce_worker::hvd_init_timeline(std::string timeline) {
 }
 
 size_result allreduce_worker::hvd_measure(uint64_t bytes, double budget_ms) {
-  auto algorithm = collectives::choose_allreduce(bytes, hvd::size());
+  auto algorithm = algorithm_policy().choose(bytes, hvd::size());
   std::vector<float> buf(bytes / sizeof(float));
   auto reduce = [](float* data, size_t count) {
     hvd::allreduce(std::span<float>{data, count}, hvd::op::sum);

@@ -26,7 +26,7 @@ typename Inspector::result_type inspect(Inspector& f, timing& x) {
 /// One rank's measurement of one size, with the algorithm it ran.
 struct size_result {
   timing time;
-  /// "ring" or "bcube" (collectives::choose_allreduce in this process).
+  /// "ring" or "bcube" (collectives::allreduce_algorithm_policy in this process).
   std::string algorithm;
 };
 

@@ -1,29 +1,26 @@
 #include "hvactor/collectives/algorithm.hpp"
 
-#include <cstdlib>
-#include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace hvactor::collectives {
 
-allreduce_algorithm choose_allreduce(size_t bytes, int ranks) {
-  if (auto forced = std::getenv("HVACTOR_GLOO_ALLREDUCE")) {
-    if (std::strcmp(forced, "ring") == 0)
-      return allreduce_algorithm::ring;
-    if (std::strcmp(forced, "bcube") == 0)
-      return allreduce_algorithm::bcube;
-  }
-  // Measured (README, benchmarks/allreduce with HVACTOR_GLOO_ALLREDUCE
-  // forced): with two ranks bcube's per-call p50 is lower than the ring's
-  // from 4 KiB to 64 KiB, the ring's is half of bcube's from 256 KiB up;
-  // with more ranks than cores bcube's loop thread spins (notes 1.5) and the
-  // ring wins everywhere.
-  if (ranks == 2 && bytes >= 4096 && bytes < (256u << 10))
-    return allreduce_algorithm::bcube;
-  return allreduce_algorithm::ring;
-}
-
 const char* to_string(allreduce_algorithm a) {
   return a == allreduce_algorithm::bcube ? "bcube" : "ring";
+}
+
+allreduce_algorithm_policy allreduce_algorithm_policy::parse(std::string_view value,
+                                                             std::string_view variable) {
+  if (value.empty() || value == "auto")
+    return {};
+  if (value == "ring")
+    return allreduce_algorithm_policy{allreduce_algorithm::ring};
+  if (value == "bcube")
+    return allreduce_algorithm_policy{allreduce_algorithm::bcube};
+  throw std::invalid_argument(std::string{"hvd::init: "} + std::string{variable} + "='"
+                              + std::string{value}
+                              + "' is not a Gloo allreduce algorithm; use ring, bcube, or auto "
+                                "(or leave it unset) for the automatic choice");
 }
 
 } // namespace hvactor::collectives

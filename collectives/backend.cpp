@@ -1,10 +1,27 @@
 #include "hvactor/collectives/backend.hpp"
 
 #include <cstring>
-
-#include "engine.hpp"
+#include <type_traits>
 
 namespace hvactor::collectives {
+
+namespace {
+
+template <class T>
+void divide(void* data, size_t count, int divisor) {
+  auto* x = static_cast<T*>(data);
+  if constexpr (std::is_floating_point_v<T>) {
+    T factor = T(1) / static_cast<T>(divisor);
+    for (size_t i = 0; i < count; ++i)
+      x[i] *= factor;
+  } else {
+    // Integers truncate toward zero, as the device kernel does.
+    for (size_t i = 0; i < count; ++i)
+      x[i] /= static_cast<T>(divisor);
+  }
+}
+
+} // namespace
 
 void backend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0)
@@ -23,7 +40,24 @@ void* backend::scratch(size_t bytes) {
 }
 
 void backend::scale(void* data, size_t count, hvd::dtype t, int divisor) {
-  hvd::detail::scale_average(data, count, t, divisor);
+  if (divisor <= 1)
+    return;
+  switch (t) {
+    case hvd::dtype::float16: {
+      auto* x = static_cast<hvd::half*>(data);
+      for (size_t i = 0; i < count; ++i)
+        x[i] = hvd::half(static_cast<float>(x[i]) / static_cast<float>(divisor));
+      return;
+    }
+    case hvd::dtype::float32:
+      return divide<float>(data, count, divisor);
+    case hvd::dtype::float64:
+      return divide<double>(data, count, divisor);
+    case hvd::dtype::int32:
+      return divide<int32_t>(data, count, divisor);
+    case hvd::dtype::int64:
+      return divide<int64_t>(data, count, divisor);
+  }
 }
 
 } // namespace hvactor::collectives

@@ -8,13 +8,18 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "fusion_executor.hpp"
+#include "hvactor/collectives/algorithm.hpp"
 #include "hvactor/collectives/backend.hpp"
 #include "hvactor/collectives/fusion_planner.hpp"
 #include "hvactor/hvd.hpp"
+#include "name_check.hpp"
+#include "operation.hpp"
 
 namespace hvactor::collectives {
 class timeline;
@@ -25,24 +30,25 @@ namespace hvactor::hvd::detail {
 /// One queued operation. Fusible ones are async allreduces; every other
 /// operation runs alone, in submission order.
 struct pending_op {
-  std::string name;
+  /// What runs; its name is the handle's name.
+  collectives::operation op;
   bool fusible = false;
-  // Async allreduce.
+  /// Async allreduce: the tensor, reduced in place.
   void* data = nullptr;
-  size_t count = 0;
-  dtype type = dtype::float32;
-  op reduction = op::sum;
-  /// Device memory: reduced by the device backend.
-  bool device = false;
-  // Any other operation.
+  /// Any other operation: runs on the backend of op.device.
   std::function<void(collectives::backend&)> run;
   std::chrono::steady_clock::time_point submitted;
   std::promise<void> promise;
   std::shared_future<void> done = promise.get_future().share();
 };
 
+/// The engine's knobs, read once at hvd::init (hvd.cpp,
+/// engine_options_from_env): nothing on the per-call path reads the
+/// environment.
 struct engine_options {
+  /// HOROVOD_FUSION_THRESHOLD: bytes one fused batch may hold.
   size_t fusion_threshold = size_t{128} << 20;
+  /// HOROVOD_CYCLE_TIME: how long a batch may wait for more tensors.
   std::chrono::microseconds cycle_time{1000};
   /// Ranks compare the names and shapes of what they run (HVACTOR_CHECK_NAMES).
   bool check_names = false;
@@ -52,28 +58,39 @@ struct engine_options {
   /// Records every operation's phases (HOROVOD_TIMELINE) when set; not
   /// owned, outlives the engine. Unset, each phase costs one null test.
   collectives::timeline* timeline = nullptr;
+  /// Gloo's allreduce algorithm per message (HVACTOR_GLOO_ALLREDUCE):
+  /// hvd::init hands it to the Gloo backend it creates.
+  collectives::allreduce_algorithm_policy gloo_allreduce;
 };
 
-/// Runs the process's collectives on one background thread, in submission
-/// order (Horovod's background loop). Consecutive async allreduces are fused
-/// up to the threshold; a batch closes when the cycle time since its first
-/// entry passed, when someone waits for one of its entries, or when a
-/// non-fusible operation follows it. Ranks agree on each batch's length
-/// with one small allreduce (the minimum of what each rank has queued), so
-/// timing differences between ranks never split tensors differently.
+/// Runs the process's collectives in submission order (Horovod's
+/// background loop), each on the backend its descriptor names: the host
+/// backend (Gloo), or the device backend for device memory. Consecutive
+/// async allreduces are fused up to the threshold; a batch closes when the
+/// cycle time since its first entry passed, when someone waits for one of
+/// its entries, or when a non-fusible operation follows it. Ranks agree on
+/// each batch's length with one small allreduce (the minimum of what each
+/// rank has queued), so timing differences never split tensors differently.
+/// Threading: any thread may call; operations run one at a time.
 class engine {
 public:
   engine(std::unique_ptr<collectives::backend> b, const collectives::topology& topo,
          engine_options opts);
   ~engine();
 
-  /// Runs `fn` as the next operation and waits for it. Runs on the calling
-  /// thread when nothing is queued (no hand-off), else on the engine's.
-  void run(std::string name, const std::function<void(collectives::backend&)>& fn);
+  /// Allreduces `data` in place as `op` says (op::average: a sum, then a
+  /// division by the number of ranks) and waits. Runs on the calling
+  /// thread when nothing is queued (no hand-off), else after the queue, on
+  /// the engine's thread.
+  void allreduce(const collectives::operation& op, void* data);
 
-  /// Queues an in-place allreduce (of device memory when `device`).
-  std::shared_ptr<pending_op> submit(void* data, size_t count, dtype t, op o, std::string name,
-                                     bool device = false);
+  /// Runs `fn` on the backend of `op` as the next operation and waits
+  /// (threads as for allreduce()).
+  void run(const collectives::operation& op,
+           const std::function<void(collectives::backend&)>& fn);
+
+  /// Queues an in-place allreduce of `data` as `op` says.
+  std::shared_ptr<pending_op> submit(collectives::operation op, void* data);
 
   /// Installs the backend of device tensors (NCCL or host-staged); the host
   /// backend keeps negotiating every batch.
@@ -100,15 +117,18 @@ public:
   void stop();
 
 private:
+  template <class Body>
+  void run_in_order(const collectives::operation& op, Body& body);
+  template <class Body>
+  std::exception_ptr execute_one(const collectives::operation& op, Body& body,
+                                 std::chrono::steady_clock::time_point submitted);
+  collectives::backend& backend_for(const collectives::operation& op);
   void loop();
   bool run_closed() const;
-  std::exception_ptr execute_one(const std::string& name,
-                                 const std::function<void(collectives::backend&)>& fn,
-                                 std::chrono::steady_clock::time_point submitted);
-  void execute_batch(std::vector<std::shared_ptr<pending_op>>& batch);
-  void reduce_group(std::vector<std::shared_ptr<pending_op>>& batch, size_t begin, size_t end);
+  void execute_batch(std::span<const collectives::fusion_item> batch,
+                     const std::vector<std::shared_ptr<pending_op>>& ops);
   size_t negotiate(const std::vector<std::shared_ptr<pending_op>>& run, size_t local_count);
-  size_t agree(const std::vector<std::string>& descriptors, bool batch);
+  size_t agree(const collectives::op_list& mine);
   void complete(pending_op& p, std::exception_ptr error);
 
   std::unique_ptr<collectives::backend> backend_;
@@ -117,8 +137,8 @@ private:
   collectives::topology topo_;
   engine_options opts_;
   collectives::fusion_planner planner_;
-  std::vector<char> fusion_buffer_;
-  uint64_t checked_ops_ = 0;
+  collectives::fusion_executor fusion_;
+  collectives::name_check check_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -129,8 +149,5 @@ private:
   int flush_ = 0;
   std::thread thread_;
 };
-
-/// Divides `count` elements at `data` by `ranks` (op::average).
-void scale_average(void* data, size_t count, dtype t, int ranks);
 
 } // namespace hvactor::hvd::detail

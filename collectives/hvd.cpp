@@ -22,6 +22,7 @@ namespace hvactor::hvd {
 
 namespace {
 
+using collectives::op_kind;
 using collectives::topology;
 
 // The process's collectives. One per process, as in Horovod: the API is a
@@ -70,14 +71,16 @@ topology topology_from_env() {
 // Where Gloo listens when HOROVOD_GLOO_IFACE is not set: loopback when the
 // job's rendezvous is local, else the node's address or hostname.
 std::string bind_host(const std::string& rendezvous_host) {
-  if (auto node = env::get("HVACTOR_NODE_ADDRESS"); node && !node->empty())
+  if (auto node = env::get(env::node_address); node && !node->empty())
     return *node;
   if (rendezvous_host.rfind("127.", 0) == 0 || rendezvous_host == "localhost")
     return "127.0.0.1";
   return machine_hostname();
 }
 
-detail::engine_options engine_options_from_env(std::chrono::milliseconds timeout) {
+// The engine's and Gloo's knobs, read once at hvd::init and named only here
+// (the job's own variables: hvactor/env.hpp); nothing reads them per call.
+detail::engine_options engine_options_from_env() {
   detail::engine_options opts;
   if (auto v = env::get("HOROVOD_FUSION_THRESHOLD"))
     opts.fusion_threshold = std::strtoull(v->c_str(), nullptr, 10);
@@ -86,7 +89,13 @@ detail::engine_options engine_options_from_env(std::chrono::milliseconds timeout
       static_cast<int64_t>(std::strtod(v->c_str(), nullptr) * 1000.0)};
   if (auto v = env::get("HVACTOR_CHECK_NAMES"))
     opts.check_names = *v == "1" || *v == "true";
-  opts.timeout = timeout;
+  opts.timeout = std::chrono::milliseconds{
+    1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
+  // Validated here, so that a typo fails init on every rank before it
+  // connects instead of silently taking the automatic choice.
+  constexpr const char* algorithm = "HVACTOR_GLOO_ALLREDUCE";
+  opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(
+    env::get(algorithm).value_or(""), algorithm);
   return opts;
 }
 
@@ -97,7 +106,7 @@ struct connection {
   std::unique_ptr<collectives::rendezvous_client> store;
 };
 
-connection connect(const topology& topo, int connection_no, std::chrono::milliseconds timeout) {
+connection connect(const topology& topo, int connection_no, const detail::engine_options& opts) {
   if (topo.size == 1)
     return {collectives::make_local_backend(), nullptr};
   auto addr = env::get(env::rendezvous_addr);
@@ -108,9 +117,9 @@ connection connect(const topology& topo, int connection_no, std::chrono::millise
                             env::size, topo.size, env::rendezvous_addr, env::rendezvous_port));
   auto scope = env::get(env::rendezvous_scope).value_or("default/0");
   auto client = std::make_unique<collectives::rendezvous_client>(
-    *addr, static_cast<uint16_t>(port), scope, timeout);
+    *addr, static_cast<uint16_t>(port), scope, opts.timeout);
   auto host = collectives::make_gloo_backend(topo, *client, fmt::format("gloo.{}", connection_no),
-                                             bind_host(*addr));
+                                             bind_host(*addr), opts.gloo_allreduce);
   return {std::move(host), std::move(client)};
 }
 
@@ -135,6 +144,44 @@ const topology& topo(const char* call) {
   return global().topo;
 }
 
+// An async allreduce's descriptor; an unnamed tensor is "allreduce.<n>".
+collectives::operation async_allreduce(size_t count, dtype t, op o, std::string name,
+                                       bool device) {
+  if (name.empty())
+    name = "allreduce." + std::to_string(global().unnamed++);
+  return {.kind = op_kind::allreduce,
+          .type = t,
+          .count = count,
+          .reduction = o,
+          .device = device,
+          .name = std::move(name)};
+}
+
+void check_root(int root) {
+  const auto& tp = global().topo;
+  if (root < 0 || root >= tp.size)
+    throw std::invalid_argument(
+      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
+}
+
+// Puts the caller's current CUDA device back: device backends switch the
+// calling thread to their GPU.
+struct keep_device {
+  int device = collectives::current_device();
+  ~keep_device() {
+    collectives::restore_device(device);
+  }
+};
+
+// The engine of a device call, once it is known to have a device backend.
+detail::engine& device_engine(const char* call) {
+  auto& eng = current(call);
+  if (eng.device_backend() == nullptr)
+    throw error(fmt::format("hvd::{} on device memory: no GPU collectives on rank {} ({}): {}",
+                            call, global().topo.rank, global().topo.host, global().gpu));
+  return eng;
+}
+
 } // namespace
 
 void init() {
@@ -143,28 +190,26 @@ void init() {
   if (st.engine)
     return;
   auto t = topology_from_env();
+  auto opts = engine_options_from_env();
   ignore_sigpipe();
-  // Opened first: a path this rank cannot write fails init() before it
-  // connects, with the path in the message.
+  // Opened before connecting: a path this rank cannot write fails init()
+  // at once, with the path in the message.
   std::unique_ptr<collectives::timeline> timeline;
-  if (auto path = env::get("HOROVOD_TIMELINE"); path && !path->empty())
+  if (auto path = env::get(env::timeline); path && !path->empty())
     timeline = std::make_unique<collectives::timeline>(
       collectives::timeline::options{.pattern = *path, .rank = t.rank, .host = t.host});
-  auto timeout = std::chrono::milliseconds{
-    1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
   // Counted only once connected: after an init that failed everywhere (a
   // rank never arrived), the retry must use the prefix that rank uses. The
   // failed attempt left only arrival keys, which the retry sets again.
   auto connection_no = st.connections;
-  auto conn = connect(t, connection_no, timeout);
+  auto conn = connect(t, connection_no, opts);
   ++st.connections;
   auto prefix = fmt::format("gloo.{}", connection_no);
   st.topo = t;
-  auto opts = engine_options_from_env(timeout);
   opts.timeline = timeline.get();
   auto eng = std::make_unique<detail::engine>(std::move(conn.host), t, opts);
   auto keep = collectives::current_device();
-  auto dev = collectives::setup_devices(t, *eng, conn.store.get(), prefix, timeout);
+  auto dev = collectives::setup_devices(t, *eng, conn.store.get(), prefix, opts.timeout);
   collectives::restore_device(keep);
   eng->set_device_backend(std::move(dev.device));
   st.gpu = dev.description;
@@ -219,7 +264,7 @@ bool handle::ready() const {
 
 const std::string& handle::name() const {
   static const std::string none;
-  return op_ ? op_->name : none;
+  return op_ ? op_->op.name : none;
 }
 
 void synchronize(handle& h) {
@@ -229,35 +274,30 @@ void synchronize(handle& h) {
 }
 
 void barrier() {
-  current("barrier").run("barrier", [](collectives::backend& b) { b.barrier(); });
+  current("barrier").run({.kind = op_kind::barrier}, [](collectives::backend& b) { b.barrier(); });
 }
 
 namespace detail {
 
-void allreduce(void* data, size_t count, dtype t, op o, const std::string&) {
-  auto& eng = current("allreduce");
-  int n = global().topo.size;
-  eng.run(fmt::format("allreduce ({} x {}, {})", to_string(t), count, to_string(o)),
-          [&](collectives::backend& b) {
-            b.allreduce(data, count, t, o == op::average ? op::sum : o);
-            if (o == op::average)
-              scale_average(data, count, t, n);
-          });
+// Each call describes its operation by typed fields (no text: the engine
+// formats one only for an error or the timeline) and hands it with its
+// buffers to the engine, which runs it on the backend of its memory.
+
+void allreduce(void* data, size_t count, dtype t, op o, const std::string& name) {
+  current("allreduce").allreduce(
+    {.kind = op_kind::allreduce, .type = t, .count = count, .reduction = o, .name = name}, data);
 }
 
 handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name) {
   auto& eng = current("allreduce_async");
-  if (name.empty())
-    name = fmt::format("allreduce.{}", global().unnamed++);
-  return handle{eng.submit(data, count, t, o, std::move(name))};
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), false), data)};
 }
 
 std::vector<char> allgather(const void* data, size_t count, dtype t) {
   auto& eng = current("allgather");
-  const auto& tp = global().topo;
+  auto n = static_cast<size_t>(global().topo.size);
   std::vector<char> out;
-  eng.run(fmt::format("allgather ({})", to_string(t)), [&](collectives::backend& b) {
-    auto n = static_cast<size_t>(tp.size);
+  eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
     std::vector<int64_t> counts(n);
     int64_t mine = static_cast<int64_t>(count);
     std::vector<size_t> ones(n, 1);
@@ -274,11 +314,8 @@ std::vector<char> allgather(const void* data, size_t count, dtype t) {
 
 void broadcast(void* data, size_t count, dtype t, int root) {
   auto& eng = current("broadcast");
-  const auto& tp = global().topo;
-  if (root < 0 || root >= tp.size)
-    throw std::invalid_argument(
-      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
-  eng.run(fmt::format("broadcast ({} x {}, root {})", to_string(t), count, root),
+  check_root(root);
+  eng.run({.kind = op_kind::broadcast, .type = t, .count = count, .root = root},
           [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
 }
 
@@ -305,7 +342,7 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   }
   std::vector<char> out;
   std::vector<int64_t> recvs(n);
-  eng.run(fmt::format("alltoall ({})", to_string(t)), [&](collectives::backend& b) {
+  eng.run({.kind = op_kind::alltoall, .type = t, .count = count}, [&](collectives::backend& b) {
     std::vector<int64_t> ones(n, 1);
     b.alltoallv(sends.data(), ones, recvs.data(), ones, dtype::int64);
     int64_t total = 0;
@@ -319,74 +356,37 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   return out;
 }
 
-// Puts the caller's current CUDA device back: device backends switch the
-// calling thread to their GPU.
-struct keep_device {
-  int device = collectives::current_device();
-  ~keep_device() {
-    collectives::restore_device(device);
-  }
-};
-
-collectives::backend& device_backend(const char* call) {
-  auto* dev = current(call).device_backend();
-  if (dev == nullptr)
-    throw error(fmt::format("hvd::{} on device memory: no GPU collectives on rank {} ({}): {}",
-                            call, global().topo.rank, global().topo.host, global().gpu));
-  return *dev;
-}
-
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s) {
   keep_device keep;
-  auto& dev = device_backend("allreduce");
+  auto& eng = device_engine("allreduce");
   collectives::wait_for_stream(s);
-  int n = global().topo.size;
-  current("allreduce").run(
-    fmt::format("allreduce (device, {} x {}, {})", to_string(t), count, to_string(o)),
-    [&](collectives::backend&) {
-      dev.allreduce(data, count, t, o == op::average ? op::sum : o);
-      if (o == op::average)
-        dev.scale(data, count, t, n);
-      dev.finish();
-    });
+  eng.allreduce(
+    {.kind = op_kind::allreduce, .type = t, .count = count, .reduction = o, .device = true}, data);
 }
 
 void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s) {
   keep_device keep;
-  auto& dev = device_backend("allgather");
+  auto& eng = device_engine("allgather");
   collectives::wait_for_stream(s);
   std::vector<size_t> counts(static_cast<size_t>(global().topo.size), count);
-  current("allgather").run(fmt::format("allgather (device, {} x {})", to_string(t), count),
-                           [&](collectives::backend&) {
-                             dev.allgatherv(in, out, counts, t);
-                             dev.finish();
-                           });
+  eng.run({.kind = op_kind::allgather, .type = t, .count = count, .device = true},
+          [&](collectives::backend& b) { b.allgatherv(in, out, counts, t); });
 }
 
 void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s) {
   keep_device keep;
-  auto& dev = device_backend("broadcast");
-  const auto& tp = global().topo;
-  if (root < 0 || root >= tp.size)
-    throw std::invalid_argument(
-      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
+  auto& eng = device_engine("broadcast");
+  check_root(root);
   collectives::wait_for_stream(s);
-  current("broadcast").run(
-    fmt::format("broadcast (device, {} x {}, root {})", to_string(t), count, root),
-    [&](collectives::backend&) {
-      dev.broadcast(data, count, t, root);
-      dev.finish();
-    });
+  eng.run({.kind = op_kind::broadcast, .type = t, .count = count, .root = root, .device = true},
+          [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
 }
 
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
                               cuda_stream s) {
-  device_backend("allreduce_async");
+  auto& eng = device_engine("allreduce_async");
   collectives::wait_for_stream(s);
-  auto& eng = current("allreduce_async");
-  if (name.empty())
-    name = fmt::format("allreduce.{}", global().unnamed++);
-  return handle{eng.submit(data, count, t, o, std::move(name), true)};
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true), data)};
 }
 
 } // namespace detail

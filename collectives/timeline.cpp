@@ -19,23 +19,20 @@ namespace hvactor::collectives {
 
 namespace {
 
-constexpr hvd::dtype all_types[] = {hvd::dtype::float16, hvd::dtype::float32,
-                                    hvd::dtype::float64, hvd::dtype::int32, hvd::dtype::int64};
-
-const char* op_word(timeline_op o) {
+const char* op_word(op_kind o) {
   switch (o) {
-    case timeline_op::allreduce:
+    case op_kind::allreduce:
       return "ALLREDUCE";
-    case timeline_op::allgather:
+    case op_kind::allgather:
       return "ALLGATHER";
-    case timeline_op::broadcast:
+    case op_kind::broadcast:
       return "BROADCAST";
-    case timeline_op::barrier:
+    case op_kind::barrier:
       return "BARRIER";
-    case timeline_op::alltoall:
+    case op_kind::alltoall:
       return "ALLTOALL";
-    case timeline_op::other:
-      break;
+    case op_kind::setup:
+      return "SETUP";
   }
   return "COLLECTIVE";
 }
@@ -75,24 +72,6 @@ const char* category(timeline_phase p) {
 std::string micros(int64_t ns) {
   ns = std::max<int64_t>(ns, 0);
   return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
-}
-
-// The dtype and element count an operation's name states ("allreduce
-// (float32 x 1000, sum)"); count 0 when it states none.
-bool type_from_name(std::string_view name, hvd::dtype& type, uint64_t& count) {
-  for (auto t : all_types) {
-    auto at = name.find(hvd::to_string(t));
-    if (at == std::string_view::npos)
-      continue;
-    type = t;
-    count = 0;
-    auto rest = name.substr(at + std::strlen(hvd::to_string(t)));
-    if (rest.substr(0, 3) == " x ")
-      for (size_t i = 3; i < rest.size() && rest[i] >= '0' && rest[i] <= '9'; ++i)
-        count = count * 10 + static_cast<uint64_t>(rest[i] - '0');
-    return true;
-  }
-  return false;
 }
 
 // Paths this process wrote a timeline to (an hvd::init() after
@@ -263,20 +242,29 @@ void timeline::format(const timeline_event& e, std::string& out) {
                  "\"dur\":{}.{:03},\"args\":{{",
                  category(e.phase), opts_.rank, tid, ts / 1000, ts % 1000, dur / 1000, dur % 1000);
   std::string_view names{e.names, e.names_length};
-  out += e.tensors > 0 ? "\"tensors\":\"" : "\"op\":\"";
-  json_escape_to(out, names);
-  out += '"';
-  if (e.tensors > 0)
-    fmt::format_to(it, ",\"fused\":{}", e.tensors);
-  hvd::dtype type = e.type;
-  uint64_t bytes = e.bytes, count = 0;
-  if (e.has_type || type_from_name(names, type, count)) {
-    fmt::format_to(it, ",\"dtype\":\"{}\"", hvd::to_string(type));
-    if (bytes == 0)
-      bytes = count * hvd::size_of(type);
+  if (e.tensors > 0) {
+    out += "\"tensors\":\"";
+    json_escape_to(out, names);
+    fmt::format_to(it, "\",\"fused\":{}", e.tensors);
+  } else {
+    // An operation of its own: its fields as messages render them.
+    op_.kind = e.op;
+    op_.type = e.type;
+    op_.count = e.has_type ? e.bytes / hvd::size_of(e.type) : 0;
+    op_.reduction = e.reduction;
+    op_.root = e.root;
+    op_.device = e.device;
+    op_.name.assign(names);
+    op_text_.clear();
+    describe_to(op_text_, op_);
+    out += "\"op\":\"";
+    json_escape_to(out, op_text_);
+    out += '"';
   }
-  if (bytes > 0)
-    fmt::format_to(it, ",\"bytes\":{}", bytes);
+  if (e.has_type)
+    fmt::format_to(it, ",\"dtype\":\"{}\"", hvd::to_string(e.type));
+  if (e.bytes > 0)
+    fmt::format_to(it, ",\"bytes\":{}", e.bytes);
   if (e.failed)
     out += ",\"failed\":true";
   out += "}}";

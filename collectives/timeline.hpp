@@ -44,6 +44,7 @@
 
 #include "hvactor/collectives/timeline_files.hpp" // timeline_files, merge_timelines
 #include "hvactor/collectives/types.hpp"
+#include "operation.hpp"
 
 namespace hvactor::collectives {
 
@@ -59,41 +60,41 @@ enum class timeline_phase : uint8_t {
   memcpy_out,
 };
 
-/// The collective an event belongs to.
-enum class timeline_op : uint8_t { allreduce, allgather, broadcast, barrier, alltoall, other };
-
-/// The collective named by the first word of an operation's name
-/// ("allgather (float32)" -> allgather).
-timeline_op timeline_op_of(std::string_view name);
-
-/// One span, as recorded on the hot path: fixed size, no heap.
+/// One span, as recorded on the hot path: fixed size, no heap. An
+/// operation's fields are kept typed; the writer thread renders them.
 struct timeline_event {
   /// steady_clock, nanoseconds.
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
-  /// Payload bytes; 0: unknown (then taken from the name when it says
-  /// "<dtype> x <count>").
+  /// Payload bytes (this rank's); 0: none or unknown.
   uint64_t bytes = 0;
   /// Tensors in a batch of allreduces; 0: an operation of its own.
   uint32_t tensors = 0;
+  /// Operations of their own: broadcast's root, allreduce's reduction.
+  int32_t root = 0;
+  hvd::op reduction = hvd::op::sum;
   /// Valid when has_type.
   hvd::dtype type = hvd::dtype::float32;
   uint16_t names_length = 0;
   timeline_phase phase = timeline_phase::op;
-  timeline_op op = timeline_op::other;
+  op_kind op = op_kind::allreduce;
   bool has_type = false;
   bool failed = false;
+  /// The operation ran on device memory.
+  bool device = false;
+  /// Set once a name did not fit: nothing more is appended.
+  bool truncated = false;
   /// backend::name(), truncated.
   char backend[13] = {0};
   /// The tensors' names, comma-separated, or the operation's name;
   /// truncated with "..." (never inside a UTF-8 sequence).
-  char names[76] = {0};
-  /// Set once a name did not fit: nothing more is appended.
-  bool truncated = false;
+  char names[67] = {0};
 
   void set_backend(const char* name) noexcept;
   /// Appends `name` (after a comma unless first) while there is room.
   void add_name(std::string_view name) noexcept;
+  /// Takes an operation of its own; the writer renders it as describe(o).
+  void set_operation(const operation& o) noexcept;
 };
 
 static_assert(sizeof(timeline_event) == 128, "one event per two cache lines");
@@ -184,6 +185,9 @@ private:
   std::vector<int64_t> lanes_;
   uint64_t written_ = 0;
   std::string text_;
+  // An operation of its own, rebuilt from its event for describe_to().
+  operation op_;
+  std::string op_text_;
 
   std::mutex mu_;
   std::condition_variable cv_;

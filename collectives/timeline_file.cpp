@@ -96,23 +96,20 @@ std::string_view events_of(std::string_view text) {
 
 } // namespace
 
-timeline_op timeline_op_of(std::string_view name) {
-  auto word = name.substr(0, name.find(' '));
-  if (word == "allreduce")
-    return timeline_op::allreduce;
-  if (word == "allgather")
-    return timeline_op::allgather;
-  if (word == "broadcast")
-    return timeline_op::broadcast;
-  if (word == "barrier")
-    return timeline_op::barrier;
-  if (word == "alltoall")
-    return timeline_op::alltoall;
-  return timeline_op::other;
-}
-
 void timeline_event::set_backend(const char* name) noexcept {
   std::strncpy(backend, name, sizeof(backend) - 1);
+}
+
+void timeline_event::set_operation(const operation& o) noexcept {
+  op = o.kind;
+  has_type = o.kind != op_kind::barrier && o.kind != op_kind::setup;
+  type = o.type;
+  bytes = has_type ? o.count * hvd::size_of(o.type) : 0;
+  reduction = o.reduction;
+  root = o.root;
+  device = o.device;
+  if (!o.name.empty())
+    add_name(o.name);
 }
 
 void timeline_event::add_name(std::string_view name) noexcept {

@@ -18,7 +18,6 @@
 #include <gloo/types.h>
 
 #include "gloo_store.hpp"
-#include "hvactor/collectives/algorithm.hpp"
 #include "internal/env.hpp"
 #include "hvactor/errors.hpp"
 
@@ -67,15 +66,15 @@ std::string seconds(std::chrono::milliseconds ms) {
 class gloo_backend : public backend {
 public:
   gloo_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
-               const std::string& bind_host)
-    : topo_(topo), timeout_(client.timeout()) {
+               const std::string& bind_host, allreduce_algorithm_policy algorithm)
+    : topo_(topo), timeout_(client.timeout()), algorithm_(algorithm) {
     connect(client, prefix, bind_host);
   }
 
   void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) override {
     if (count == 0)
       return;
-    auto algorithm = choose_allreduce(count * hvd::size_of(t), topo_.size);
+    auto algorithm = algorithm_.choose(count * hvd::size_of(t), topo_.size);
     guarded([&] { return fmt::format("hvd::allreduce ({} x {}, {}, {})", hvd::to_string(t), count,
                                      hvd::to_string(o), to_string(algorithm)); },
             [&] {
@@ -299,6 +298,7 @@ private:
 
   topology topo_;
   std::chrono::milliseconds timeout_;
+  allreduce_algorithm_policy algorithm_;
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<::gloo::rendezvous::Context> ctx_;
   std::map<std::string, int> peers_;
@@ -310,8 +310,9 @@ private:
 
 std::unique_ptr<backend> make_gloo_backend(const topology& topo, rendezvous_client& client,
                                            const std::string& prefix,
-                                           const std::string& bind_host) {
-  return std::make_unique<gloo_backend>(topo, client, prefix, bind_host);
+                                           const std::string& bind_host,
+                                           allreduce_algorithm_policy algorithm) {
+  return std::make_unique<gloo_backend>(topo, client, prefix, bind_host, algorithm);
 }
 
 } // namespace hvactor::collectives

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "hvactor/collectives/algorithm.hpp"
 #include "hvactor/collectives/backend.hpp"
 #include "hvactor/collectives/rendezvous_client.hpp"
 
@@ -12,9 +13,11 @@ namespace hvactor::collectives {
 /// Connects this rank to every other over Gloo's TCP transport (bound to
 /// HOROVOD_GLOO_IFACE when set, else to `bind_host`), with rendezvous
 /// through `client` under `prefix`. Throws rendezvous_timeout naming the
-/// ranks that never arrived within the client's timeout.
+/// ranks that never arrived within the client's timeout. `algorithm`
+/// picks each allreduce's Gloo algorithm.
 std::unique_ptr<backend> make_gloo_backend(const topology& topo, rendezvous_client& client,
                                            const std::string& prefix,
-                                           const std::string& bind_host);
+                                           const std::string& bind_host,
+                                           allreduce_algorithm_policy algorithm);
 
 } // namespace hvactor::collectives

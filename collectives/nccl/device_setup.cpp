@@ -114,7 +114,8 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
   }
   // Every rank decides from the same facts, so all pick the same path.
   std::vector<std::string> all;
-  eng.run("gpu setup", [&](backend&) { all = eng.gather_strings(mine); });
+  eng.run({.kind = op_kind::setup, .name = "gpu devices"},
+          [&](backend&) { all = eng.gather_strings(mine); });
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r].rfind("none ", 0) == 0)
       return {nullptr, fmt::format("none: rank {} has no usable GPU ({})", r, all[r].substr(5))};

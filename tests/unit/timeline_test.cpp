@@ -27,7 +27,7 @@
 namespace fs = std::filesystem;
 using hvactor::collectives::timeline;
 using hvactor::collectives::timeline_event;
-using hvactor::collectives::timeline_op;
+using hvactor::collectives::op_kind;
 using hvactor::collectives::timeline_phase;
 using hvactor::test::json;
 
@@ -74,7 +74,7 @@ std::vector<json> named(const std::vector<json>& evs, const std::string& name) {
 
 timeline_event batch(std::initializer_list<const char*> names, uint64_t bytes) {
   timeline_event e;
-  e.op = timeline_op::allreduce;
+  e.op = op_kind::allreduce;
   e.set_backend("gloo");
   e.has_type = true;
   e.type = hvactor::hvd::dtype::float32;
@@ -157,17 +157,31 @@ TEST_CASE("the writer produces a valid JSON array: one row named after the rank 
   CHECK(named(evs, "QUEUE")[0].num("tid") != named(evs, "GLOO_ALLREDUCE")[0].num("tid"));
 }
 
-TEST_CASE("an operation's dtype and bytes come from its name; the backend names the event") {
+TEST_CASE("an operation of its own is named by its kind and backend, and its args say what it "
+          "ran: the operation as messages describe it, dtype and bytes") {
   temp_dir dir;
   timeline tl{opts(dir / "tl.json")};
+  hvactor::collectives::operation bc;
+  bc.kind = op_kind::broadcast;
+  bc.type = hvactor::hvd::dtype::float64;
+  bc.count = 10;
   timeline_event e;
-  e.op = hvactor::collectives::timeline_op_of("broadcast (float64 x 10, root 0)");
+  e.set_operation(bc);
   e.set_backend("host-staged");
-  e.add_name("broadcast (float64 x 10, root 0)");
   int64_t t = timeline::now();
   tl.record(e, timeline_phase::op, t, t + 10);
   e.failed = true;
   tl.record(e, timeline_phase::op, t + 10, t + 20);
+  hvactor::collectives::operation avg;
+  avg.kind = op_kind::allreduce;
+  avg.type = hvactor::hvd::dtype::float16;
+  avg.count = 3;
+  avg.reduction = hvactor::hvd::op::average;
+  avg.device = true;
+  timeline_event a;
+  a.set_operation(avg);
+  a.set_backend("nccl");
+  tl.record(a, timeline_phase::op, t + 20, t + 30);
   tl.close();
   auto found = named(events(tl.path()), "HOST_STAGED_BROADCAST");
   REQUIRE(found.size() == 2);
@@ -177,6 +191,10 @@ TEST_CASE("an operation's dtype and bytes come from its name; the backend names 
   CHECK(args->num("bytes") == 80);
   CHECK(args->find("failed") == nullptr);
   CHECK(found[1].find("args")->find("failed")->boolean);
+  auto reduced = named(events(tl.path()), "NCCL_ALLREDUCE");
+  REQUIRE(reduced.size() == 1);
+  CHECK(reduced[0].find("args")->str("op") == "allreduce (device, float16 x 3, average)");
+  CHECK(reduced[0].find("args")->num("bytes") == 6);
 }
 
 TEST_CASE("names with quotes, backslashes, control characters and bytes that are not UTF-8 are "
@@ -351,11 +369,17 @@ TEST_CASE("the engine records QUEUE, NEGOTIATE, the fusion copies and the backen
   {
     detail::engine eng{hvactor::collectives::make_local_backend(), topo, eo};
     std::vector<float> a(16, 1.f), b(32, 2.f);
-    auto pa = eng.submit(a.data(), a.size(), hvd::dtype::float32, hvd::op::sum, "grad/a");
-    auto pb = eng.submit(b.data(), b.size(), hvd::dtype::float32, hvd::op::sum, "grad/b");
+    hvactor::collectives::operation op;
+    op.name = "grad/a";
+    op.count = a.size();
+    auto pa = eng.submit(op, a.data());
+    op.name = "grad/b";
+    op.count = b.size();
+    auto pb = eng.submit(op, b.data());
     eng.wait(*pa);
     eng.wait(*pb);
-    eng.run("barrier", [](hvactor::collectives::backend& be) { be.barrier(); });
+    eng.run({.kind = op_kind::barrier},
+            [](hvactor::collectives::backend& be) { be.barrier(); });
     eng.stop();
   }
   tl.close();

@@ -73,7 +73,9 @@ public:
   /// of device tensors); valid until the next call.
   virtual void* scratch(size_t bytes);
 
-  /// Divides `count` elements at `data` by `divisor` (op::average).
+  /// Divides `count` elements at `data` by `divisor` (op::average; the
+  /// engine calls it once, after the sum). Integers truncate toward zero;
+  /// floating point multiplies by 1/divisor; a divisor <= 1 does nothing.
   virtual void scale(void* data, size_t count, hvd::dtype t, int divisor);
 
   /// Waits until the work queued so far finished (device streams); throws

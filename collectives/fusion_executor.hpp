@@ -1,0 +1,72 @@
+#pragma once
+
+// Internal: how the engine runs allreduces. reduce_in_place() and
+// apply_average() are the one recipe for op::average (a sum, then one
+// division by the number of ranks on the backend that reduced), for the
+// synchronous and the queued paths, host and device. fusion_executor runs
+// one group of a fused batch (Horovod's fusion buffer).
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "hvactor/collectives/backend.hpp"
+#include "operation.hpp"
+#include "timeline.hpp"
+
+namespace hvactor::collectives {
+
+/// The reduction a backend runs for `o`: op::average is a sum (the
+/// division follows in apply_average()).
+hvd::op backend_reduction(hvd::op o);
+
+/// After a backend_reduction(o): divides the `count` elements at `data` by
+/// `ranks` on `b` when `o` is op::average, else nothing. The only place
+/// where op::average divides.
+void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks);
+
+/// Allreduces `count` elements at `data` in place on `b` with `o`
+/// (average: sum, then apply_average()). Device work is queued, not waited
+/// for: the caller calls b.finish().
+void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks);
+
+/// One tensor of a fused batch: its descriptor and its buffer.
+struct fusion_item {
+  /// Not owned; outlives the call it is passed to.
+  const operation* op = nullptr;
+  void* data = nullptr;
+};
+
+/// The timeline's view of `items` (a batch of allreduces) on the backend
+/// named `backend`: their names, the fused count, bytes, and the dtype
+/// when they share one.
+timeline_event batch_event(std::span<const fusion_item> items, const char* backend);
+
+/// Runs the groups of a fused batch. Owns the host fusion buffer; device
+/// groups pack into the device backend's scratch buffer. Not thread-safe:
+/// the engine runs one group at a time.
+class fusion_executor {
+public:
+  /// `threshold`: HOROVOD_FUSION_THRESHOLD, which bounds how far the host
+  /// buffer grows ahead of need; `ranks`: the divisor of op::average;
+  /// `tl`: records spans when set (not owned, outlives this).
+  fusion_executor(size_t threshold, int ranks, timeline* tl)
+    : threshold_(threshold), ranks_(ranks), timeline_(tl) {
+  }
+
+  /// Allreduces `items`, one group of fusion_planner::groups() (one dtype,
+  /// one backend reduction, one kind of memory), on `b` and waits for it:
+  /// a single item in place; more through the fusion buffer: packed
+  /// (padded to fusion_planner::atomic_unit), reduced once, copied out and
+  /// averaged. Records MEMCPY_IN / <BACKEND>_ALLREDUCE / MEMCPY_OUT spans.
+  /// Throws what the backend throws.
+  void run(backend& b, std::span<const fusion_item> items);
+
+private:
+  size_t threshold_;
+  int ranks_;
+  timeline* timeline_;
+  std::vector<char> buffer_;
+};
+
+} // namespace hvactor::collectives

@@ -1,0 +1,86 @@
+#include "operation.hpp"
+
+#include <iterator>
+
+#include <fmt/format.h>
+
+namespace hvactor::collectives {
+
+const char* to_string(op_kind k) {
+  switch (k) {
+    case op_kind::allreduce:
+      return "allreduce";
+    case op_kind::allgather:
+      return "allgather";
+    case op_kind::broadcast:
+      return "broadcast";
+    case op_kind::barrier:
+      return "barrier";
+    case op_kind::alltoall:
+      return "alltoall";
+    case op_kind::setup:
+      return "setup";
+  }
+  return "?";
+}
+
+bool count_is_shared(const operation& op) {
+  switch (op.kind) {
+    case op_kind::allreduce:
+    case op_kind::broadcast:
+      return true;
+    case op_kind::allgather:
+      return op.device;
+    default:
+      return false;
+  }
+}
+
+bool same_collective(const operation& a, const operation& b) {
+  if (a.kind != b.kind || a.device != b.device || a.name != b.name)
+    return false;
+  switch (a.kind) {
+    case op_kind::barrier:
+    case op_kind::setup:
+      return true;
+    case op_kind::allreduce:
+      if (a.reduction != b.reduction)
+        return false;
+      break;
+    case op_kind::broadcast:
+      if (a.root != b.root)
+        return false;
+      break;
+    default:
+      break;
+  }
+  return a.type == b.type && (!count_is_shared(a) || a.count == b.count);
+}
+
+void describe_to(std::string& out, const operation& op) {
+  auto it = std::back_inserter(out);
+  out += to_string(op.kind);
+  if (!op.name.empty())
+    fmt::format_to(it, " '{}'", op.name);
+  if (op.kind == op_kind::barrier || op.kind == op_kind::setup)
+    return;
+  out += " (";
+  if (op.device)
+    out += "device, ";
+  out += hvd::to_string(op.type);
+  if (count_is_shared(op))
+    fmt::format_to(it, " x {}", op.count);
+  if (op.kind == op_kind::allreduce)
+    fmt::format_to(it, ", {}", hvd::to_string(op.reduction));
+  else if (op.kind == op_kind::broadcast)
+    fmt::format_to(it, ", root {}", op.root);
+  out += ')';
+}
+
+std::string describe(const operation& op) {
+  std::string out;
+  describe_to(out, op);
+  return out;
+}
+
+} // namespace hvactor::collectives

@@ -1,0 +1,87 @@
+#pragma once
+
+// Internal: one collective operation described by typed fields, as Gloo's
+// gloo/allreduce.h describes an allreduce (detail::AllreduceOptionsImpl).
+// The engine queues it, the name check (HVACTOR_CHECK_NAMES) compares it
+// across ranks, the timeline records its fields, and error messages render
+// it with describe(). Building one formats nothing: text is made only when
+// a message or a timeline line needs it.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hvactor/collectives/types.hpp"
+
+namespace hvactor::collectives {
+
+/// The collective an operation runs.
+enum class op_kind : uint8_t {
+  allreduce,
+  allgather,
+  broadcast,
+  barrier,
+  alltoall,
+  /// An exchange hvd::init runs among the ranks (the GPU setup).
+  setup,
+};
+
+/// "allreduce", "allgather", ...
+const char* to_string(op_kind k);
+
+/// One collective as the engine runs it.
+struct operation {
+  /// Which backend call runs, and which timeline event (<BACKEND>_<KIND>)
+  /// it becomes. Every rank must run the same kind at the same position.
+  op_kind kind = op_kind::allreduce;
+
+  /// Element type: picks the backend's typed reduction and, with `count`,
+  /// the bytes moved. Must agree across ranks (a float32 sum on one rank
+  /// against an int32 one corrupts both).
+  hvd::dtype type = hvd::dtype::float32;
+
+  /// Elements of this rank's buffer. allreduce and broadcast: the whole
+  /// tensor, equal on every rank; allgather and alltoall: this rank's own
+  /// contribution, which may differ per rank (so the name check compares
+  /// it only where it must agree: count_is_shared()).
+  size_t count = 0;
+
+  /// allreduce only: the reduction as the user asked for it. op::average
+  /// stays average here (the engine sums, then divides once); the fusion
+  /// planner groups average with sum.
+  hvd::op reduction = hvd::op::sum;
+
+  /// broadcast only: the rank whose buffer every rank receives.
+  int root = 0;
+
+  /// The buffers are GPU memory: the engine runs the operation on the
+  /// device backend (NCCL or host-staged) instead of Gloo, and never fuses
+  /// it with host tensors.
+  bool device = false;
+
+  /// The tensor's name (async allreduces: the user's name or
+  /// "allreduce.<n>"); empty for the synchronous calls, which are
+  /// identified by their position. Named in errors, the timeline and the
+  /// name check.
+  std::string name;
+};
+
+/// True when every rank must pass the same count for `op`: allreduce,
+/// broadcast, and device allgather (equal sizes); host allgather and
+/// alltoall take a different count per rank.
+bool count_is_shared(const operation& op);
+
+/// True when two ranks' operations may run together: the same kind, type,
+/// device and name, and the same count, reduction and root where they
+/// matter for the kind.
+bool same_collective(const operation& a, const operation& b);
+
+/// `op` as a message names it: "allreduce (float32 x 4, sum)",
+/// "allreduce 'grad/w' (device, float16 x 10, average)",
+/// "broadcast (float64 x 10, root 0)", "allgather (int64)", "barrier".
+std::string describe(const operation& op);
+
+/// describe(op) appended to `out`.
+void describe_to(std::string& out, const operation& op);
+
+} // namespace hvactor::collectives

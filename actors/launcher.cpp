@@ -15,7 +15,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "hvactor/collectives/timeline_files.hpp"
+#include "internal/timeline_files.hpp"
 #include "hvactor/event.hpp"
 #include "internal/file_digest.hpp"
 #include "internal/log.hpp"

@@ -15,7 +15,7 @@
 #include "internal/horovod_worker.hpp"
 #include "internal/node_agent.hpp"
 #include "internal/node_registry.hpp"
-#include "hvactor/collectives/devices.hpp"
+#include "internal/devices.hpp"
 #include "internal/transport.hpp"
 #include "internal/file_digest.hpp"
 #include "internal/net.hpp"

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include <hvactor/collectives/algorithm.hpp>
+#include "internal/algorithm.hpp"
 
 namespace gloo {
 class Context;

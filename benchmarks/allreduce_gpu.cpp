@@ -6,7 +6,7 @@
 #include <string>
 
 #include <fmt/format.h>
-#include <hvactor/collectives/devices.hpp>
+#include "internal/devices.hpp"
 #include <hvactor/hvactor.hpp>
 
 #ifdef HVACTOR_BENCH_CUDA

@@ -20,7 +20,7 @@
 
 #include "allreduce_method.hpp"
 #include "allreduce_worker.hpp"
-#include "timeline.hpp" // collectives/, internal: the per-event cost below
+#include "internal/timeline.hpp" // collectives/, internal: the per-event cost below
 
 using namespace hvactor::bench;
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include <hvactor/collectives/algorithm.hpp>
+#include "internal/algorithm.hpp"
 #include <hvactor/hvd.hpp>
 
 #include "allreduce_gloo.hpp"

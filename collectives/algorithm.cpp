@@ -1,4 +1,4 @@
-#include "hvactor/collectives/algorithm.hpp"
+#include "internal/algorithm.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -1,8 +1,8 @@
 // Builds without CUDA/NCCL: no device backend, so every hvd call on device
 // memory throws "built without CUDA/NCCL" (hvd.cpp).
 
-#include "device_setup.hpp"
-#include "hvactor/collectives/devices.hpp"
+#include "internal/device_setup.hpp"
+#include "internal/devices.hpp"
 #include "hvactor/hvd.hpp"
 
 namespace hvactor::collectives {

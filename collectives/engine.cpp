@@ -1,4 +1,4 @@
-#include "engine.hpp"
+#include "internal/engine.hpp"
 
 #include <pthread.h>
 
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "timeline.hpp"
+#include "internal/timeline.hpp"
 
 namespace hvactor::hvd::detail {
 

@@ -1,8 +1,8 @@
-#include "fusion_executor.hpp"
+#include "internal/fusion_executor.hpp"
 
 #include <algorithm>
 
-#include "hvactor/collectives/fusion_planner.hpp"
+#include "internal/fusion_planner.hpp"
 
 namespace hvactor::collectives {
 

@@ -1,4 +1,4 @@
-#include "hvactor/collectives/fusion_planner.hpp"
+#include "internal/fusion_planner.hpp"
 
 namespace hvactor::collectives {
 

@@ -9,14 +9,14 @@
 
 #include <fmt/format.h>
 
-#include "device_setup.hpp"
-#include "engine.hpp"
+#include "internal/device_setup.hpp"
+#include "internal/engine.hpp"
 #include "gloo/gloo_backend.hpp"
-#include "hvactor/collectives/rendezvous_client.hpp"
+#include "internal/rendezvous_client.hpp"
 #include "internal/env.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
-#include "timeline.hpp"
+#include "internal/timeline.hpp"
 
 namespace hvactor::hvd {
 

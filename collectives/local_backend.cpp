@@ -1,4 +1,4 @@
-#include "hvactor/collectives/backend.hpp"
+#include "internal/backend.hpp"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "name_check.hpp"
+#include "internal/name_check.hpp"
 
 #include <algorithm>
 

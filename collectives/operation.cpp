@@ -1,4 +1,4 @@
-#include "operation.hpp"
+#include "internal/operation.hpp"
 
 #include <iterator>
 

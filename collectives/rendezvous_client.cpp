@@ -1,10 +1,10 @@
-#include "hvactor/collectives/rendezvous_client.hpp"
+#include "internal/rendezvous_client.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
-#include "hvactor/collectives/rendezvous_protocol.hpp"
+#include "internal/rendezvous_protocol.hpp"
 #include "hvactor/errors.hpp"
 #include "hvactor/tls.hpp"
 #include "internal/actor_system.hpp"

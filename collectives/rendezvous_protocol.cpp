@@ -1,4 +1,4 @@
-#include "hvactor/collectives/rendezvous_protocol.hpp"
+#include "internal/rendezvous_protocol.hpp"
 
 namespace hvactor::proto {
 

@@ -1,4 +1,4 @@
-#include "timeline.hpp"
+#include "internal/timeline.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -55,7 +55,7 @@
 #include "hvactor/call_data.hpp"
 
 // The rendezvous_store interface, its atoms and the error category.
-#include "hvactor/collectives/rendezvous_protocol.hpp"
+#include "internal/rendezvous_protocol.hpp"
 
 namespace hvactor::proto {
 

@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
-#include "hvactor/collectives/algorithm.hpp"
-#include "hvactor/collectives/backend.hpp"
-#include "hvactor/collectives/rendezvous_client.hpp"
+#include "internal/algorithm.hpp"
+#include "internal/backend.hpp"
+#include "internal/rendezvous_client.hpp"
 
 namespace hvactor::collectives {
 

@@ -2,7 +2,7 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "hvactor/collectives/rendezvous_client.hpp"
+#include "internal/rendezvous_client.hpp"
 
 namespace hvactor::collectives {
 

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "hvactor/collectives/backend.hpp"
+#include "internal/backend.hpp"
 
 namespace hvactor::collectives::cuda {
 

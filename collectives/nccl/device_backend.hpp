@@ -12,7 +12,7 @@
 #include <functional>
 #include <memory>
 
-#include "hvactor/collectives/backend.hpp"
+#include "internal/backend.hpp"
 
 namespace hvactor::collectives::cuda {
 

@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "../device_setup.hpp"
+#include "internal/device_setup.hpp"
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
-#include "hvactor/collectives/devices.hpp"
+#include "internal/devices.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <hvactor/collectives/devices.hpp>
+#include "internal/devices.hpp"
 #include <hvactor/hvactor.hpp>
 
 #ifdef HVACTOR_TEST_CUDA

@@ -21,7 +21,7 @@
 #include "../unit/mini_json.hpp"
 #include "hvd_session.hpp"
 #include "test_main.hpp"
-#include "timeline.hpp"
+#include "internal/timeline.hpp"
 
 using namespace std::chrono_literals;
 

@@ -3,7 +3,7 @@
 // the ring everywhere else), forced algorithms, and the parsing of
 // HVACTOR_GLOO_ALLREDUCE's value at hvd::init.
 
-#include <hvactor/collectives/algorithm.hpp>
+#include "internal/algorithm.hpp"
 
 #include <stdlib.h>
 

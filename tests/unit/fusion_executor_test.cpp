@@ -8,9 +8,9 @@
 
 #include <doctest/doctest.h>
 
-#include <hvactor/collectives/backend.hpp>
+#include "internal/backend.hpp"
 
-#include "fusion_executor.hpp"
+#include "internal/fusion_executor.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -9,8 +9,8 @@
 
 #include <hvactor/errors.hpp>
 
-#include "name_check.hpp"
-#include "operation.hpp"
+#include "internal/name_check.hpp"
+#include "internal/operation.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -20,9 +20,9 @@
 #include <hvactor/errors.hpp>
 #include <hvactor/hvd.hpp>
 
-#include "engine.hpp"
+#include "internal/engine.hpp"
 #include "mini_json.hpp"
-#include "timeline.hpp"
+#include "internal/timeline.hpp"
 
 namespace fs = std::filesystem;
 using hvactor::collectives::timeline;

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "internal/cert_authority.hpp"
-#include "hvactor/collectives/devices.hpp"
+#include "internal/devices.hpp"
 #include "internal/net.hpp"
 #include "hvactor/settings.hpp"
 #include "node_options.hpp"

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "engine.hpp"
-#include "hvactor/collectives/backend.hpp"
-#include "hvactor/collectives/rendezvous_client.hpp"
+#include "internal/engine.hpp"
+#include "internal/backend.hpp"
+#include "internal/rendezvous_client.hpp"
 #include "hvactor/hvd.hpp"
 
 namespace hvactor::collectives {

@@ -13,13 +13,13 @@
 #include <thread>
 #include <vector>
 
-#include "fusion_executor.hpp"
-#include "hvactor/collectives/algorithm.hpp"
-#include "hvactor/collectives/backend.hpp"
-#include "hvactor/collectives/fusion_planner.hpp"
+#include "internal/fusion_executor.hpp"
+#include "internal/algorithm.hpp"
+#include "internal/backend.hpp"
+#include "internal/fusion_planner.hpp"
 #include "hvactor/hvd.hpp"
-#include "name_check.hpp"
-#include "operation.hpp"
+#include "internal/name_check.hpp"
+#include "internal/operation.hpp"
 
 namespace hvactor::collectives {
 class timeline;

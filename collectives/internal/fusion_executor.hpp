@@ -10,9 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "hvactor/collectives/backend.hpp"
-#include "operation.hpp"
-#include "timeline.hpp"
+#include "internal/backend.hpp"
+#include "internal/operation.hpp"
+#include "internal/timeline.hpp"
 
 namespace hvactor::collectives {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "operation.hpp"
+#include "internal/operation.hpp"
 
 namespace hvactor::collectives {
 

@@ -42,9 +42,9 @@
 #include <thread>
 #include <vector>
 
-#include "hvactor/collectives/timeline_files.hpp" // timeline_files, merge_timelines
+#include "internal/timeline_files.hpp" // timeline_files, merge_timelines
 #include "hvactor/collectives/types.hpp"
-#include "operation.hpp"
+#include "internal/operation.hpp"
 
 namespace hvactor::collectives {
 

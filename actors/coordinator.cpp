@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "internal/coordinator_state.hpp"
-#include "internal/env.hpp"
+#include "internal/knobs.hpp"
 #include "hvactor/event.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"

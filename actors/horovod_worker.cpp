@@ -13,7 +13,6 @@
 #include "internal/interfaces.hpp"
 #include "internal/transport.hpp"
 #include "hvactor/code_registry.hpp"
-#include "internal/env.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"

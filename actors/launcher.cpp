@@ -125,7 +125,7 @@ namespace {
 // ranks' files into the one the user named ("a file of every rank" stays
 // beside it). On a cluster each node keeps its ranks' files.
 void merge_local_timelines(const launcher::impl& st) {
-  auto it = st.o.env.find("HOROVOD_TIMELINE");
+  auto it = st.o.env.find(env::timeline);
   if (it == st.o.env.end() || !st.rt.local_agent)
     return;
   int size = st.o.np > 0 ? st.o.np : st.o.num_hosts.value_or(1) * st.o.per_host.value_or(1);

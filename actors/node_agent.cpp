@@ -9,7 +9,6 @@
 #include "internal/node_colocator.hpp"
 #include "internal/binary_cache.hpp"
 #include "internal/transport.hpp"
-#include "internal/env.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"

@@ -4,7 +4,6 @@
 
 #include <map>
 
-#include "internal/env.hpp"
 #include "hvactor/event.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"

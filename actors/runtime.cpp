@@ -19,7 +19,6 @@
 #include "internal/transport.hpp"
 #include "internal/file_digest.hpp"
 #include "internal/net.hpp"
-#include "internal/env.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"

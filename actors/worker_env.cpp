@@ -7,17 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "internal/env.hpp"
+#include "internal/knobs.hpp"
 #include "internal/rank_planner.hpp"
 
 namespace hvactor {
 
 namespace {
-
-// Horovod's names that only this contract sets (the rest are in env.hpp,
-// because workers read them too).
-constexpr const char* gloo_timeout_seconds = "HOROVOD_GLOO_TIMEOUT_SECONDS";
-constexpr const char* elastic_flag = "HOROVOD_ELASTIC";
 
 /// CUDA_VISIBLE_DEVICES per node: the union of its ranks' ids, ranks
 /// (local ranks) in order.
@@ -66,7 +61,7 @@ std::vector<proto::env_list> worker_envs(const worker_env_spec& spec) {
       {env::rendezvous_addr, spec.rendezvous_host},
       {env::rendezvous_port, std::to_string(spec.rendezvous_port)},
       {env::rendezvous_scope, fmt::format("{}/{}", spec.job_id, spec.generation)},
-      {gloo_timeout_seconds, std::to_string(gloo_seconds)},
+      {env::gloo_timeout_seconds, std::to_string(gloo_seconds)},
     };
     // Horovod's gloo_run: Gloo takes one interface, NCCL a list.
     if (!spec.nics.empty()) {
@@ -74,7 +69,7 @@ std::vector<proto::env_list> worker_envs(const worker_env_spec& spec) {
       entries.emplace_back(env::nccl_socket_ifname, fmt::format("{}", fmt::join(spec.nics, ",")));
     }
     if (spec.elastic)
-      entries.emplace_back(elastic_flag, "1");
+      entries.emplace_back(env::elastic, "1");
     if (auto d = devices.find(node); d != devices.end())
       entries.emplace_back(env::cuda_visible_devices, d->second);
     // A process's env keeps the first of two equal names (execve), so the

@@ -9,6 +9,7 @@
 
 #include "hvactor/errors.hpp"
 #include "internal/timeline.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::hvd::detail {
 
@@ -139,7 +140,7 @@ void engine::wait(pending_op& p) {
       ++flush_;
     }
     cv_.notify_all();
-    auto bound = 2 * opts_.timeout + 10s;
+    auto bound = 2 * opts_.timeout + knobs::engine_wait_slack;
     auto status = p.done.wait_for(bound);
     bool dequeued = false;
     {

@@ -13,7 +13,7 @@
 #include "internal/engine.hpp"
 #include "gloo/gloo_backend.hpp"
 #include "internal/rendezvous_client.hpp"
-#include "internal/env.hpp"
+#include "internal/knobs.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
 #include "internal/timeline.hpp"
@@ -78,24 +78,23 @@ std::string bind_host(const std::string& rendezvous_host) {
   return machine_hostname();
 }
 
-// The engine's and Gloo's knobs, read once at hvd::init and named only here
-// (the job's own variables: hvactor/env.hpp); nothing reads them per call.
+// The engine's and Gloo's knobs (named in internal/knobs.hpp), read once at
+// hvd::init; nothing reads them per call.
 detail::engine_options engine_options_from_env() {
   detail::engine_options opts;
-  if (auto v = env::get("HOROVOD_FUSION_THRESHOLD"))
+  if (auto v = env::get(env::fusion_threshold))
     opts.fusion_threshold = std::strtoull(v->c_str(), nullptr, 10);
-  if (auto v = env::get("HOROVOD_CYCLE_TIME"))
+  if (auto v = env::get(env::cycle_time))
     opts.cycle_time = std::chrono::microseconds{
       static_cast<int64_t>(std::strtod(v->c_str(), nullptr) * 1000.0)};
-  if (auto v = env::get("HVACTOR_CHECK_NAMES"))
+  if (auto v = env::get(env::check_names))
     opts.check_names = *v == "1" || *v == "true";
   opts.timeout = std::chrono::milliseconds{
-    1000 * static_cast<int64_t>(env::get_int("HOROVOD_GLOO_TIMEOUT_SECONDS", 30))};
+    1000 * static_cast<int64_t>(env::get_int(env::gloo_timeout_seconds, 30))};
   // Validated here, so that a typo fails init on every rank before it
   // connects instead of silently taking the automatic choice.
-  constexpr const char* algorithm = "HVACTOR_GLOO_ALLREDUCE";
   opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(
-    env::get(algorithm).value_or(""), algorithm);
+    env::get(env::gloo_allreduce).value_or(""), env::gloo_allreduce);
   return opts;
 }
 

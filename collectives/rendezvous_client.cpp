@@ -10,6 +10,7 @@
 #include "internal/actor_system.hpp"
 #include "internal/caf_error.hpp"
 #include "internal/transport.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::collectives {
 
@@ -23,7 +24,7 @@ struct rendezvous_client::impl {
   T request(std::chrono::milliseconds timeout, const std::string& what, Ts&&... xs) {
     // The store answers a timed get/wait itself; the extra second covers
     // the round trip so its (clearer) error wins.
-    auto out = ask<T>(*sys, store, timeout + std::chrono::seconds(1), std::forward<Ts>(xs)...);
+    auto out = ask<T>(*sys, store, timeout + knobs::store_round_trip, std::forward<Ts>(xs)...);
     if (out)
       return std::move(*out);
     if (out.error().category() == error_category)

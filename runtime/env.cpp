@@ -1,4 +1,4 @@
-#include "internal/env.hpp"
+#include "internal/knobs.hpp"
 
 #include <cstdlib>
 #include <stdexcept>

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "internal/env.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::log {
 

@@ -1,6 +1,6 @@
 #include "hvactor/tls.hpp"
 
-#include "internal/env.hpp"
+#include "internal/knobs.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -179,10 +179,10 @@ bool config::enabled() const noexcept {
 
 config from_env() {
   config result;
-  result.certificate = env::get(env_certificate).value_or("");
-  result.key = env::get(env_key).value_or("");
-  result.cafile = env::get(env_cafile).value_or("");
-  result.passphrase = env::get(env_passphrase).value_or("");
+  result.certificate = env::get(env::tls_certificate).value_or("");
+  result.key = env::get(env::tls_key).value_or("");
+  result.cafile = env::get(env::tls_cafile).value_or("");
+  result.passphrase = env::get(env::tls_passphrase).value_or("");
   return result;
 }
 
@@ -192,10 +192,10 @@ std::vector<std::pair<std::string, std::string>> to_env(const config& cfg) {
     if (!value.empty())
       result.emplace_back(name, value);
   };
-  add(env_certificate, cfg.certificate);
-  add(env_key, cfg.key);
-  add(env_cafile, cfg.cafile);
-  add(env_passphrase, cfg.passphrase);
+  add(env::tls_certificate, cfg.certificate);
+  add(env::tls_key, cfg.key);
+  add(env::tls_cafile, cfg.cafile);
+  add(env::tls_passphrase, cfg.passphrase);
   return result;
 }
 
@@ -240,7 +240,7 @@ void validate(const config& cfg) {
     if (file_contains(cfg.key, "ENCRYPTED"))
       hint = cfg.passphrase.empty()
                ? fmt::format(" (the key is encrypted and no passphrase is set; set {})",
-                             env_passphrase)
+                             env::tls_passphrase)
                : " (the key is encrypted: wrong passphrase?)";
     reject(fmt::format("TLS key {} does not load as a PEM private key: {}{}", cfg.key,
                        describe(codes), hint));

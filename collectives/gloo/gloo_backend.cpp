@@ -18,7 +18,7 @@
 #include <gloo/types.h>
 
 #include "gloo_store.hpp"
-#include "internal/env.hpp"
+#include "internal/knobs.hpp"
 #include "hvactor/errors.hpp"
 
 namespace hvactor::collectives {

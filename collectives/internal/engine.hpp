@@ -20,6 +20,7 @@
 #include "hvactor/hvd.hpp"
 #include "internal/name_check.hpp"
 #include "internal/operation.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::collectives {
 class timeline;
@@ -47,9 +48,9 @@ struct pending_op {
 /// environment.
 struct engine_options {
   /// HOROVOD_FUSION_THRESHOLD: bytes one fused batch may hold.
-  size_t fusion_threshold = size_t{128} << 20;
+  size_t fusion_threshold = knobs::default_fusion_threshold;
   /// HOROVOD_CYCLE_TIME: how long a batch may wait for more tensors.
-  std::chrono::microseconds cycle_time{1000};
+  std::chrono::microseconds cycle_time{knobs::default_cycle_time};
   /// Ranks compare the names and shapes of what they run (HVACTOR_CHECK_NAMES).
   bool check_names = false;
   /// The job's timeout; waits give up after twice that (the backend's own

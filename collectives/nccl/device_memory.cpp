@@ -5,6 +5,7 @@
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
 #include "hvactor/errors.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::collectives::cuda {
 
@@ -88,7 +89,7 @@ void device_memory::wait_stream(const char* what, const std::function<void()>& a
         "collectives",
         what, where(topo_, device_), timeout_.count()));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::this_thread::sleep_for(knobs::device_poll);
   }
 }
 

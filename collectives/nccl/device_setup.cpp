@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "internal/device_setup.hpp"
+#include "internal/knobs.hpp"
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
 #include "internal/devices.hpp"
@@ -126,8 +127,8 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
     if (!fresh)
       shared = fmt::format("ranks {} and {} share GPU {}", it->second, r, all[r].substr(3));
   }
-  bool multi_rank_ok = env_is("NCCL_MULTI_RANK_GPU_ENABLE", "1") && nccl_version() >= 23000;
-  if (!shared.empty() && !multi_rank_ok && std::getenv("NCCL_HOSTID") == nullptr) {
+  bool multi_rank_ok = env_is(env::nccl_multi_rank_gpu, "1") && nccl_version() >= 23000;
+  if (!shared.empty() && !multi_rank_ok && std::getenv(env::nccl_hostid) == nullptr) {
     if (t.rank == 0)
       log::info("hvd: {}; NCCL {} refuses two ranks on one GPU (NCCL < 2.30, or "
                 "NCCL_MULTI_RANK_GPU_ENABLE unset), so device collectives take the host-staged "

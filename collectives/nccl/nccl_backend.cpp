@@ -10,6 +10,7 @@
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
 #include "hvactor/errors.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor::collectives::cuda {
 
@@ -153,7 +154,7 @@ private:
                                            "rank died or never joined",
                                            what, where(topo_, device_), timeout_.count()));
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      std::this_thread::sleep_for(knobs::device_poll);
     }
   }
 

@@ -31,16 +31,11 @@ struct config {
   bool enabled() const noexcept;
 };
 
-/// Environment variables that hand a node's identity to its worker processes.
-inline constexpr const char* env_certificate = "HVACTOR_TLS_CERT";
-inline constexpr const char* env_key = "HVACTOR_TLS_KEY";
-inline constexpr const char* env_cafile = "HVACTOR_TLS_CA";
-inline constexpr const char* env_passphrase = "HVACTOR_TLS_PASSPHRASE";
-
-/// The config named by the four env_* variables (unset: empty).
+/// The config named by HVACTOR_TLS_CERT, _KEY, _CA and _PASSPHRASE (unset:
+/// empty): how a node hands its identity to its worker processes.
 config from_env();
 
-/// The env_* variables that carry `cfg`, only those with a non-empty value,
+/// The HVACTOR_TLS_* variables that carry `cfg`, only those with a non-empty value,
 /// in the order certificate, key, CA, passphrase.
 std::vector<std::pair<std::string, std::string>> to_env(const config& cfg);
 

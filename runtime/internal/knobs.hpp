@@ -1,10 +1,97 @@
 #pragma once
 
-// Internal: every timing constant of hvactor, named once with the reason
-// for its value. (Environment variable names: env.hpp.)
+// Internal: the knob file. Every environment variable and every timing
+// constant of hvactor, named once, with the reason for its value.
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+/// Every environment variable hvactor reads or sets, named once. Horovod's
+/// own names are kept so that Horovod-aware code keeps working; hvactor's
+/// use the HVACTOR_ prefix.
+namespace hvactor::env {
+
+// -- the worker env contract (DESIGN.md "Worker env"; worker_env.hpp) --------------
+
+/// World rank and size, local (per node) and cross (per local rank) ranks
+/// and sizes, by Horovod's rules.
+inline constexpr const char* rank = "HOROVOD_RANK";
+inline constexpr const char* size = "HOROVOD_SIZE";
+inline constexpr const char* local_rank = "HOROVOD_LOCAL_RANK";
+inline constexpr const char* local_size = "HOROVOD_LOCAL_SIZE";
+inline constexpr const char* cross_rank = "HOROVOD_CROSS_RANK";
+inline constexpr const char* cross_size = "HOROVOD_CROSS_SIZE";
+/// The node id a rank runs on.
+inline constexpr const char* hostname = "HOROVOD_HOSTNAME";
+/// Always "gloo": Horovod-aware code checks them.
+inline constexpr const char* controller = "HOROVOD_CONTROLLER";
+inline constexpr const char* cpu_operations = "HOROVOD_CPU_OPERATIONS";
+/// Where the job's rendezvous store answers.
+inline constexpr const char* rendezvous_addr = "HOROVOD_GLOO_RENDEZVOUS_ADDR";
+inline constexpr const char* rendezvous_port = "HOROVOD_GLOO_RENDEZVOUS_PORT";
+/// NICs for Gloo and NCCL, when known.
+inline constexpr const char* gloo_iface = "HOROVOD_GLOO_IFACE";
+inline constexpr const char* nccl_socket_ifname = "NCCL_SOCKET_IFNAME";
+/// Whole seconds every collective transfer may take (settings.timeout).
+inline constexpr const char* gloo_timeout_seconds = "HOROVOD_GLOO_TIMEOUT_SECONDS";
+/// "1" in elastic jobs.
+inline constexpr const char* elastic = "HOROVOD_ELASTIC";
+/// GPU jobs: the union of the node's assigned GPU ids, comma-joined.
+inline constexpr const char* cuda_visible_devices = "CUDA_VISIBLE_DEVICES";
+/// Job id and rendezvous generation ("<job>/<generation>").
+inline constexpr const char* rendezvous_scope = "HVACTOR_RENDEZVOUS_SCOPE";
+/// Address of the node a worker runs on (Gloo binds its TCP pairs there).
+inline constexpr const char* node_address = "HVACTOR_NODE_ADDRESS";
+
+// -- a worker process's bootstrap (set by its colocator) ---------------------------
+
+/// "host:port" of the coordinator to register with.
+inline constexpr const char* worker_coordinator = "HVACTOR_WORKER_COORDINATOR";
+inline constexpr const char* worker_job = "HVACTOR_WORKER_JOB";
+inline constexpr const char* worker_rank = "HVACTOR_WORKER_RANK";
+inline constexpr const char* worker_node = "HVACTOR_WORKER_NODE";
+/// Milliseconds a worker waits to connect and register.
+inline constexpr const char* worker_timeout_ms = "HVACTOR_WORKER_TIMEOUT_MS";
+
+// -- the collectives engine (read once at hvd::init) -------------------------------
+
+/// Bytes per fused batch (Horovod's tensor fusion; default 128 MiB, 0: off).
+inline constexpr const char* fusion_threshold = "HOROVOD_FUSION_THRESHOLD";
+/// Milliseconds a batch may wait to grow (default 1).
+inline constexpr const char* cycle_time = "HOROVOD_CYCLE_TIME";
+/// "1": ranks compare every operation's name, type and size first.
+inline constexpr const char* check_names = "HVACTOR_CHECK_NAMES";
+/// "ring", "bcube" or "auto": forces Gloo's allreduce algorithm.
+inline constexpr const char* gloo_allreduce = "HVACTOR_GLOO_ALLREDUCE";
+/// Chrome trace of every collective (a path; "{rank}" names each rank's).
+inline constexpr const char* timeline = "HOROVOD_TIMELINE";
+/// NCCL's own switches that decide whether two ranks may share one GPU.
+inline constexpr const char* nccl_multi_rank_gpu = "NCCL_MULTI_RANK_GPU_ENABLE";
+inline constexpr const char* nccl_hostid = "NCCL_HOSTID";
+
+// -- processes of a cluster ---------------------------------------------------------
+
+/// Cluster to join instead of starting an embedded one.
+inline constexpr const char* address = "HVACTOR_ADDRESS";
+/// Log level: error, warn, info, debug.
+inline constexpr const char* log_level = "HVACTOR_LOG_LEVEL";
+/// A process's TLS identity (a worker inherits its node's).
+inline constexpr const char* tls_certificate = "HVACTOR_TLS_CERT";
+inline constexpr const char* tls_key = "HVACTOR_TLS_KEY";
+inline constexpr const char* tls_cafile = "HVACTOR_TLS_CA";
+inline constexpr const char* tls_passphrase = "HVACTOR_TLS_PASSPHRASE";
+
+/// The variable's value, if set.
+std::optional<std::string> get(const char* name);
+
+/// The variable as an int; `fallback` when unset or not a number.
+int get_int(const char* name, int fallback);
+
+} // namespace hvactor::env
+
 
 namespace hvactor::knobs {
 
@@ -142,5 +229,26 @@ inline constexpr auto system_exit_limit = 10s;
 /// hvactor-node on SIGTERM: its agent stops every colocator, which gives
 /// workers leave_grace + stop_grace (2.5 s) before SIGKILL; the rest is slack.
 inline constexpr auto node_stop_timeout = 15s;
+
+// -- collectives ---------------------------------------------------------------------
+
+/// Horovod's tensor fusion defaults (HOROVOD_FUSION_THRESHOLD,
+/// HOROVOD_CYCLE_TIME): one Gloo call for up to 128 MiB of gradients, a
+/// batch waits at most 1 ms to grow.
+inline constexpr size_t default_fusion_threshold = size_t{128} << 20;
+inline constexpr auto default_cycle_time = 1ms;
+
+/// A waiter gives up on the engine after twice the job's timeout plus this:
+/// every transfer under it has its own timeout, so reaching it means the
+/// engine is stuck (reported as a bug, never a hang).
+inline constexpr auto engine_wait_slack = 10s;
+
+/// The rendezvous store answers a timed get/wait itself; the client waits
+/// this much longer so that the store's clearer error wins.
+inline constexpr auto store_round_trip = 1s;
+
+/// Device backends poll NCCL and CUDA events this often against the job's
+/// timeout (NCCL calls are nonblocking so that a dead peer never hangs).
+inline constexpr auto device_poll = std::chrono::microseconds{50};
 
 } // namespace hvactor::knobs

@@ -26,6 +26,8 @@
 
 #include <caf/actor_system_config.hpp>
 #include <doctest/doctest.h>
+
+#include "internal/knobs.hpp"
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -356,17 +358,17 @@ TEST_CASE("to_env and from_env round-trip a config through the environment") {
   tls::config cfg{"/pki/a.pem", "/pki/a.key", "/pki/ca.pem", ""};
   auto vars = tls::to_env(cfg);
   REQUIRE(vars.size() == 3); // no empty passphrase
-  CHECK(vars[0] == std::pair<std::string, std::string>{tls::env_certificate, "/pki/a.pem"});
+  CHECK(vars[0] == std::pair<std::string, std::string>{hvactor::env::tls_certificate, "/pki/a.pem"});
   for (auto& [name, value] : vars)
     ::setenv(name.c_str(), value.c_str(), 1);
-  ::unsetenv(tls::env_passphrase);
+  ::unsetenv(hvactor::env::tls_passphrase);
   auto back = tls::from_env();
   CHECK(back.certificate == cfg.certificate);
   CHECK(back.key == cfg.key);
   CHECK(back.cafile == cfg.cafile);
   CHECK(back.passphrase.empty());
   CHECK(back.enabled());
-  for (const char* name : {tls::env_certificate, tls::env_key, tls::env_cafile})
+  for (const char* name : {hvactor::env::tls_certificate, hvactor::env::tls_key, hvactor::env::tls_cafile})
     ::unsetenv(name);
   CHECK_FALSE(tls::from_env().enabled());
 }

@@ -17,6 +17,7 @@
 
 #include "internal/launcher.hpp"
 #include "hvactor/runtime.hpp"
+#include "internal/knobs.hpp"
 
 namespace {
 
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
         o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
       }
     if (res.count("timeline"))
-      o.env["HOROVOD_TIMELINE"] = res["timeline"].as<std::string>();
+      o.env[hvactor::env::timeline] = res["timeline"].as<std::string>();
     if (res.count("output-dir"))
       o.output_dir = res["output-dir"].as<std::string>();
     o.timestamps = res.count("timestamps") > 0;
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
         rt_args.insert(rt_args.end(), {std::string{"--"} + name, res[name].as<std::string>()});
     if (res.count("num-cpus")) {
       rt_args.insert(rt_args.end(), {"--num-cpus", std::to_string(res["num-cpus"].as<int>())});
-    } else if (!res.count("address") && std::getenv("HVACTOR_ADDRESS") == nullptr) {
+    } else if (!res.count("address") && std::getenv(hvactor::env::address) == nullptr) {
       // Local mode (horovodrun -np N on one machine): N slots even when the
       // machine has fewer cores.
       int slots = std::max(o.np, o.num_hosts.value_or(1) * o.per_host.value_or(1));

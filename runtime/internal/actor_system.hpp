@@ -68,6 +68,7 @@ template <class... Rs, class Handle, class... Ts>
 caf::expected<reply_t<Rs...>> ask(caf::blocking_actor& self, const Handle& whom,
                                   std::chrono::milliseconds timeout, Ts&&... xs) {
   caf::expected<reply_t<Rs...>> out{caf::sec::request_timeout};
+  // No request timeout on purpose: the receive below is bounded (see above).
   auto handle = self.request(whom, caf::infinite, std::forward<Ts>(xs)...);
   caf::blocking_actor::accept_one_cond until_one;
   self.varargs_receive(

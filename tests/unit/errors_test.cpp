@@ -18,48 +18,35 @@ namespace {
 
 using hvactor::error_kind;
 
-/// The exception class throw_caf_error raises for `err`, as a name.
-std::string thrown_class(const caf::error& err, std::string* message = nullptr, int* rank = nullptr) {
+/// What throw_caf_error raised for `err`: its class, message and rank.
+struct raised {
+  std::string name = "nothing";
+  std::string message;
+  int rank = -1;
+};
+
+raised thrown(const caf::error& err) {
+  raised out;
   try {
     hvactor::throw_caf_error(err, "ctx");
-  } catch (const hvactor::placement_timeout& e) {
-    if (message)
-      *message = e.what();
-    return "placement_timeout";
-  } catch (const hvactor::rendezvous_timeout& e) {
-    if (message)
-      *message = e.what();
-    return "rendezvous_timeout";
   } catch (const hvactor::worker_error& e) {
-    if (message)
-      *message = e.what();
-    if (rank)
-      *rank = e.rank();
-    return "worker_error";
-  } catch (const hvactor::node_lost& e) {
-    if (message)
-      *message = e.what();
-    return "node_lost";
-  } catch (const hvactor::not_started& e) {
-    if (message)
-      *message = e.what();
-    return "not_started";
+    out = {"worker_error", e.what(), e.rank()};
   } catch (const hvactor::collective_error& e) {
-    if (message)
-      *message = e.what();
-    if (rank)
-      *rank = e.peer();
-    return "collective_error";
+    out = {"collective_error", e.what(), e.peer()};
+  } catch (const hvactor::placement_timeout& e) {
+    out = {"placement_timeout", e.what()};
+  } catch (const hvactor::rendezvous_timeout& e) {
+    out = {"rendezvous_timeout", e.what()};
+  } catch (const hvactor::node_lost& e) {
+    out = {"node_lost", e.what()};
+  } catch (const hvactor::not_started& e) {
+    out = {"not_started", e.what()};
   } catch (const hvactor::error& e) {
-    if (message)
-      *message = e.what();
-    return "error";
+    out = {"error", e.what()};
   } catch (const std::invalid_argument& e) {
-    if (message)
-      *message = e.what();
-    return "invalid_argument";
+    out = {"invalid_argument", e.what()};
   }
-  return "nothing";
+  return out;
 }
 
 } // namespace
@@ -85,12 +72,11 @@ TEST_CASE("every kind travels through caf::error as a non-empty error and comes 
     REQUIRE(static_cast<bool>(err)); // a vanished error reads as success
     CHECK(err.category() == hvactor::error_category);
     CHECK(hvactor::describe(err) == "what happened on " + name);
-    std::string message;
-    int rank = -1;
-    CHECK(thrown_class(err, &message, &rank) == name);
-    CHECK(message == "what happened on " + name);
+    auto got = thrown(err);
+    CHECK(got.name == name);
+    CHECK(got.message == "what happened on " + name);
     if (kind == error_kind::worker_error || kind == error_kind::collective_error)
-      CHECK(rank == 3);
+      CHECK(got.rank == 3);
   }
 }
 
@@ -99,7 +85,7 @@ TEST_CASE("a copied and moved error keeps its kind and message") {
   caf::error copy = err;
   caf::error moved = std::move(copy);
   CHECK(static_cast<bool>(moved));
-  CHECK(thrown_class(moved) == "node_lost");
+  CHECK(thrown(moved).name == "node_lost");
 }
 
 TEST_CASE("the actor system renders hvactor errors with their kind and message") {
@@ -112,19 +98,20 @@ TEST_CASE("the actor system renders hvactor errors with their kind and message")
 }
 
 TEST_CASE("CAF's own errors become hvactor::error naming the context") {
-  std::string message;
-  CHECK(thrown_class(caf::make_error(caf::sec::request_timeout), &message) == "error");
-  CHECK(message == "ctx: no answer in time (request_timeout)");
-  CHECK(thrown_class(caf::make_error(caf::sec::request_receiver_down), &message) == "error");
-  CHECK(message.rfind("ctx: ", 0) == 0);
-  CHECK(message.find("request_receiver_down") != std::string::npos);
+  auto timeout = thrown(caf::make_error(caf::sec::request_timeout));
+  CHECK(timeout.name == "error");
+  CHECK(timeout.message == "ctx: no answer in time (request_timeout)");
+  auto down = thrown(caf::make_error(caf::sec::request_receiver_down));
+  CHECK(down.name == "error");
+  CHECK(down.message.rfind("ctx: ", 0) == 0);
+  CHECK(down.message.find("request_receiver_down") != std::string::npos);
 }
 
 TEST_CASE("an empty error is reported as an internal bug, never as success") {
-  std::string message;
-  CHECK(thrown_class(caf::error{}, &message) == "error");
-  CHECK(message.find("ctx") != std::string::npos);
-  CHECK(message.find("internal bug") != std::string::npos);
+  auto got = thrown(caf::error{});
+  CHECK(got.name == "error");
+  CHECK(got.message.find("ctx") != std::string::npos);
+  CHECK(got.message.find("internal bug") != std::string::npos);
 }
 
 } // TEST_SUITE

@@ -52,6 +52,7 @@ void fail(coord_actor self, caf::error err) {
     return;
   log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
   st.failure = err;
+  st.cfg.direct->end(err);
   answer_pending(self, err);
   if (st.cfg.launch && !st.launch_done) {
     job_exit out;
@@ -161,10 +162,11 @@ void hand_out_env(coord_actor self) {
             return;
           st.ph = phase::ready;
           st.start_pending = false;
-          job_info info{st.cfg.job_id, st.size(), {}, {}, st.shipped_bytes};
+          job_info info{st.cfg.job_id, st.size(), {}, {}, st.shipped_bytes, {}};
           for (auto& w : st.workers) {
             info.nodes.push_back(w.hello.node_id);
             info.pids.push_back(w.hello.pid);
+            info.workers.push_back(caf::actor_cast<caf::actor>(w.handle));
           }
           st.start_promise.deliver(std::move(info));
         },
@@ -367,8 +369,19 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
       open_call(self, std::move(waiter), {rank}, req);
       return rp;
     },
+    [=](call_failed_atom, caf::error& err) -> caf::result<call_results> {
+      auto& st = self->state;
+      if (st.ph != phase::ready || st.failure)
+        return not_ready_error(st, "run");
+      call_waiter waiter;
+      waiter.all = self->make_response_promise<call_results>();
+      auto rp = waiter.all;
+      hold_failure(self, std::move(waiter), std::move(err));
+      return rp;
+    },
     [=](shutdown_atom) -> caf::result<bool> {
       auto& st = self->state;
+      st.cfg.direct->end(make_error(error_kind::not_started, "the executor was shut down"));
       if (st.ph == phase::stopped)
         return true;
       auto rp = self->make_response_promise<bool>();
@@ -431,6 +444,30 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
 } // namespace hvactor::detail
 
 namespace hvactor {
+
+void direct_calls::end(const caf::error& err) {
+  ended_ = true;
+  std::lock_guard<std::mutex> guard{mu_};
+  if (!call_ || !caller_)
+    return;
+  // An answer to the call's request id, so that the waiting receive takes it.
+  caller_->enqueue(caf::make_mailbox_element(nullptr, call_->response_id(), {}, err), nullptr);
+  call_.reset();
+}
+
+bool direct_calls::begin(caf::strong_actor_ptr caller, caf::message_id call) {
+  std::lock_guard<std::mutex> guard{mu_};
+  if (ended_)
+    return false;
+  caller_ = std::move(caller);
+  call_ = call;
+  return true;
+}
+
+void direct_calls::finish() {
+  std::lock_guard<std::mutex> guard{mu_};
+  call_.reset();
+}
 
 proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
   return sys.spawn(detail::coordinator_impl, std::move(cfg));

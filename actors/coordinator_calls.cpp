@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "internal/coordinator_state.hpp"
+#include "internal/actor_system.hpp"
 #include "internal/system_config.hpp"
 
 namespace hvactor::detail {
@@ -50,7 +51,8 @@ uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>&
   st.call_waiters.emplace(id, std::move(waiter));
   for (size_t slot = 0; slot < ranks.size(); ++slot) {
     int rank = ranks[slot];
-    self->request(st.workers[rank].handle, st.cfg.settings.call_timeout, call_atom_v, req)
+    self->request(st.workers[rank].handle, wait_bound(st.cfg.settings.call_timeout), call_atom_v,
+                  req)
       .then(
         [=](call_result& res) {
           auto& st = self->state;
@@ -74,6 +76,14 @@ uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>&
         });
   }
   return id;
+}
+
+void hold_failure(coord_actor self, call_waiter waiter, caf::error err) {
+  auto& st = self->state;
+  auto id = st.next_call++;
+  st.calls.open(id, 1);
+  st.call_waiters.emplace(id, std::move(waiter));
+  failed(self, id, std::move(err));
 }
 
 void fail_calls(coord_actor self, const caf::error& err) {

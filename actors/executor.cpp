@@ -35,7 +35,7 @@ struct executor::impl {
   /// The coordinator bounds each worker's call by call_timeout and names
   /// the rank; the driver's own bound only catches a coordinator gone silent.
   std::chrono::milliseconds call_bound() const {
-    return settings.call_timeout + settings.timeout;
+    return wait_bound(settings.call_timeout) + wait_bound(settings.timeout);
   }
 };
 
@@ -140,7 +140,7 @@ std::chrono::milliseconds executor::call_timeout() const {
 std::vector<std::vector<char>> executor::call_all(const detail::call_data& call) {
   auto& st = *impl_;
   st.require_started("run");
-  auto res = st.session->ask<call_results>(st.call_bound(), call_atom_v, call);
+  auto res = st.session->call_all(call, st.call_bound());
   if (!res)
     throw_caf_error(res.error(), "run");
   return std::move(res->payloads);

@@ -1,5 +1,6 @@
 #include "internal/job_session.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -28,7 +29,7 @@ std::chrono::milliseconds start_bound_of(const coordinator_config& cfg) {
 } // namespace
 
 job_session::job_session(runtime::impl& rt, coordinator_config cfg)
-  : rt_(rt), settings_(cfg.settings), start_bound_(start_bound_of(cfg)) {
+  : rt_(rt), settings_(cfg.settings), start_bound_(start_bound_of(cfg)), direct_(cfg.direct) {
   bool registers = !cfg.launch;
   coord_ = spawn_coordinator(system(), std::move(cfg));
   store_ = spawn_rendezvous_store(system());
@@ -62,7 +63,157 @@ caf::expected<job_info> job_session::start() {
                                    : std::string{};
   // The coordinator bounds placement, shipping and registration itself;
   // this bound only catches a coordinator that stopped answering.
-  return ask<job_info>(start_bound_, start_atom_v, endpoint, rt_.bind_host, store_port_);
+  auto info = ask<job_info>(start_bound_, start_atom_v, endpoint, rt_.bind_host, store_port_);
+  if (info) {
+    for (int32_t r = 0; r < info->size; ++r) {
+      workers_.push_back(caf::actor_cast<horovod_worker>(info->workers.at(r)));
+      rank_of_.emplace(workers_.back().address(), r);
+      labels_.push_back(fmt::format("rank {} on node '{}' (pid {})", r, info->nodes.at(r),
+                                    info->pids.at(r)));
+    }
+  }
+  return info;
+}
+
+caf::expected<call_results> job_session::call_all(const call_request& req,
+                                                  std::chrono::milliseconds bound) {
+  std::unique_lock<std::mutex> lk{caller_mu_, std::try_to_lock};
+  if (lk.owns_lock() && std::this_thread::get_id() == owner_ && !workers_.empty()
+      && !direct_->ended())
+    return call_workers(**caller_, req, bound);
+  lk = {};
+  return hvactor::ask<call_results>(system(), coord_, bound, call_atom_v, req);
+}
+
+void job_session::drain_abandoned(caf::blocking_actor& self) {
+  caf::blocking_actor::accept_one_cond until_one;
+  for (auto& [id, due] : abandoned_) {
+    bool taken = true;
+    while (due > 0 && taken) {
+      taken = false;
+      self.varargs_receive(
+        until_one, id, [&](call_result&) { taken = true; }, [&](caf::error&) { taken = true; },
+        caf::after(std::chrono::seconds{0}) >> [] {});
+      due -= taken ? 1 : 0;
+    }
+  }
+  abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(),
+                                  [](auto& entry) { return entry.second == 0; }),
+                   abandoned_.end());
+}
+
+namespace {
+
+// The rank that has not answered when only one has not, else -1.
+int only_open_rank(const std::vector<std::optional<std::vector<char>>>& answers) {
+  int open = -1;
+  for (size_t r = 0; r < answers.size(); ++r)
+    if (!answers[r]) {
+      if (open >= 0)
+        return -1;
+      open = static_cast<int>(r);
+    }
+  return open;
+}
+
+// "rank 3 on node 'n1' (pid 4711)", or the ranks that may be meant.
+std::string ranks_label(const std::vector<std::string>& labels,
+                        const std::vector<std::optional<std::vector<char>>>& answers, int rank) {
+  if (rank >= 0)
+    return labels[static_cast<size_t>(rank)];
+  std::vector<std::string> open;
+  for (size_t r = 0; r < answers.size() && open.size() <= 8; ++r)
+    if (!answers[r])
+      open.push_back(open.size() < 8 ? std::to_string(r) : "...");
+  return fmt::format("one of ranks {}", fmt::join(open, ", "));
+}
+
+} // namespace
+
+caf::expected<call_results> job_session::call_workers(caf::blocking_actor& self,
+                                                      const call_request& req,
+                                                      std::chrono::milliseconds bound) {
+  drain_abandoned(self);
+  // One request id for every rank, as CAF's fan-out requests do: a blocking
+  // actor waits for answers to one id at a time, and so it takes them in
+  // arrival order, a failure the moment it comes. No CAF request timeout:
+  // the receive carries the bound (hvactor::ask explains why).
+  auto id = self.new_request_id(caf::message_priority::normal);
+  if (!direct_->begin(self.ctrl(), id))
+    return hvactor::ask<call_results>(self, coord_, bound, call_atom_v, req);
+  auto msg = caf::make_message(call_atom_v, req);
+  for (auto& w : workers_)
+    w->enqueue(caf::make_mailbox_element(self.ctrl(), id, {}, msg), self.context());
+  auto deadline = deadline_after(std::chrono::steady_clock::now(), settings_.call_timeout);
+  std::vector<std::optional<std::vector<char>>> answers(workers_.size());
+  size_t due = workers_.size();
+  caf::error failure;
+  // The rank whose answer is the current message, or -1 (an answer CAF made
+  // up for a worker it lost, or the coordinator's).
+  auto sender_rank = [&] {
+    auto& sender = self.current_sender();
+    if (!sender)
+      return only_open_rank(answers);
+    auto i = rank_of_.find(caf::actor_cast<caf::actor_addr>(sender));
+    return i == rank_of_.end() ? only_open_rank(answers) : i->second;
+  };
+  caf::blocking_actor::accept_one_cond until_one;
+  while (due > 0 && !failure) {
+    self.varargs_receive(
+      until_one, id.response_id(),
+      [&](call_result& res) {
+        int rank = sender_rank();
+        --due;
+        if (!res.ok) {
+          failure = make_error(error_kind::worker_error,
+                               fmt::format("remote call on {} raised: {}",
+                                           ranks_label(labels_, answers, rank), res.error),
+                               rank);
+        } else if (rank >= 0 && !answers[static_cast<size_t>(rank)]) {
+          answers[static_cast<size_t>(rank)] = std::move(res.payload);
+        } else {
+          failure = make_error(error_kind::generic, "an answer to a call came from no rank of "
+                                                    "the job (internal bug)");
+        }
+      },
+      [&](caf::error& err) {
+        int rank = sender_rank();
+        --due;
+        failure = make_error(error_kind::worker_error,
+                             fmt::format("remote call on {} failed: {}",
+                                         ranks_label(labels_, answers, rank), describe(err)),
+                             rank);
+      },
+      caf::after(time_left(deadline)) >> [&] {
+        int rank = only_open_rank(answers);
+        failure = make_error(error_kind::worker_error,
+                             fmt::format("remote call on {} did not answer within call_timeout "
+                                         "({} ms)",
+                                         ranks_label(labels_, answers, rank),
+                                         settings_.call_timeout.count()),
+                             rank);
+      });
+  }
+  direct_->finish();
+  if (!failure) {
+    call_results out;
+    out.payloads.reserve(answers.size());
+    for (auto& a : answers)
+      out.payloads.push_back(std::move(*a));
+    return out;
+  }
+  if (due > 0) {
+    abandoned_.emplace_back(id.response_id(), due);
+    if (abandoned_.size() > knobs::max_abandoned_calls)
+      abandoned_.erase(abandoned_.begin());
+  }
+  // The coordinator holds the failure for the call error grace, or answers
+  // with the job's failure: when a rank died, its own exit report is the
+  // error the user needs, not its peers' broken collectives.
+  auto held = hvactor::ask<call_results>(self, coord_, bound, call_failed_atom_v, failure);
+  if (held)
+    return failure; // the coordinator never answers with results
+  return held.error();
 }
 
 void job_session::launch(std::function<void(caf::expected<job_exit>)> done) {

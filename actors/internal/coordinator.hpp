@@ -1,6 +1,10 @@
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +15,36 @@
 #include "hvactor/settings.hpp"
 
 namespace hvactor {
+
+/// The driver's direct call in flight (job_session::call_all sends it to
+/// the workers itself, one request id for all of them): how the coordinator
+/// wakes it when the job fails meanwhile, since the driver's blocking actor
+/// waits only for answers to that id. Shared by the session and the
+/// coordinator; the mutex guards `caller` and `call`.
+class direct_calls {
+public:
+  /// The job failed or is shutting down: later calls go through the
+  /// coordinator, and the call in flight, if any, gets `err` now.
+  void end(const caf::error& err);
+
+  /// Whether end() was called.
+  bool ended() const noexcept {
+    return ended_.load();
+  }
+
+  /// A call with request id `call` from `caller` begins; false (and nothing
+  /// recorded) when the job already ended.
+  bool begin(caf::strong_actor_ptr caller, caf::message_id call);
+
+  /// The call in flight was answered.
+  void finish();
+
+private:
+  std::atomic<bool> ended_{false};
+  std::mutex mu_;
+  caf::strong_actor_ptr caller_;
+  std::optional<caf::message_id> call_;
+};
 
 /// Everything a coordinator needs to run one job.
 struct coordinator_config {
@@ -35,6 +69,8 @@ struct coordinator_config {
   /// hvactor::log::event from any process, in arrival order.
   std::function<void(int rank, const std::map<std::string, std::string>& fields)> on_event;
   std::vector<std::string> args;
+  /// The driver's direct calls, ended by the job's failure or shutdown.
+  std::shared_ptr<direct_calls> direct = std::make_shared<direct_calls>();
 };
 
 /// Spawns the coordinator of one job (protocol: interfaces.hpp).

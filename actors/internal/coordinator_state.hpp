@@ -116,6 +116,10 @@ void finish_launch(coord_actor self, proto::job_exit out);
 uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>& ranks,
                    const proto::call_request& req);
 
+/// A call the driver made itself failed with `err`: answers `waiter` like
+/// a call's first failure (held for the grace, unless the job fails).
+void hold_failure(coord_actor self, call_waiter waiter, caf::error err);
+
 /// Answers every call in flight with `err` (a job failure or shutdown).
 void fail_calls(coord_actor self, const caf::error& err);
 

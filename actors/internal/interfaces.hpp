@@ -241,11 +241,15 @@ struct job_info {
   std::vector<int32_t> pids;
   /// Bytes of the driver's binary sent to nodes that did not have it.
   uint64_t shipped_bytes = 0;
+  /// Each rank's worker actor (a horovod_worker), for the driver's direct
+  /// calls.
+  std::vector<caf::actor> workers;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_info& x) {
-  return f(caf::meta::type_name("job_info"), x.job_id, x.size, x.nodes, x.pids, x.shipped_bytes);
+  return f(caf::meta::type_name("job_info"), x.job_id, x.size, x.nodes, x.pids, x.shipped_bytes,
+           x.workers);
 }
 
 } // namespace hvactor::proto
@@ -275,6 +279,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, output_atom, "output")
   CAF_ADD_ATOM(hvactor, hvactor::proto, event_atom, "event")
   CAF_ADD_ATOM(hvactor, hvactor::proto, finished_atom, "finished")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, call_failed_atom, "call_fail")
   // The coordinator's timers, one atom each.
   CAF_ADD_ATOM(hvactor, hvactor::proto, placement_retry_atom, "plc_retry")
   CAF_ADD_ATOM(hvactor, hvactor::proto, registration_due_atom, "reg_due")
@@ -341,6 +346,10 @@ using coordinator = caf::typed_actor<
   caf::replies_to<call_atom, call_request>::with<call_results>,
   // A call on one rank.
   caf::replies_to<call_one_atom, int32_t, call_request>::with<call_result>,
+  // The driver's direct call (job_session::call_all) failed with this
+  // error: answered, always with an error, by the job's failure when one
+  // comes within the call error grace, else by this error.
+  caf::replies_to<call_failed_atom, caf::error>::with<call_results>,
   // Stop every worker and release every reservation; idempotent.
   caf::replies_to<shutdown_atom>::with<bool>,
   // Timers it sends itself: retry placement; the registration deadline;

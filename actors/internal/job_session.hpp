@@ -8,6 +8,9 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "internal/coordinator.hpp"
 #include "internal/actor_system.hpp"
@@ -56,6 +59,15 @@ public:
     return start_bound_;
   }
 
+  /// Runs `req` on every rank and returns the results in world-rank order,
+  /// or the call's error (the job's failure when it fails within the call
+  /// error grace). From the session's thread, while the job is healthy, the
+  /// session's blocking actor calls the workers itself: the coordinator hop
+  /// cost about 10 % of the call rate. Otherwise the coordinator makes the
+  /// call. `bound` catches a coordinator gone silent.
+  caf::expected<proto::call_results> call_all(const proto::call_request& req,
+                                              std::chrono::milliseconds bound);
+
   /// Sends a request to the coordinator and waits for its answer, at most
   /// `timeout`. Reuses one blocking actor per session (creating one per
   /// call cost about 10 % of the call rate) when called from the thread
@@ -85,6 +97,10 @@ public:
 
 private:
   uint16_t publish(const caf::actor& whom, const char* what);
+  caf::expected<proto::call_results> call_workers(caf::blocking_actor& self,
+                                                  const proto::call_request& req,
+                                                  std::chrono::milliseconds bound);
+  void drain_abandoned(caf::blocking_actor& self);
 
   runtime::impl& rt_;
   settings settings_;
@@ -98,6 +114,17 @@ private:
   std::mutex caller_mu_;
   std::optional<caf::scoped_actor> caller_;
   bool closed_ = false;
+  std::shared_ptr<direct_calls> direct_;
+  /// The workers (by world rank), their ranks by address and their labels
+  /// for error messages, once start() succeeded.
+  std::vector<proto::horovod_worker> workers_;
+  std::unordered_map<caf::actor_addr, int> rank_of_;
+  std::vector<std::string> labels_;
+  /// Failed direct calls whose answers did not all come yet (request id,
+  /// answers due): taken out of the blocking actor's mailbox before each
+  /// call, since a blocking actor scans every message left in it on each
+  /// receive.
+  std::vector<std::pair<caf::message_id, size_t>> abandoned_;
 };
 
 } // namespace hvactor

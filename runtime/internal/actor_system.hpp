@@ -3,6 +3,7 @@
 // Internal: the CAF actor system as every hvactor process runs it, and the
 // one way to block on a request at the API edge.
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <caf/sec.hpp>
 
 #include "hvactor/tls.hpp"
+#include "internal/knobs.hpp"
 
 namespace hvactor {
 
@@ -33,6 +35,26 @@ void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads,
 /// with exit code 1 if that takes longer than `limit`: a stuck actor must
 /// never hang a program's or a node's exit.
 void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::seconds limit);
+
+/// `d` clamped to knobs::longest_wait and to zero: safe to hand to CAF.
+inline std::chrono::milliseconds wait_bound(std::chrono::milliseconds d) {
+  return std::clamp(d, std::chrono::milliseconds::zero(),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(knobs::longest_wait));
+}
+
+/// `now + d`, with `d` clamped as by wait_bound (no overflow).
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::time_point now,
+                                                           std::chrono::milliseconds d) {
+  return now + wait_bound(d);
+}
+
+/// The time left until `deadline`, never negative.
+inline std::chrono::milliseconds time_left(std::chrono::steady_clock::time_point deadline) {
+  auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero())
+    return std::chrono::milliseconds::zero();
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
+}
 
 namespace detail {
 
@@ -82,7 +104,7 @@ caf::expected<reply_t<Rs...>> ask(caf::blocking_actor& self, const Handle& whom,
         out = std::make_tuple(std::move(values)...);
     },
     [&](caf::error& err) { out = std::move(err); },
-    caf::after(timeout) >> [] {});
+    caf::after(wait_bound(timeout)) >> [] {});
   return out;
 }
 

@@ -135,6 +135,12 @@ inline constexpr size_t watchdog_max_connections = 1024;
 /// clock skew between the node that issues and the nodes that verify.
 inline constexpr auto certificate_backdate = 1h;
 
+/// The longest single wait any timer or receive is given: longer user
+/// timeouts (up to milliseconds::max(), meaning "never") are clamped here,
+/// since CAF adds a timeout to the clock in nanoseconds and an overflow
+/// there fires at once. 100 years is "never" for a job.
+inline constexpr auto longest_wait = std::chrono::hours{24 * 365 * 100};
+
 // -- cluster membership ----------------------------------------------------------
 
 /// A node rejoining under an id the registry still holds: how long the
@@ -189,6 +195,12 @@ inline constexpr auto exit_report_grace = 1500ms;
 /// dies, its peers often fail first (their collective breaks), and the dead
 /// rank's exit report is the error the user needs (call_fanin).
 inline constexpr auto call_error_grace = 250ms;
+
+/// Direct calls that failed or timed out keep the ids of their unanswered
+/// requests so that late answers are taken out of the driver's blocking
+/// actor; beyond this many (a rank that never answers), the oldest are
+/// forgotten.
+inline constexpr size_t max_abandoned_calls = 1024;
 
 /// hvactor-run: after the first rank failed, the others get this long to
 /// fail too (peers inside a collective with it) before the job ends and

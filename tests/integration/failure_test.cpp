@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
@@ -65,6 +68,12 @@ int marker_then_sleep(int seconds) {
 }
 
 int rank_of() {
+  return env_int("HOROVOD_RANK");
+}
+
+int sleep_on_rank(int rank, int ms) {
+  if (env_int("HOROVOD_RANK") == rank)
+    ::usleep(static_cast<useconds_t>(ms) * 1000);
   return env_int("HOROVOD_RANK");
 }
 
@@ -196,6 +205,81 @@ TEST_CASE("SIGKILL of a worker in the middle of a long call fails the call withi
   ex.shutdown();
   CHECK(std::chrono::steady_clock::now() - t1 < 4s);
   CHECK(hvactor::test::all_gone(pids, 1s));
+}
+
+TEST_CASE("SIGKILL of a worker in the middle of a long synchronous run() fails it within 2 s "
+          "naming the dead rank, although the other ranks are still busy") {
+  hvactor::executor ex{test_runtime(), quick_settings(), {.num_workers = 4}};
+  ex.start();
+  auto pids = ex.worker_pids();
+  std::thread killer{[&] {
+    std::this_thread::sleep_for(300ms);
+    ::kill(pids[2], SIGKILL);
+  }};
+  auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    ex.run(&marker_then_sleep, 30);
+  } catch (const hvactor::worker_error& e) {
+    what = e.what();
+  }
+  killer.join();
+  CAPTURE(what);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2300ms);
+  CHECK(what.find("rank 2") != std::string::npos);
+  CHECK(what.find("SIGKILL") != std::string::npos);
+  // The failed job stays failed, with the same error, at once.
+  auto t1 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(ex.run(&rank_of), doctest::Contains("SIGKILL"), hvactor::worker_error);
+  CHECK(std::chrono::steady_clock::now() - t1 < 500ms);
+  ex.shutdown();
+  CHECK(hvactor::test::all_gone(pids, 1s));
+}
+
+TEST_CASE("a rank that exceeds call_timeout fails run() with worker_error naming it and the "
+          "timeout; its late answer is not mistaken for a later call's") {
+  auto s = hvactor::executor::create_settings(
+    {.timeout = 20s, .placement_timeout = 20s, .call_timeout = 400ms});
+  hvactor::executor ex{test_runtime(), s, {.num_workers = 3}};
+  ex.start();
+  auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    ex.run(&sleep_on_rank, 1, 1500);
+    FAIL("run() returned although rank 1 took 1.5 s with call_timeout 400 ms");
+  } catch (const hvactor::worker_error& e) {
+    what = e.what();
+    CHECK(e.rank() == 1);
+  }
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  CAPTURE(what);
+  CHECK(elapsed >= 400ms);
+  CHECK(elapsed < 1400ms);
+  CHECK(what.find("rank 1 on node") != std::string::npos);
+  CHECK(what.find("call_timeout (400 ms)") != std::string::npos);
+  // Rank 1 is still asleep: the next call waits for it (within its own
+  // call_timeout) and gets this call's answers, in rank order.
+  std::this_thread::sleep_for(1200ms);
+  CHECK(ex.run(&sleep_on_rank, 0, 0) == std::vector<int>{0, 1, 2});
+  CHECK(ex.run(&rank_of) == std::vector<int>{0, 1, 2});
+  ex.shutdown();
+}
+
+TEST_CASE("run() from several threads at once: every call gets its own answers") {
+  hvactor::executor ex{test_runtime(), quick_settings(), {.num_workers = 2}};
+  ex.start();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i)
+        if (ex.run(&sleep_on_rank, t % 2, i % 3) != std::vector<int>{0, 1})
+          ++wrong;
+    });
+  for (auto& c : callers)
+    c.join();
+  CHECK(wrong == 0);
+  ex.shutdown();
 }
 
 TEST_CASE("a driver killed with SIGKILL leaves no worker process alive after 5 s") {

@@ -238,6 +238,25 @@ caf::error not_ready_error(const coordinator_state& st, const char* what) {
 
 coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config cfg) {
   self->state.cfg = std::move(cfg);
+  // A handler that throws ends the coordinator (CAF), and the request it
+  // was handling is never answered: fail the job with the exception's text
+  // first, so that every waiter gets it (the session's own waits also
+  // watch the coordinator's exit, exit_watch), and exit with it.
+  self->set_exception_handler([=](caf::scheduled_actor*, std::exception_ptr& eptr) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    auto err = make_error(error_kind::generic,
+                          fmt::format("the job's coordinator failed: {}", what));
+    log::error("job {}: {}", self->state.cfg.job_id, describe(err));
+    fail(self, err);
+    self->state.cfg.direct->end(err);
+    return err;
+  });
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     // A colocator that is gone needs no stop: its node died or shut down
@@ -331,8 +350,15 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
         self->state.cfg.on_output(rank, stream, line);
     },
     [=](event_atom, int32_t rank, const std::string& encoded) {
-      if (self->state.cfg.on_event)
+      if (!self->state.cfg.on_event)
+        return;
+      try {
         self->state.cfg.on_event(rank, log::decode_event(encoded));
+      } catch (const std::exception& e) {
+        fail(self, make_error(error_kind::generic,
+                              fmt::format("the on_event callback threw on an event of rank {}: {}",
+                                          rank, e.what())));
+      }
     },
     [=](finished_atom) -> caf::result<job_exit> {
       auto& st = self->state;

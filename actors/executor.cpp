@@ -41,6 +41,7 @@ struct executor::impl {
 
 executor::executor(runtime& rt, settings s, executor_options opts) {
   validate(opts);
+  validate(s);
   impl_.reset(new impl{*rt.impl_, s, std::move(opts)});
   if (impl_->options.min_workers)
     throw std::invalid_argument("elastic jobs (min_workers/max_workers) are not supported by this "

@@ -99,7 +99,7 @@ void serve_worker() {
   int rank = env::get_int(env::worker_rank, -1);
   auto node = env::get(env::worker_node).value_or("");
   auto timeout = std::chrono::milliseconds{
-    env::get_int(env::worker_timeout_ms, knobs::default_worker_timeout_ms)};
+    env::get_int64(env::worker_timeout_ms, knobs::default_worker_timeout_ms)};
   log::set_role("worker " + std::to_string(rank));
   auto colon = endpoint.rfind(':');
   if (colon == std::string::npos || rank < 0) {

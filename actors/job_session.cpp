@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -28,7 +30,24 @@ std::chrono::milliseconds start_bound_of(const coordinator_config& cfg) {
 
 } // namespace
 
-job_session::job_session(runtime::impl& rt, coordinator_config cfg)
+namespace {
+
+// Every timeout clamped to knobs::longest_wait ("no bound"), so that the
+// sums and deadlines built from them cannot overflow.
+coordinator_config saturated(coordinator_config cfg) {
+  for (auto* t : {&cfg.settings.timeout, &cfg.settings.placement_timeout,
+                  &cfg.settings.call_timeout})
+    *t = wait_bound(*t);
+  return cfg;
+}
+
+} // namespace
+
+job_session::job_session(runtime::impl& rt, coordinator_config config)
+  : job_session(rt, saturated(std::move(config)), 0) {
+}
+
+job_session::job_session(runtime::impl& rt, coordinator_config cfg, int)
   : rt_(rt), settings_(cfg.settings), start_bound_(start_bound_of(cfg)), direct_(cfg.direct) {
   bool registers = !cfg.launch;
   coord_ = spawn_coordinator(system(), std::move(cfg));
@@ -223,16 +242,28 @@ void job_session::launch(std::function<void(caf::expected<job_exit>)> done) {
   auto endpoint = rt_.bind_host;
   auto port = store_port_;
   launch_waiter_ = system().spawn([=](caf::event_based_actor* self) {
-    self->request(coord, bound, start_atom_v, std::string{}, endpoint, port)
+    // A coordinator that terminates answers nothing: its exit is the outcome.
+    auto once = std::make_shared<bool>(false);
+    auto finish = [=](caf::expected<job_exit> out) {
+      if (std::exchange(*once, true))
+        return;
+      done(std::move(out));
+      self->quit();
+    };
+    self->monitor(coord);
+    self->set_down_handler([=](caf::down_msg& dm) {
+      finish(exited_error("job's coordinator", dm.reason));
+    });
+    self->request(coord, wait_bound(bound), start_atom_v, std::string{}, endpoint, port)
       .then(
         [=](const job_info&) {
           // The coordinator answers `finished` once every process exited;
           // the request bound only catches a coordinator gone silent.
-          self->request(coord, finish_bound, finished_atom_v)
-            .then([=](job_exit& out) { done(std::move(out)); },
-                  [=](caf::error& err) { done(std::move(err)); });
+          self->request(coord, wait_bound(finish_bound), finished_atom_v)
+            .then([=](job_exit& out) { finish(std::move(out)); },
+                  [=](caf::error& err) { finish(std::move(err)); });
         },
-        [=](caf::error& err) { done(std::move(err)); });
+        [=](caf::error& err) { finish(std::move(err)); });
   });
 }
 

@@ -1,5 +1,8 @@
 #include "hvactor/settings.hpp"
 
+#include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -14,7 +17,37 @@ void require_positive(const char* name, const std::optional<int>& value) {
                                 + ".");
 }
 
+// `text` with control characters written as \xNN, for error messages.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+void require_positive(const char* name, std::chrono::milliseconds value) {
+  if (value.count() < 1)
+    throw std::invalid_argument(std::string{name} + " must be > 0 ms: Got "
+                                + std::to_string(value.count()) + " ms.");
+}
+
 } // namespace
+
+void validate(const settings& s) {
+  require_positive("timeout", s.timeout);
+  require_positive("placement_timeout", s.placement_timeout);
+  require_positive("call_timeout", s.call_timeout);
+  if (s.stderr_tail_lines < 0)
+    throw std::invalid_argument("stderr_tail_lines must be >= 0: Got "
+                                + std::to_string(s.stderr_tail_lines) + ".");
+}
 
 void validate(const executor_options& opts) {
   bool elastic = opts.min_workers.has_value() || opts.max_workers.has_value();
@@ -35,6 +68,12 @@ void validate(const executor_options& opts) {
   require_positive("num_workers", opts.num_workers);
   require_positive("num_hosts", opts.num_hosts);
   require_positive("num_workers_per_host", opts.num_workers_per_host);
+  if (opts.num_hosts && opts.num_workers_per_host
+      && int64_t{*opts.num_hosts} * *opts.num_workers_per_host > std::numeric_limits<int>::max())
+    throw std::invalid_argument("num_hosts * num_workers_per_host must be <= "
+                                + std::to_string(std::numeric_limits<int>::max()) + ": Got "
+                                + std::to_string(*opts.num_hosts) + " * "
+                                + std::to_string(*opts.num_workers_per_host) + ".");
   require_positive("min_workers", opts.min_workers);
   require_positive("max_workers", opts.max_workers);
   if (opts.cpus_per_worker < 1)
@@ -53,6 +92,15 @@ void validate(const executor_options& opts) {
   if (opts.reset_limit && *opts.reset_limit < 0)
     throw std::invalid_argument("reset_limit must be >= 0: Got " + std::to_string(*opts.reset_limit)
                                 + ".");
+  for (auto& [name, value] : opts.extra_env_vars) {
+    if (name.empty() || name.find_first_of(std::string{"=\0", 2}) != std::string::npos)
+      throw std::invalid_argument("extra_env_vars names must be non-empty and contain neither "
+                                  "'=' nor NUL: Got '"
+                                  + printable(name) + "'.");
+    if (value.find('\0') != std::string::npos)
+      throw std::invalid_argument("extra_env_vars values must not contain NUL: Got '"
+                                  + printable(name) + "' = '" + printable(value) + "'.");
+  }
   if (opts.cooldown_range) {
     auto [lower, upper] = *opts.cooldown_range;
     if (lower < 1 || upper > 3600 || lower > upper)

@@ -96,6 +96,7 @@ public:
   }
 
 private:
+  job_session(runtime::impl& rt, coordinator_config cfg, int);
   uint16_t publish(const caf::actor& whom, const char* what);
   caf::expected<proto::call_results> call_workers(caf::blocking_actor& self,
                                                   const proto::call_request& req,

@@ -14,7 +14,8 @@ namespace hvactor {
 /// Job-wide settings (horovod.ray's `RayExecutor.create_settings`).
 struct settings {
   /// Bound on every control-plane wait: workers registering, rendezvous,
-  /// connecting back to the driver.
+  /// connecting back to the driver. Every timeout must be positive;
+  /// milliseconds::max() (or anything above 10 years) means no bound.
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
   /// How long `start()` keeps retrying to reserve resources before it
   /// throws `placement_timeout`.
@@ -50,6 +51,11 @@ struct executor_options {
 /// Throws std::invalid_argument with API.md's messages when `opts` is not a
 /// valid job description.
 void validate(const executor_options& opts);
+
+/// Throws std::invalid_argument when a timeout is not positive or
+/// stderr_tail_lines is negative. Timeouts have no upper limit:
+/// milliseconds::max() means "no bound".
+void validate(const settings& s);
 
 /// "0,2,3" -> {0, 2, 3} (--gpu-ids); throws std::invalid_argument naming
 /// the option for anything but comma-separated non-negative integers.

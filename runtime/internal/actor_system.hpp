@@ -10,7 +10,9 @@
 #include <tuple>
 #include <utility>
 
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/attachable.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/blocking_actor.hpp>
 #include <caf/expected.hpp>
@@ -56,6 +58,31 @@ inline std::chrono::milliseconds time_left(std::chrono::steady_clock::time_point
   return std::chrono::ceil<std::chrono::milliseconds>(left);
 }
 
+/// While it lives, answers request `answer_id` (a response id) of `caller`
+/// with an error when `target` terminates first. A blocking wait for one
+/// answer sees nothing but that answer (a down_msg is not one), so this is
+/// how it learns that the actor it waits on is gone: an actor killed by an
+/// exception in a handler never answers the request it was handling.
+/// Detaches itself when destroyed.
+class exit_watch {
+public:
+  exit_watch(const caf::strong_actor_ptr& target, caf::strong_actor_ptr caller,
+             caf::message_id answer_id);
+  ~exit_watch();
+
+  exit_watch(const exit_watch&) = delete;
+  exit_watch& operator=(const exit_watch&) = delete;
+
+private:
+  caf::strong_actor_ptr target_;
+  const void* token_ = nullptr;
+};
+
+/// The error an exit_watch answers with: `reason` itself when it is one of
+/// hvactor's (an actor that failed with a clear error), else "the actor
+/// 'name' terminated: reason".
+caf::error exited_error(const char* name, const caf::error& reason);
+
 namespace detail {
 
 template <class... Rs>
@@ -92,6 +119,7 @@ caf::expected<reply_t<Rs...>> ask(caf::blocking_actor& self, const Handle& whom,
   caf::expected<reply_t<Rs...>> out{caf::sec::request_timeout};
   // No request timeout on purpose: the receive below is bounded (see above).
   auto handle = self.request(whom, caf::infinite, std::forward<Ts>(xs)...);
+  exit_watch watch{caf::actor_cast<caf::strong_actor_ptr>(whom), self.ctrl(), handle.id()};
   caf::blocking_actor::accept_one_cond until_one;
   self.varargs_receive(
     until_one, handle.id(),

@@ -87,8 +87,12 @@ inline constexpr const char* tls_passphrase = "HVACTOR_TLS_PASSPHRASE";
 /// The variable's value, if set.
 std::optional<std::string> get(const char* name);
 
-/// The variable as an int; `fallback` when unset or not a number.
+/// The variable as an int; `fallback` when unset, not a number or out of
+/// range.
 int get_int(const char* name, int fallback);
+
+/// The variable as a 64-bit integer; `fallback` when unset or not a number.
+int64_t get_int64(const char* name, int64_t fallback);
 
 } // namespace hvactor::env
 
@@ -138,8 +142,9 @@ inline constexpr auto certificate_backdate = 1h;
 /// The longest single wait any timer or receive is given: longer user
 /// timeouts (up to milliseconds::max(), meaning "never") are clamped here,
 /// since CAF adds a timeout to the clock in nanoseconds and an overflow
-/// there fires at once. 100 years is "never" for a job.
-inline constexpr auto longest_wait = std::chrono::hours{24 * 365 * 100};
+/// there fires at once. 10 years is "never" for a job, and sums of a few
+/// such bounds still fit in nanoseconds.
+inline constexpr auto longest_wait = std::chrono::hours{24 * 365 * 10};
 
 // -- cluster membership ----------------------------------------------------------
 

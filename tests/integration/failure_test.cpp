@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <atomic>
+#include <map>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +70,12 @@ int marker_then_sleep(int seconds) {
 }
 
 int rank_of() {
+  return env_int("HOROVOD_RANK");
+}
+
+int event_then_sleep(int ms) {
+  hvactor::log::event({{"step", "1"}});
+  ::usleep(static_cast<useconds_t>(ms) * 1000);
   return env_int("HOROVOD_RANK");
 }
 
@@ -280,6 +288,55 @@ TEST_CASE("run() from several threads at once: every call gets its own answers")
     c.join();
   CHECK(wrong == 0);
   ex.shutdown();
+}
+
+TEST_CASE("an on_event callback that throws fails the call in flight at once with its text") {
+  hvactor::executor ex{test_runtime(), quick_settings(), {.num_workers = 2}};
+  ex.on_event([](int, const std::map<std::string, std::string>&) {
+    throw std::runtime_error("dashboard is down");
+  });
+  ex.start();
+  auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    ex.run(&event_then_sleep, 5000);
+  } catch (const hvactor::error& e) {
+    what = e.what();
+  }
+  CAPTURE(what);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  CHECK(what.find("the on_event callback threw") != std::string::npos);
+  CHECK(what.find("dashboard is down") != std::string::npos);
+  auto pids = ex.worker_pids();
+  ex.shutdown();
+  CHECK(hvactor::test::all_gone(pids, 2s));
+}
+
+TEST_CASE("milliseconds::max() as every timeout means no bound: the job starts and calls work") {
+  using ms = std::chrono::milliseconds;
+  auto s = hvactor::executor::create_settings(
+    {.timeout = ms::max(), .placement_timeout = ms::max(), .call_timeout = ms::max()});
+  hvactor::executor ex{test_runtime(), s, {.num_workers = 2}};
+  ex.start();
+  CHECK(ex.run(&sleep_on_rank, 1, 300) == std::vector<int>{0, 1});
+  auto futures = ex.run_remote(&sleep_on_rank, 0, 300);
+  CHECK(futures[0].get() == 0);
+  CHECK(futures[1].get() == 1);
+  ex.shutdown();
+}
+
+TEST_CASE("negative timeouts and an overflowing worker count are refused before anything starts") {
+  using ms = std::chrono::milliseconds;
+  CHECK_THROWS_WITH_AS(
+    hvactor::executor(test_runtime(), hvactor::executor::create_settings({.timeout = ms{-5}}),
+                      {.num_workers = 1}),
+    "timeout must be > 0 ms: Got -5 ms.", std::invalid_argument);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(hvactor::executor(test_runtime(), quick_settings(),
+                                         {.num_hosts = 65536, .num_workers_per_host = 65536}),
+                       doctest::Contains("num_hosts * num_workers_per_host must be <="),
+                       std::invalid_argument);
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
 }
 
 TEST_CASE("a driver killed with SIGKILL leaves no worker process alive after 5 s") {

@@ -238,3 +238,45 @@ TEST_CASE("--gpu-ids parses comma-separated ids and refuses anything else, namin
                          std::invalid_argument);
 }
 } // TEST_SUITE
+
+TEST_CASE("num_hosts * num_workers_per_host must fit an int") {
+  check_rejected({.num_hosts = 65536, .num_workers_per_host = 65536},
+                 "num_hosts * num_workers_per_host must be <= 2147483647: Got 65536 * 65536.");
+  check_accepted({.num_hosts = 2, .num_workers_per_host = 1073741823});
+}
+
+TEST_CASE("extra_env_vars names must be non-empty without '=' or NUL; values without NUL") {
+  auto with_env = [](std::string name, std::string value) {
+    executor_options o{.num_workers = 1};
+    o.extra_env_vars[std::move(name)] = std::move(value);
+    return o;
+  };
+  check_rejected(with_env("", "x"), "extra_env_vars names must be non-empty and contain neither "
+                                    "'=' nor NUL: Got ''.");
+  check_rejected(with_env("A=B", "x"), "extra_env_vars names must be non-empty and contain "
+                                       "neither '=' nor NUL: Got 'A=B'.");
+  check_rejected(with_env(std::string{"A\0B", 3}, "x"),
+                 "extra_env_vars names must be non-empty and contain neither '=' nor NUL: Got "
+                 "'A\\x00B'.");
+  check_rejected(with_env("A", std::string{"x\0y", 3}),
+                 "extra_env_vars values must not contain NUL: Got 'A' = 'x\\x00y'.");
+  check_accepted(with_env("MY_VAR", "a=b c"));
+}
+
+TEST_CASE("settings: timeouts must be positive; milliseconds::max() is accepted as no bound") {
+  auto rejection_of = [](hvactor::settings s) -> std::string {
+    try {
+      validate(s);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "<accepted>";
+  };
+  using ms = std::chrono::milliseconds;
+  CHECK(rejection_of({.timeout = ms{-5}}) == "timeout must be > 0 ms: Got -5 ms.");
+  CHECK(rejection_of({.placement_timeout = ms{0}}) == "placement_timeout must be > 0 ms: Got 0 ms.");
+  CHECK(rejection_of({.call_timeout = ms{-1}}) == "call_timeout must be > 0 ms: Got -1 ms.");
+  CHECK(rejection_of({.stderr_tail_lines = -1}) == "stderr_tail_lines must be >= 0: Got -1.");
+  CHECK(rejection_of({.timeout = ms::max(), .placement_timeout = ms::max(),
+                      .call_timeout = ms::max()}) == "<accepted>");
+}

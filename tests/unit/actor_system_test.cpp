@@ -1,0 +1,111 @@
+// The one way hvactor blocks on a request (ask) never outlives the actor it
+// waits on, and timeouts of any size are safe to hand to CAF.
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <doctest/doctest.h>
+
+#include "internal/actor_system.hpp"
+#include "internal/caf_error.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct system_fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+
+  system_fixture() {
+    hvactor::register_error_category(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+// Answers 42 later (a response promise, as the coordinator answers start),
+// then throws from another handler before it does: CAF ends the actor and
+// the promise is never delivered. With `hvactor_exit`, its exception
+// handler exits with one of hvactor's errors instead of CAF's default.
+struct thrower_state {
+  caf::response_promise pending;
+};
+
+caf::behavior thrower(caf::stateful_actor<thrower_state>* self, bool hvactor_exit) {
+  if (hvactor_exit)
+    self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr&) {
+      return hvactor::make_error(hvactor::error_kind::worker_error, "the thrower gave up", 3);
+    });
+  return {
+    [=](int32_t x) -> caf::result<int32_t> {
+      if (x != 42)
+        return x;
+      self->state.pending = self->make_response_promise();
+      self->send(self, std::string{"boom"});
+      return self->state.pending;
+    },
+    [](const std::string& what) { throw std::runtime_error(what); },
+  };
+}
+
+} // namespace
+
+TEST_CASE("ask() on an actor that dies from an exception in the handler answers at once with "
+          "an error, not after its timeout") {
+  system_fixture f;
+  auto actor = f.sys->spawn(thrower, false);
+  CHECK(*hvactor::ask<int32_t>(*f.sys, actor, 10s, int32_t{7}) == 7);
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = hvactor::ask<int32_t>(*f.sys, actor, 10s, int32_t{42});
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  REQUIRE_FALSE(res);
+  CHECK(static_cast<bool>(res.error()));
+  INFO(hvactor::describe(res.error()));
+  CHECK(hvactor::describe(res.error()).find("terminated") != std::string::npos);
+  // Asking the dead actor again also answers at once.
+  t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(hvactor::ask<int32_t>(*f.sys, actor, 10s, int32_t{7}));
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+}
+
+TEST_CASE("an actor that exits with one of hvactor's errors passes it to the waiter as is") {
+  system_fixture f;
+  auto actor = f.sys->spawn(thrower, true);
+  auto res = hvactor::ask<int32_t>(*f.sys, actor, 10s, int32_t{42});
+  REQUIRE_FALSE(res);
+  CHECK(hvactor::describe(res.error()) == "the thrower gave up");
+  CHECK_THROWS_AS(hvactor::throw_caf_error(res.error(), "test"), hvactor::worker_error);
+}
+
+TEST_CASE("a blocking actor reused for asks that succeeded keeps no watch on the target") {
+  system_fixture f;
+  auto actor = f.sys->spawn(thrower, false);
+  caf::scoped_actor self{*f.sys};
+  for (int32_t i = 100; i < 1100; ++i)
+    REQUIRE(*hvactor::ask<int32_t>(*self, actor, 10s, int32_t{i}) == i);
+  // The target now dies; the reused actor's mailbox gets nothing from the
+  // 1000 finished asks (their watches were detached).
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  std::this_thread::sleep_for(50ms);
+  CHECK(self->mailbox().size() == 0);
+}
+
+TEST_CASE("timeouts of any size are clamped before they reach CAF") {
+  using ms = std::chrono::milliseconds;
+  CHECK(hvactor::wait_bound(ms::max()) == std::chrono::duration_cast<ms>(hvactor::knobs::longest_wait));
+  CHECK(hvactor::wait_bound(ms{-5}) == ms::zero());
+  CHECK(hvactor::wait_bound(ms{250}) == ms{250});
+  auto now = std::chrono::steady_clock::now();
+  CHECK(hvactor::deadline_after(now, ms::max()) > now + std::chrono::hours{24 * 365});
+  CHECK(hvactor::time_left(hvactor::deadline_after(now, ms::max())) > ms{0});
+  // A receive bounded by max() neither fires at once nor overflows.
+  system_fixture f;
+  auto actor = f.sys->spawn(thrower, false);
+  CHECK(*hvactor::ask<int32_t>(*f.sys, actor, ms::max(), int32_t{5}) == 5);
+}

@@ -106,6 +106,7 @@ void start_embedded(runtime::impl& st) {
   st.opts.num_gpus = static_cast<int>(st.opts.gpu_ids.size());
   if (st.opts.node_id.empty())
     st.opts.node_id = net::host_name();
+  transport::guard_ports({}, st.opts.insecure);
   st.cfg = std::make_unique<caf::actor_system_config>();
   configure_system(*st.cfg);
   st.sys = std::make_unique<caf::actor_system>(*st.cfg);
@@ -135,6 +136,7 @@ void join_cluster(runtime::impl& st) {
   tls::validate(st.opts.tls);
   st.bind_host = !st.opts.bind.empty() ? st.opts.bind : net::local_address_towards(host);
   st.binary_hash = sha256_file(st.executable);
+  transport::guard_ports(st.opts.tls, st.opts.insecure);
   st.cfg = std::make_unique<caf::actor_system_config>();
   configure_system(*st.cfg, 0, st.opts.tls);
   st.sys = std::make_unique<caf::actor_system>(*st.cfg);

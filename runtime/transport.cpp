@@ -2,6 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string_view>
 
 #include <caf/all.hpp>
@@ -12,6 +16,9 @@
 #include "hvactor/tls.hpp"
 #include "internal/actor_system.hpp"
 #include "internal/knobs.hpp"
+#include "internal/port_guard.hpp"
+
+#include <fmt/format.h>
 
 namespace hvactor::transport {
 
@@ -29,6 +36,26 @@ void configure(caf::actor_system_config& cfg, const tls::config& tls) {
   tls::apply(tls, cfg);
 }
 
+void guard_ports(const tls::config& tls, bool insecure) {
+  // port_guard.cpp must win symbol lookup over libc, or nothing is checked.
+  Dl_info where{};
+  if (::dladdr(::dlsym(RTLD_DEFAULT, "accept"), &where) == 0 || where.dli_fname == nullptr
+      || std::string_view{where.dli_fname}.find("hvactor_runtime") == std::string_view::npos)
+    throw std::runtime_error(fmt::format(
+      "accept() resolves to {}, not hvactor's port guard, so this process could not refuse "
+      "unauthenticated peers; link libhvactor_runtime before libc",
+      where.dli_fname ? where.dli_fname : "?"));
+  port_guard::policy p;
+  p.same_user = !tls.enabled() && !insecure;
+  p.check_frames = !tls.enabled();
+  p.check_connects = p.same_user;
+  p.max_message_bytes = static_cast<uint32_t>(std::clamp<int64_t>(
+    env::get_int64(env::max_message_bytes, knobs::max_message_bytes), 1,
+    std::numeric_limits<uint32_t>::max()));
+  p.max_connections = knobs::max_connections_per_port;
+  port_guard::configure(p);
+}
+
 bool secure(caf::actor_system& sys) {
   return sys.has_openssl_manager();
 }
@@ -42,12 +69,15 @@ caf::actor connector(caf::actor_system& sys) {
 caf::expected<uint16_t> publish(caf::actor_system& sys, const caf::actor& whom, uint16_t port,
                                 const std::string& bind) {
   const char* in = bind.empty() ? nullptr : bind.c_str();
-  if (secure(sys))
-    return caf::openssl::publish(whom, port, in, true);
-  return sys.middleman().publish(whom, port, in, true);
+  auto got = secure(sys) ? caf::openssl::publish(whom, port, in, true)
+                         : sys.middleman().publish(whom, port, in, true);
+  if (got)
+    port_guard::watch(*got);
+  return got;
 }
 
 void unpublish(caf::actor_system& sys, const caf::actor& whom, uint16_t port) {
+  port_guard::unwatch(port);
   if (!secure(sys)) {
     sys.middleman().unpublish(whom, port);
     return;

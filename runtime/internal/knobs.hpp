@@ -78,6 +78,8 @@ inline constexpr const char* nccl_hostid = "NCCL_HOSTID";
 inline constexpr const char* address = "HVACTOR_ADDRESS";
 /// Log level: error, warn, info, debug.
 inline constexpr const char* log_level = "HVACTOR_LOG_LEVEL";
+/// Largest message a published plain port accepts (knobs::max_message_bytes).
+inline constexpr const char* max_message_bytes = "HVACTOR_MAX_MESSAGE_BYTES";
 /// A process's TLS identity (a worker inherits its node's).
 inline constexpr const char* tls_certificate = "HVACTOR_TLS_CERT";
 inline constexpr const char* tls_key = "HVACTOR_TLS_KEY";
@@ -134,6 +136,17 @@ inline constexpr auto watchdog_period = 1s;
 /// Connections kept per watched port; the idlest beyond it are shut down
 /// (one process must not be exhausted by connection floods).
 inline constexpr size_t watchdog_max_connections = 1024;
+
+/// Largest message a peer may send to a published plain port (the BASP
+/// payload its header announces); a larger announcement closes the
+/// connection before anything is allocated (port_guard). Shipped binaries
+/// travel in 4 MiB chunks; results of remote calls are the large ones.
+/// HVACTOR_MAX_MESSAGE_BYTES overrides it.
+inline constexpr uint32_t max_message_bytes = uint32_t{1} << 30;
+
+/// Connections kept per published port; beyond it new ones are refused
+/// (plain ports; the TLS watchdog applies the same cap to TLS ports).
+inline constexpr size_t max_connections_per_port = watchdog_max_connections;
 
 /// Certificates hvactor-node certs issues start this far in the past:
 /// clock skew between the node that issues and the nodes that verify.

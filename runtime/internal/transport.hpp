@@ -22,6 +22,14 @@ namespace hvactor::transport {
 /// `tls.enabled()`; the caller validated the files (tls::validate) first.
 void configure(caf::actor_system_config& cfg, const tls::config& tls);
 
+/// Sets the port guard's policy for this process (internal/port_guard.hpp)
+/// from its transport: without TLS, only processes of this user may connect
+/// on loopback (unless `insecure`) and oversized messages are refused;
+/// under TLS, only the connection cap. Throws when the guard is not in
+/// place (this library lost symbol lookup to libc). Drivers and nodes call
+/// it before they publish; worker processes keep the default.
+void guard_ports(const tls::config& tls, bool insecure);
+
 /// True when `sys` talks mutual TLS.
 bool secure(caf::actor_system& sys);
 

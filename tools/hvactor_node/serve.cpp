@@ -82,6 +82,7 @@ int serve(node_options o) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  transport::guard_ports(o.tls, o.insecure);
   caf::actor_system_config cfg;
   configure_system(cfg, 0, o.tls);
   auto sys = std::make_unique<caf::actor_system>(cfg);

@@ -1,0 +1,239 @@
+// Only members can talk to a cluster, on loopback too, and no peer can make
+// a process allocate without bound: real hvactor-node processes and a real
+// driver, probed by processes of another local user (uid 65534 via
+// setpriv; these cases need root and are skipped otherwise) and by raw
+// sockets that announce a 4 GiB message.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "cluster_support.hpp"
+
+using namespace std::chrono_literals;
+using namespace hvactor::test;
+
+namespace {
+
+constexpr const char* nobody = "65534";
+
+bool can_switch_user() {
+  return ::geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv");
+}
+
+/// `argv` run as uid/gid 65534 with no supplementary groups.
+std::vector<std::string> as_other_user(std::vector<std::string> argv) {
+  std::vector<std::string> out{"/usr/bin/setpriv", std::string{"--reuid="} + nobody,
+                               std::string{"--regid="} + nobody, "--clear-groups", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+int port_of(const std::string& address) {
+  return std::stoi(address.substr(address.rfind(':') + 1));
+}
+
+/// VmHWM (peak RSS) of `pid` in KiB.
+long peak_rss_kib(int pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stol(line.substr(6));
+  return -1;
+}
+
+/// Listening TCP ports of process `pid` (its socket inodes in /proc/net/tcp).
+std::set<int> listening_ports(int pid) {
+  std::set<std::string> inodes;
+  for (auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0)
+      inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::set<int> ports;
+  for (auto table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in{table};
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::istringstream fields{line};
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      fields >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (state == "0A" && inodes.count(inode))
+        ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
+/// Connects to 127.0.0.1:port, sends one BASP header announcing a payload
+/// of `payload_len` bytes, and returns how long until the peer closed the
+/// connection (or `limit` when it did not).
+std::chrono::milliseconds send_header_until_closed(int port, uint32_t payload_len,
+                                                   std::chrono::milliseconds limit) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  timeval tv{0, 100 * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  uint8_t header[32] = {};
+  header[0] = 3; // direct_message
+  uint32_t len_be = htonl(payload_len);
+  std::memcpy(header + 4, &len_be, 4);
+  header[31] = 1; // dest_actor 1
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(::send(fd, header, sizeof(header), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(header)));
+  char buf[4096];
+  while (std::chrono::steady_clock::now() - t0 < limit) {
+    auto n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+      break; // closed
+  }
+  ::close(fd);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()
+                                                               - t0);
+}
+
+/// How long `hvactor-node status` takes, and whether it listed `nodes`.
+std::chrono::milliseconds status_time(cluster& c, size_t nodes) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto st = c.status();
+  auto took =
+    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  CHECK(st.ok());
+  CHECK(st.nodes.size() == nodes);
+  return took;
+}
+
+} // namespace
+
+TEST_SUITE("port guard") {
+
+TEST_CASE("another local user can neither query, join nor run a job on a loopback head") {
+  if (!can_switch_user()) {
+    MESSAGE("skipped: needs root and setpriv to act as another user");
+    return;
+  }
+  cluster c{{.node_ids = {"head", "node-a"}}};
+  temp_dir intruder_dir;
+  std::filesystem::permissions(intruder_dir.path(), std::filesystem::perms::all);
+  // Status as another user: refused before it gets an answer.
+  auto status = run_command(as_other_user({HVACTOR_NODE, "status", "--address", c.address()}),
+                            intruder_dir.path() / "status", 20s);
+  CHECK_FALSE(status.status.success());
+  // A node of another user cannot join.
+  auto join = run_command(as_other_user({HVACTOR_NODE, "--address", c.address(), "--node-id",
+                                         "intruder", "--num-cpus", "2", "--work-dir",
+                                         (intruder_dir.path() / "work").string(),
+                                         "--connect-timeout", "3"}),
+                          intruder_dir.path() / "join", 20s);
+  CHECK_FALSE(join.status.success());
+  // A driver of another user cannot reserve, ship or spawn anything.
+  auto driver = run_command(as_other_user({HVACTOR_CLUSTER_DRIVER, "--address", c.address(),
+                                           "pack", "2", "--placement-ms", "2000"}),
+                            intruder_dir.path() / "driver", 30s);
+  INFO("driver stdout:\n" << driver.out << "\nstderr:\n" << driver.err);
+  CHECK_FALSE(driver.status.success());
+  CHECK(driver.out.find("WORKER") == std::string::npos);
+  // The head said why, and the cluster is untouched.
+  auto head_log = c.node("head").stderr_text();
+  INFO("head stderr:\n" << head_log);
+  CHECK(head_log.find("port guard: refused a connection") != std::string::npos);
+  CHECK(head_log.find("uid 65534") != std::string::npos);
+  auto st = c.status();
+  REQUIRE(st.ok());
+  CHECK(st.nodes.size() == 2);
+  CHECK(st.find("intruder") == nullptr);
+  CHECK(st.all_free());
+  CHECK(c.worker_processes().empty());
+  // The same commands as this user work.
+  auto own = c.driver({"pack", "2"});
+  CHECK(own->read_line_with("DONE", 60s));
+}
+
+TEST_CASE("another local user cannot connect to an embedded cluster's published ports") {
+  if (!can_switch_user()) {
+    MESSAGE("skipped: needs root and setpriv to act as another user");
+    return;
+  }
+  temp_dir dir;
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  // No --address: the driver runs its own embedded cluster and publishes its
+  // coordinator and rendezvous store on loopback while the job runs.
+  process driver{{HVACTOR_CLUSTER_DRIVER, "hold", "2", "20"}, dir.path() / "driver"};
+  REQUIRE(driver.read_line_with("STARTED", 60s));
+  auto ports = listening_ports(driver.pid());
+  REQUIRE(ports.size() >= 2);
+  for (int port : ports) {
+    CAPTURE(port);
+    auto probe = run_command(as_other_user({HVACTOR_NODE, "status", "--address",
+                                            "127.0.0.1:" + std::to_string(port)}),
+                             dir.path() / ("probe-" + std::to_string(port)), 20s);
+    CHECK_FALSE(probe.status.success());
+  }
+  auto log = driver.stderr_text();
+  INFO("driver stderr:\n" << log);
+  size_t refusals = 0;
+  for (size_t at = log.find("port guard: refused a connection"); at != std::string::npos;
+       at = log.find("port guard: refused a connection", at + 1))
+    ++refusals;
+  CHECK(refusals == ports.size());
+  // The job is unaffected.
+  driver.signal(SIGTERM);
+}
+
+TEST_CASE("a header announcing 4 GiB closes the connection at once; the head allocates nothing "
+          "and keeps answering") {
+  cluster c{{.node_ids = {"head", "node-a"}}};
+  int head = c.node("head").pid();
+  auto baseline = status_time(c, 2);
+  long rss_before = peak_rss_kib(head);
+  for (int i = 0; i < 5; ++i) {
+    auto closed_after = send_header_until_closed(port_of(c.address()), 0xFFFFFFFFu, 5s);
+    CHECK(closed_after < 1s);
+  }
+  long rss_after = peak_rss_kib(head);
+  MESSAGE("head peak RSS " << rss_before << " KiB -> " << rss_after << " KiB; status "
+                           << baseline.count() << " ms before");
+  CHECK(rss_after - rss_before < 32 * 1024);
+  CHECK(status_time(c, 2) < std::max(baseline * 3, std::chrono::milliseconds{1000}));
+  CHECK(c.node("head").stderr_text().find("announced 4294967295 bytes") != std::string::npos);
+  // A message within the limit is not refused for its size.
+  auto small = send_header_until_closed(port_of(c.address()), 64, 300ms);
+  CHECK(small >= 250ms);
+}
+
+TEST_CASE("against a TLS head the same header never gets past the handshake") {
+  temp_dir certs_dir;
+  auto certs = make_certs(certs_dir.path(), {"head", "node-a"});
+  cluster c{{.node_ids = {"head", "node-a"}, .tls = certs}};
+  int head = c.node("head").pid();
+  auto baseline = status_time(c, 2);
+  long rss_before = peak_rss_kib(head);
+  for (int i = 0; i < 5; ++i)
+    CHECK(send_header_until_closed(port_of(c.address()), 0xFFFFFFFFu, 15s) < 12s);
+  long rss_after = peak_rss_kib(head);
+  MESSAGE("TLS head peak RSS " << rss_before << " KiB -> " << rss_after << " KiB");
+  CHECK(rss_after - rss_before < 32 * 1024);
+  CHECK(status_time(c, 2) < std::max(baseline * 3, std::chrono::milliseconds{1500}));
+}
+
+} // TEST_SUITE

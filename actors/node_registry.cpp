@@ -1,5 +1,7 @@
 #include "internal/node_registry.hpp"
 
+#include "hvactor/settings.hpp"
+
 #include <chrono>
 #include <unordered_map>
 #include <vector>
@@ -80,6 +82,11 @@ node_registry::behavior_type registry_impl(registry_actor self) {
   });
   return {
     [=](join_atom, node_info& info, node_agent agent) -> caf::result<bool> {
+      try {
+        hvactor::validate_node_id(info.node_id);
+      } catch (const std::invalid_argument& e) {
+        return make_error(error_kind::invalid_argument, e.what());
+      }
       auto* old = self->state.find(info.node_id);
       if (old == nullptr || old->agent == agent) {
         admit(self, std::move(info), agent);

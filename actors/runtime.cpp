@@ -106,6 +106,7 @@ void start_embedded(runtime::impl& st) {
   st.opts.num_gpus = static_cast<int>(st.opts.gpu_ids.size());
   if (st.opts.node_id.empty())
     st.opts.node_id = net::host_name();
+  validate_node_id(st.opts.node_id);
   transport::guard_ports({}, st.opts.insecure);
   st.cfg = std::make_unique<caf::actor_system_config>();
   configure_system(*st.cfg);

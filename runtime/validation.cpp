@@ -109,6 +109,22 @@ void validate(const executor_options& opts) {
   }
 }
 
+void validate_node_id(const std::string& id) {
+  auto allowed = [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.'
+           || c == '_' || c == '-';
+  };
+  bool ok = !id.empty() && id.size() <= max_node_id_length && id.front() != '.'
+            && id.front() != '-';
+  for (unsigned char c : id)
+    ok = ok && allowed(c);
+  if (!ok)
+    throw std::invalid_argument(
+      "node id must be 1-" + std::to_string(max_node_id_length)
+      + " characters from A-Z a-z 0-9 . _ - and not start with '.' or '-': Got '" + printable(id)
+      + "'.");
+}
+
 std::vector<int> parse_gpu_ids(const std::string& text) {
   std::vector<int> ids;
   std::stringstream in{text};

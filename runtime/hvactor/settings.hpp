@@ -3,6 +3,7 @@
 #include "hvactor/tls.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -56,6 +57,15 @@ void validate(const executor_options& opts);
 /// stderr_tail_lines is negative. Timeouts have no upper limit:
 /// milliseconds::max() means "no bound".
 void validate(const settings& s);
+
+/// Longest node id.
+inline constexpr size_t max_node_id_length = 64;
+
+/// Throws std::invalid_argument unless `id` is a valid node id: 1 to 64
+/// characters from A-Z a-z 0-9 '.' '_' '-', not starting with '.' or '-'
+/// (so no '/', no "..", no whitespace: ids name directories and appear in
+/// logs and HOROVOD_HOSTNAME).
+void validate_node_id(const std::string& id);
 
 /// "0,2,3" -> {0, 2, 3} (--gpu-ids); throws std::invalid_argument naming
 /// the option for anything but comma-separated non-negative integers.

@@ -97,6 +97,28 @@ TEST_CASE("joining a port where no registry is published fails the node with tha
   sys.middleman().close(*port);
 }
 
+TEST_CASE("hvactor-node refuses node ids that could escape its work root or break logs, and "
+          "creates nothing") {
+  temp_dir dir;
+  auto root = dir.path() / "root";
+  std::filesystem::create_directories(root);
+  std::vector<std::string> bad{"../x", "a/b", "..", "with space", "line\nbreak", "", "-flag",
+                               std::string(65, 'n')};
+  for (auto& id : bad) {
+    CAPTURE(id);
+    auto node = run_command({HVACTOR_NODE, "--head", "--port", "0", "--node-id", id,
+                             "--num-cpus", "1", "--work-dir", (root / "w").string()},
+                            dir.path() / "node", 20s);
+    CHECK(node.status.exited);
+    CHECK(node.status.code == 2);
+    CHECK(node.err.find("node id must be 1-64 characters from A-Z a-z 0-9 . _ -") !=
+          std::string::npos);
+  }
+  CHECK(std::filesystem::is_empty(root));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "x"));
+  CHECK_NOTHROW(hvactor::validate_node_id("node-a.rack_7"));
+}
+
 TEST_CASE("a worker whose registration is refused exits with a clear error, not a crash, and "
           "the job goes on") {
   auto& rt = test_runtime();

@@ -121,8 +121,10 @@ int main(int argc, char** argv) {
       o.bind = res["bind"].as<std::string>();
     if (res.count("node-ip"))
       o.node_ip = res["node-ip"].as<std::string>();
-    if (res.count("node-id"))
+    if (res.count("node-id")) {
       o.node_id = res["node-id"].as<std::string>();
+      hvactor::validate_node_id(o.node_id);
+    }
     o.num_cpus = res.count("num-cpus") ? res["num-cpus"].as<int>()
                                        : static_cast<int>(std::thread::hardware_concurrency());
     if (o.num_cpus < 0)

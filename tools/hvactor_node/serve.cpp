@@ -19,6 +19,8 @@
 #include <caf/openssl/manager.hpp>
 #include <fmt/format.h>
 
+#include "hvactor/settings.hpp"
+
 #include "internal/node_agent.hpp"
 #include "internal/node_registry.hpp"
 #include "internal/transport.hpp"
@@ -40,6 +42,7 @@ using namespace std::chrono_literals;
 void resolve(node_options& o, std::string& head_host, uint16_t& head_port) {
   if (o.node_id.empty())
     o.node_id = net::host_name();
+  hvactor::validate_node_id(o.node_id);
   if (o.work_dir.empty())
     o.work_dir = fmt::format("/tmp/hvactor-{}/{}", ::getuid(), o.node_id);
   if (!o.head)

@@ -68,11 +68,13 @@ uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>&
             answer(self, id);
         },
         [=](caf::error& err) {
-          failed(self, id,
-                 make_error(error_kind::worker_error,
-                            fmt::format("remote call on {} failed: {}",
-                                        worker_label(self->state, rank), describe(err)),
-                            rank));
+          auto& st = self->state;
+          auto what = err == caf::sec::request_timeout
+                        ? fmt::format("remote call on {} did not answer within call_timeout ({} ms)",
+                                      worker_label(st, rank), st.cfg.settings.call_timeout.count())
+                        : fmt::format("remote call on {} failed: {}", worker_label(st, rank),
+                                      describe(err));
+          failed(self, id, make_error(error_kind::worker_error, what, rank));
         });
   }
   return id;

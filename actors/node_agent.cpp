@@ -10,6 +10,7 @@
 #include "internal/binary_cache.hpp"
 #include "internal/transport.hpp"
 #include "hvactor/errors.hpp"
+#include "internal/actor_system.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/caf_error.hpp"
@@ -195,6 +196,7 @@ caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coord
 
 node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
                                      node_ledger ledger) {
+  self->set_exception_handler(exit_with_error("node agent"));
   self->state.cfg = std::move(cfg);
   self->state.ledger = std::move(ledger);
   if (!self->state.cfg.work_dir.empty())

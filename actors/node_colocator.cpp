@@ -5,6 +5,7 @@
 #include <map>
 
 #include "hvactor/event.hpp"
+#include "internal/actor_system.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/process.hpp"
@@ -114,6 +115,7 @@ void start_workers(colocator_actor self) {
 node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request req,
                                              reservation res, coordinator coord,
                                              node_agent agent) {
+  self->set_exception_handler(exit_with_error("colocator of job " + req.job_id));
   auto& st = self->state;
   st.req = std::move(req);
   st.res = std::move(res);

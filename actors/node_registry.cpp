@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "internal/actor_system.hpp"
 #include "internal/log.hpp"
 #include "internal/caf_error.hpp"
 #include "internal/knobs.hpp"
@@ -67,6 +68,7 @@ void admit(registry_actor self, node_info info, node_agent agent) {
 }
 
 node_registry::behavior_type registry_impl(registry_actor self) {
+  self->set_exception_handler(exit_with_error("node registry"));
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& ms = self->state.members;
     for (size_t pos = 0; pos < ms.size(); ++pos)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "internal/actor_system.hpp"
 #include "internal/caf_error.hpp"
 
 namespace hvactor {
@@ -70,6 +71,7 @@ caf::error timeout_error(const pending_wait& w, const std::vector<std::string>& 
 }
 
 rendezvous_store::behavior_type store_impl(store_actor self) {
+  self->set_exception_handler(exit_with_error("rendezvous store"));
   return {
     [=](set_atom, const std::string& scope, const std::string& key,
         std::vector<char>& value) -> bool {

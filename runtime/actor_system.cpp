@@ -88,6 +88,20 @@ exit_watch::~exit_watch() {
     target_->get()->detach(caf::attachable::token{answer_on_exit::token_type, token_});
 }
 
+caf::scheduled_actor::exception_handler exit_with_error(std::string what) {
+  return [what](caf::scheduled_actor*, std::exception_ptr& eptr) {
+    std::string text = "unknown exception";
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+    }
+    log::error("the {} failed: {}", what, text);
+    return make_error(error_kind::generic, fmt::format("the {} failed: {}", what, text));
+  };
+}
+
 caf::error exited_error(const char* name, const caf::error& reason) {
   if (reason && reason.category() == error_category)
     return reason;

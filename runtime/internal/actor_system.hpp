@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/blocking_actor.hpp>
 #include <caf/expected.hpp>
+#include <caf/scheduled_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/sec.hpp>
 
@@ -77,6 +79,12 @@ private:
   caf::strong_actor_ptr target_;
   const void* token_ = nullptr;
 };
+
+/// An exception handler for a long-lived actor (set_exception_handler): a
+/// handler that throws ends the actor (CAF); this logs the exception and
+/// makes its exit reason one of hvactor's errors naming `what`, which every
+/// exit_watch waiting on the actor passes on as is.
+caf::scheduled_actor::exception_handler exit_with_error(std::string what);
 
 /// The error an exit_watch answers with: `reason` itself when it is one of
 /// hvactor's (an actor that failed with a clear error), else "the actor

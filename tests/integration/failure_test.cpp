@@ -270,6 +270,12 @@ TEST_CASE("a rank that exceeds call_timeout fails run() with worker_error naming
   std::this_thread::sleep_for(1200ms);
   CHECK(ex.run(&sleep_on_rank, 0, 0) == std::vector<int>{0, 1, 2});
   CHECK(ex.run(&rank_of) == std::vector<int>{0, 1, 2});
+  // run_remote goes through the coordinator: the same message per rank.
+  auto futures = ex.run_remote(&sleep_on_rank, 2, 1500);
+  CHECK(futures[0].get() == 0);
+  CHECK_THROWS_WITH_AS(futures[2].get(),
+                       doctest::Contains("did not answer within call_timeout (400 ms)"),
+                       hvactor::worker_error);
   ex.shutdown();
 }
 

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -146,9 +148,28 @@ int serve(node_options o) {
                  o.node_id, head_host, head_port, o.node_ip, agent_port, o.num_cpus,
                  o.gpu_ids.size(), o.tls.enabled() ? "mutual TLS" : "no TLS");
     std::fflush(stdout);
+    // A node whose agent or registry died (an exception in a handler) must
+    // not keep listening as if it served: it stops and exits 1.
+    auto died = std::make_shared<std::atomic<bool>>(false);
+    auto watch_component = [&](const caf::actor& component) {
+      component->attach_functor([died](const caf::error& reason) {
+        if (reason == caf::exit_reason::user_shutdown || reason == caf::exit_reason::normal)
+          return;
+        *died = true;
+        ::kill(::getpid(), SIGTERM);
+      });
+    };
+    watch_component(caf::actor_cast<caf::actor>(agent));
+    if (registry)
+      watch_component(caf::actor_cast<caf::actor>(registry));
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    log::info("received {}: stopping the node and its workers", ::strsignal(sig));
+    if (*died) {
+      log::error("the node's agent or registry failed (see above); stopping the node");
+      rc = 1;
+    } else {
+      log::info("received {}: stopping the node and its workers", ::strsignal(sig));
+    }
     if (auto stopped = ask<bool>(*self, agent, knobs::node_stop_timeout, proto::stop_atom_v);
         !stopped)
       log::warn("workers did not all stop in time: {}", describe(stopped.error()));

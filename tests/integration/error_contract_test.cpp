@@ -119,6 +119,19 @@ TEST_CASE("hvactor-node refuses node ids that could escape its work root or brea
   CHECK_NOTHROW(hvactor::validate_node_id("node-a.rack_7"));
 }
 
+TEST_CASE("hvactor-run with an --output-dir it cannot create ends at once with the reason, "
+          "never waits for a coordinator that is gone") {
+  temp_dir dir;
+  auto r = run_command({HVACTOR_RUN, "-np", "2", "--output-dir", "/proc/x/y", "--",
+                        HVACTOR_RUN_PROGRAM},
+                       dir.path() / "run", 30s);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.status.exited);
+  CHECK(r.status.code != 0);
+  CHECK(r.elapsed < 10s);
+  CHECK(r.err.find("/proc/x/y") != std::string::npos);
+}
+
 TEST_CASE("a worker whose registration is refused exits with a clear error, not a crash, and "
           "the job goes on") {
   auto& rt = test_runtime();

@@ -169,6 +169,26 @@ TEST_CASE("another local user can neither query, join nor run a job on a loopbac
   CHECK(own->read_line_with("DONE", 60s));
 }
 
+TEST_CASE("--insecure keeps the old behaviour: another local user may query the head") {
+  if (!can_switch_user()) {
+    MESSAGE("skipped: needs root and setpriv to act as another user");
+    return;
+  }
+  temp_dir dir;
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  auto port = std::to_string(unused_port());
+  process head{{HVACTOR_NODE, "--head", "--port", port, "--node-id", "head", "--num-cpus", "1",
+                "--work-dir", (dir.path() / "work").string(), "--insecure"},
+               dir.path() / "head"};
+  REQUIRE(head.read_line_with("hvactor-node: head", 15s));
+  auto status = run_command(as_other_user({HVACTOR_NODE, "status", "--address",
+                                           "127.0.0.1:" + port}),
+                            dir.path() / "status", 20s);
+  INFO("status stdout:\n" << status.out << "\nstderr:\n" << status.err);
+  CHECK(status.status.success());
+  CHECK(status.out.find("head") != std::string::npos);
+}
+
 TEST_CASE("another local user cannot connect to an embedded cluster's published ports") {
   if (!can_switch_user()) {
     MESSAGE("skipped: needs root and setpriv to act as another user");

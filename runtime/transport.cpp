@@ -52,7 +52,9 @@ void guard_ports(const tls::config& tls, bool insecure) {
   p.max_message_bytes = static_cast<uint32_t>(std::clamp<int64_t>(
     env::get_int64(env::max_message_bytes, knobs::max_message_bytes), 1,
     std::numeric_limits<uint32_t>::max()));
-  p.max_connections = knobs::max_connections_per_port;
+  p.max_connections = static_cast<size_t>(std::max<int64_t>(
+    1, env::get_int64(env::max_connections_per_port,
+                      static_cast<int64_t>(knobs::max_connections_per_port))));
   port_guard::configure(p);
 }
 

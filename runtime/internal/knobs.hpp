@@ -80,6 +80,8 @@ inline constexpr const char* address = "HVACTOR_ADDRESS";
 inline constexpr const char* log_level = "HVACTOR_LOG_LEVEL";
 /// Largest message a published plain port accepts (knobs::max_message_bytes).
 inline constexpr const char* max_message_bytes = "HVACTOR_MAX_MESSAGE_BYTES";
+/// Connections kept per published plain port (knobs::max_connections_per_port).
+inline constexpr const char* max_connections_per_port = "HVACTOR_MAX_CONNECTIONS_PER_PORT";
 /// A process's TLS identity (a worker inherits its node's).
 inline constexpr const char* tls_certificate = "HVACTOR_TLS_CERT";
 inline constexpr const char* tls_key = "HVACTOR_TLS_KEY";

@@ -241,6 +241,46 @@ TEST_CASE("a header announcing 4 GiB closes the connection at once; the head all
   CHECK(small >= 250ms);
 }
 
+TEST_CASE("a published port keeps at most its connection cap; the rest are closed at accept") {
+  temp_dir dir;
+  auto port = unused_port();
+  ::setenv("HVACTOR_MAX_CONNECTIONS_PER_PORT", "3", 1);
+  process head{{HVACTOR_NODE, "--head", "--port", std::to_string(port), "--node-id", "head",
+                "--num-cpus", "1", "--work-dir", (dir.path() / "work").string()},
+               dir.path() / "head"};
+  ::unsetenv("HVACTOR_MAX_CONNECTIONS_PER_PORT");
+  REQUIRE(head.read_line_with("hvactor-node: head", 15s));
+  std::vector<int> fds;
+  int closed = 0;
+  for (int i = 0; i < 6; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(500ms);
+  for (int fd : fds) {
+    // Admitted connections got CAF's handshake and stay open; refused ones
+    // read end-of-file.
+    timeval tv{0, 200 * 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[4096];
+    ssize_t n;
+    do {
+      n = ::recv(fd, buf, sizeof(buf), 0);
+    } while (n > 0);
+    if (n == 0)
+      ++closed;
+  }
+  for (int fd : fds)
+    ::close(fd);
+  CHECK(closed == 3);
+  CHECK(head.stderr_text().find("3 connections already") != std::string::npos);
+}
+
 TEST_CASE("against a TLS head the same header never gets past the handshake") {
   temp_dir certs_dir;
   auto certs = make_certs(certs_dir.path(), {"head", "node-a"});

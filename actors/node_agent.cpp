@@ -92,10 +92,11 @@ void finish_stop_if_done(agent_actor self) {
 }
 
 // Connects to the head (or takes the registry beside us) and joins it.
-void join(agent_actor self, std::function<void(caf::error)> done) {
+void join(agent_actor self, std::chrono::milliseconds timeout,
+          std::function<void(caf::error)> done) {
   auto& st = self->state;
   auto send_join = [=](node_registry reg) {
-    self->request(reg, knobs::node_join_timeout, join_atom_v, self->state.info(), node_agent{self})
+    self->request(reg, timeout, join_atom_v, self->state.info(), node_agent{self})
       .then(
         [=](bool) {
           self->state.registry = reg;
@@ -108,8 +109,8 @@ void join(agent_actor self, std::function<void(caf::error)> done) {
     send_join(st.cfg.registry);
     return;
   }
-  self->request(transport::connector(self->system()), knobs::node_join_timeout, caf::connect_atom_v,
-                st.head_host, st.head_port)
+  self->request(transport::connector(self->system()), timeout, caf::connect_atom_v, st.head_host,
+                st.head_port)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
         if (!ptr) {
@@ -122,7 +123,11 @@ void join(agent_actor self, std::function<void(caf::error)> done) {
 }
 
 void rejoin(agent_actor self) {
-  join(self, [=](caf::error err) {
+  // Attempts start every rejoin_interval, each bounded by less than that: a
+  // node resumed from SIGSTOP may first talk into the connection the head
+  // already dropped, and must not wait out the full join timeout on it.
+  auto started = std::chrono::steady_clock::now();
+  join(self, knobs::rejoin_attempt_timeout, [=](caf::error err) {
     auto& st = self->state;
     if (!err) {
       log::info("node '{}' rejoined the head at {}:{}", st.cfg.node_id, st.head_host,
@@ -130,8 +135,13 @@ void rejoin(agent_actor self) {
       st.rejoining = false;
       return;
     }
-    if (!st.stopping)
-      self->delayed_send(self, knobs::rejoin_interval, rejoin_atom_v);
+    log::debug("node '{}': rejoin attempt failed: {}", st.cfg.node_id, describe(err));
+    if (st.stopping)
+      return;
+    auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+    self->delayed_send(self, std::max(std::chrono::milliseconds{0}, knobs::rejoin_interval - spent),
+                       rejoin_atom_v);
   });
 }
 
@@ -277,7 +287,7 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
       st.head_port = port;
       st.own_port = own_port;
       auto rp = self->make_response_promise<bool>();
-      join(self, [=](caf::error err) mutable {
+      join(self, knobs::node_join_timeout, [=](caf::error err) mutable {
         if (err)
           rp.deliver(err);
         else

@@ -171,6 +171,12 @@ inline constexpr auto liveness_probe = 1s;
 /// restarted head sees its nodes back within about a second.
 inline constexpr auto rejoin_interval = 1s;
 
+/// One rejoin attempt of a node (connect + join): a live head answers in
+/// milliseconds; a connection the head already dropped (the node was
+/// frozen) must fail fast so that the next attempt, on a fresh connection,
+/// starts at the next rejoin_interval. Below rejoin_interval.
+inline constexpr auto rejoin_attempt_timeout = 800ms;
+
 /// One connect + join round trip of a node to its head.
 inline constexpr auto node_join_timeout = 5s;
 

@@ -135,7 +135,8 @@ TEST_CASE("output of 2 x 64 MiB through a stalled, then slow reader: every line 
   // Stalled for 3 s (the ranks block on their pipes), then read slowly.
   long peak = forward_through_pipe(2, 64, 3s, 200us, err);
   INFO("stderr:\n" << read_file(err));
-  INFO("baseline " << baseline / 1024 << " MiB, peak " << peak / 1024 << " MiB");
+  MESSAGE("hvactor-run peak RSS: " << peak / 1024 << " MiB (" << baseline / 1024
+                                           << " MiB without output)");
   REQUIRE(peak > 0);
   CHECK(peak < baseline + 64 * 1024);
 }

@@ -14,6 +14,7 @@
 #include "hvactor/event.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
+#include "internal/output_window.hpp"
 #include "internal/process.hpp"
 #include "internal/rank_planner.hpp"
 #include "internal/system_config.hpp"
@@ -348,6 +349,14 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
     [=](output_atom, int32_t rank, int32_t stream, const std::string& line) {
       if (self->state.cfg.on_output)
         self->state.cfg.on_output(rank, stream, line);
+      // on_output wrote the line: give its colocator's reader credit back.
+      auto& unacked = self->state.output_unacked[rank];
+      unacked += line.size() + 1;
+      if (unacked >= output_ack_bytes) {
+        if (auto from = caf::actor_cast<node_colocator>(self->current_sender()))
+          self->send(from, output_ack_atom_v, rank, unacked);
+        unacked = 0;
+      }
     },
     [=](event_atom, int32_t rank, const std::string& encoded) {
       if (!self->state.cfg.on_event)

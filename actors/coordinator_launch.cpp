@@ -49,10 +49,16 @@ void launch_exited(coord_actor self, const worker_exit& ex, caf::error err) {
   out.exit_code = ex.exit_code;
   out.signal = ex.signal;
   out.stderr_tail = ex.stderr_tail;
-  out.message = fmt::format("one or more processes exited with non-zero status; the first was "
-                            "rank {} on node '{}' (pid {}): {}",
-                            ex.world_rank, ex.node_id, ex.pid,
-                            describe_exit(ex.exit_code, ex.signal));
+  if (ex.pid == 0) // its colocator could not start it (exec failed)
+    out.message = fmt::format("rank {} on node '{}' could not be started: {}", ex.world_rank,
+                              ex.node_id,
+                              ex.stderr_tail.empty() ? describe_exit(ex.exit_code, ex.signal)
+                                                     : ex.stderr_tail.front());
+  else
+    out.message = fmt::format("one or more processes exited with non-zero status; the first was "
+                              "rank {} on node '{}' (pid {}): {}",
+                              ex.world_rank, ex.node_id, ex.pid,
+                              describe_exit(ex.exit_code, ex.signal));
   st.failure = err; // later calls and a late start() see it
   st.outcome = std::move(out);
   // Peers that were inside a collective with the failed rank fail too:

@@ -155,19 +155,13 @@ void merge_local_timelines(const launcher::impl& st) {
 
 launcher::launcher(runtime& rt, settings s, launch_options opts) {
   if (opts.program.empty())
-    throw std::invalid_argument("hvactor-run: no program given (hvactor-run -np N -- PROGRAM)");
+    throw std::invalid_argument("no program given (hvactor-run -np N -- PROGRAM)");
   if (opts.num_hosts && opts.per_host && opts.np > 0
       && opts.np != *opts.num_hosts * *opts.per_host)
-    throw std::invalid_argument(fmt::format("hvactor-run: -np {} does not match --num-hosts {} x "
-                                            "--per-host {}",
+    throw std::invalid_argument(fmt::format("-np {} does not match --num-hosts {} x --per-host {}",
                                             opts.np, *opts.num_hosts, *opts.per_host));
   validate(slots_of(opts));
-  std::string program;
-  try {
-    program = find_program(opts.program);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string{"hvactor-run: "} + e.what());
-  }
+  auto program = find_program(opts.program);
   auto printer = std::make_shared<output_printer>(opts.output_dir, opts.timestamps);
   impl_.reset(new impl{*rt.impl_, s, std::move(opts), std::move(program), std::move(printer)});
 }
@@ -229,7 +223,8 @@ int launcher::run(const std::atomic<int>& stop) {
   if (out->ok)
     return 0;
   fmt::print(stderr, "hvactor-run: {}\n", out->message);
-  if (!out->stderr_tail.empty())
+  // pid 0: the rank never started, and its message already says why.
+  if (!out->stderr_tail.empty() && out->pid != 0)
     fmt::print(stderr, "hvactor-run: last stderr lines of rank {}:\n  {}\n", out->rank,
                fmt::join(out->stderr_tail, "\n  "));
   if (out->rank < 0)

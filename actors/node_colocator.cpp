@@ -8,6 +8,7 @@
 #include "internal/actor_system.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"
+#include "internal/output_window.hpp"
 #include "internal/process.hpp"
 #include "internal/worker_env.hpp"
 
@@ -24,6 +25,7 @@ struct colocator_state {
   coordinator coord;
   node_agent agent;
   std::map<int32_t, std::shared_ptr<child_process>> children; // by world rank
+  std::map<int32_t, std::shared_ptr<output_window>> windows;   // by world rank (launch)
   bool stopping = false;
   bool driver_lost = false;
   std::vector<caf::typed_response_promise<bool>> stop_promises;
@@ -49,6 +51,10 @@ void finish_if_done(colocator_actor self) {
 void begin_stop(colocator_actor self, int sig) {
   auto& st = self->state;
   st.stopping = true;
+  // Readers blocked on credit must drain their pipes so that the workers
+  // can exit (and the launcher may be gone).
+  for (auto& [rank, window] : st.windows)
+    window->open();
   if (sig == SIGKILL)
     for (auto& [rank, child] : st.children)
       child->signal(SIGKILL);
@@ -89,13 +95,21 @@ void start_workers(colocator_actor self) {
     auto coord = st.coord;
     bool launch = st.req.launch;
     auto marker = std::string{log::event_marker};
-    spec.on_line = [coord, rank, launch, marker](int stream, const std::string& line) {
-      if (stream == 2 && line.rfind(marker, 0) == 0)
-        caf::anon_send(coord, event_atom_v, rank, line.substr(marker.size()));
-      else if (launch)
-        caf::anon_send(coord, output_atom_v, rank, static_cast<int32_t>(stream), line);
-    };
     auto handle = node_colocator{self};
+    // Back-pressure: the monitor thread stops reading the rank's pipes
+    // while the launcher has not written output_window_bytes of its lines.
+    auto window = std::make_shared<output_window>();
+    if (launch)
+      st.windows[rank] = window;
+    spec.on_line = [coord, rank, launch, marker, handle, window](int stream,
+                                                                 const std::string& line) {
+      if (stream == 2 && line.rfind(marker, 0) == 0) {
+        caf::anon_send(coord, event_atom_v, rank, line.substr(marker.size()));
+      } else if (launch) {
+        window->acquire(line.size() + 1);
+        caf::send_as(handle, coord, output_atom_v, rank, static_cast<int32_t>(stream), line);
+      }
+    };
     auto job = st.req.job_id;
     auto node = st.res.node_id;
     auto on_exit = [handle, job, node, rank](process_exit ex) {
@@ -148,6 +162,10 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
       if (!st.driver_lost)
         self->send(st.coord, exited_atom_v, std::move(report));
       finish_if_done(self);
+    },
+    [=](output_ack_atom, int32_t rank, uint64_t bytes) {
+      if (auto i = self->state.windows.find(rank); i != self->state.windows.end())
+        i->second->release(bytes);
     },
     [=](sigterm_due_atom) {
       for (auto& [rank, child] : self->state.children)

@@ -22,6 +22,7 @@ node_colocator::behavior_type fake_colocator(node_colocator::pointer self) {
       return true;
     },
     [](exited_atom, const worker_exit&) {},
+    [](output_ack_atom, int32_t, uint64_t) {},
     [](sigterm_due_atom) {},
     [](sigkill_due_atom) {},
   };

@@ -52,6 +52,9 @@ struct coordinator_state {
   std::map<std::string, proto::node_info> infos_by_node;
   std::set<std::string> reserved_nodes;
   std::map<std::string, proto::node_colocator> colocators; // by node id
+  /// hvactor-run: bytes of each rank's output written by on_output and not
+  /// yet acknowledged to its colocator (output_window.hpp).
+  std::map<int32_t, uint64_t> output_unacked;
   std::vector<worker_slot> workers;                        // by world rank
   size_t registered = 0;
   uint64_t shipped_bytes = 0;

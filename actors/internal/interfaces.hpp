@@ -286,6 +286,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, launch_finish_atom, "launch_fin")
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_grace_atom, "call_grace")
   CAF_ADD_ATOM(hvactor, hvactor::proto, worker_lost_atom, "wrk_lost")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, output_ack_atom, "output_ack")
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
@@ -320,6 +321,9 @@ using node_colocator = caf::typed_actor<
   caf::replies_to<stop_atom>::with<bool>,
   // From the colocator's own reaper threads.
   caf::reacts_to<exited_atom, worker_exit>,
+  // From the coordinator (hvactor-run): the launcher wrote this many more
+  // bytes of this rank's output; its reader may send as much again.
+  caf::reacts_to<output_ack_atom, int32_t, uint64_t>,
   // Internal timers: the workers' leave grace ended (send SIGTERM), then
   // their SIGTERM grace ended (send SIGKILL).
   caf::reacts_to<sigterm_due_atom>,
@@ -336,7 +340,8 @@ using coordinator = caf::typed_actor<
   // From colocators: a worker process ended.
   caf::reacts_to<exited_atom, worker_exit>,
   // From a process's monitor thread: one line of its stdout (1) or stderr
-  // (2) (hvactor-run jobs), by world rank.
+  // (2) (hvactor-run jobs), by world rank. Sent as its colocator, which gets
+  // output_ack credits back once the launcher wrote the bytes.
   caf::reacts_to<output_atom, int32_t, int32_t, std::string>,
   // hvactor::log::event from a process, by world rank (encoded key/values).
   caf::reacts_to<event_atom, int32_t, std::string>,

@@ -3,11 +3,13 @@
 //   run_program ranks        allreduce, "rank R of N sum S", a stderr line, an event
 //   run_program fail R       the same, then rank R exits with status 3
 //   run_program sleep        prints "pid P", then sleeps 60 s
+//   run_program lines MIB    prints MIB MiB of 100-byte lines "RANK SEQ xxx" (no hvd::init)
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,14 @@ int main(int argc, char** argv) {
     std::printf("pid %d\n", static_cast<int>(::getpid()));
     std::fflush(stdout);
     ::sleep(60);
+    return 0;
+  }
+  if (mode == "lines") {
+    const char* rank = std::getenv("HOROVOD_RANK");
+    long lines = (argc > 2 ? std::atol(argv[2]) : 1) * 1048576 / 100;
+    std::string pad(100 - 12 - std::strlen(rank ? rank : "0"), 'x');
+    for (long i = 0; i < lines; ++i)
+      std::printf("%s %09ld %s\n", rank ? rank : "0", i, pad.c_str());
     return 0;
   }
   hvd::init();

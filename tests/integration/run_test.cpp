@@ -1,10 +1,18 @@
 // hvactor-run on the embedded local cluster with a real SPMD program, and
 // hvactor::log::event reaching an executor callback.
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -44,9 +52,94 @@ void emit_event() {
   hvactor::log::event({{"rank", std::getenv("HOROVOD_RANK")}, {"step", "7"}});
 }
 
+// hvactor-run writing into a pipe this test reads: stalled for `stall`,
+// then drained in 64 KiB reads `pause` apart. Checks that each rank's
+// "RANK SEQ" lines (run_program lines) arrive exactly once, in order, and
+// returns hvactor-run's peak RSS in KiB (wait4), or -1 when it failed.
+long forward_through_pipe(int ranks, int mib, std::chrono::milliseconds stall,
+                          std::chrono::microseconds pause, const std::string& err_path) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  std::vector<std::string> argv{HVACTOR_RUN, "-np", std::to_string(ranks), "--",
+                                HVACTOR_RUN_PROGRAM, "lines", std::to_string(mib)};
+  int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(err >= 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ::close(err);
+  REQUIRE(pid > 0);
+  std::this_thread::sleep_for(stall);
+  std::vector<long> next(ranks, 0);
+  long bad = 0;
+  std::string partial;
+  std::vector<char> buf(64 << 10);
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  for (;;) {
+    pollfd pfd{fds[0], POLLIN, 0};
+    if (::poll(&pfd, 1, 1000) <= 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        break;
+      continue;
+    }
+    ssize_t n = ::read(fds[0], buf.data(), buf.size());
+    if (n <= 0)
+      break;
+    partial.append(buf.data(), static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t pos; (pos = partial.find('\n', start)) != std::string::npos; start = pos + 1) {
+      int r = -1, r2 = -1;
+      long seq = -1;
+      // "[1,R]<stdout>:R SEQ xxx"
+      if (std::sscanf(partial.c_str() + start, "[1,%d]<stdout>:%d %ld", &r, &r2, &seq) != 3
+          || r != r2 || r < 0 || r >= ranks || seq != next[r]++)
+        ++bad;
+    }
+    partial.erase(0, start);
+    std::this_thread::sleep_for(pause);
+  }
+  ::close(fds[0]);
+  ::kill(pid, SIGKILL); // no-op when it exited
+  int status = 0;
+  rusage ru{};
+  ::wait4(pid, &status, 0, &ru);
+  long lines = static_cast<long>(mib) * 1048576 / 100;
+  CHECK(bad == 0);
+  CHECK(partial.empty());
+  for (int r = 0; r < ranks; ++r)
+    CHECK(next[r] == lines);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return -1;
+  return ru.ru_maxrss;
+}
+
 } // namespace
 
 TEST_SUITE("hvactor-run") {
+
+TEST_CASE("output of 2 x 64 MiB through a stalled, then slow reader: every line once and in "
+          "order, and hvactor-run's memory stays bounded") {
+  temp_dir dir;
+  auto err = (dir.path() / "err").string();
+  long baseline = forward_through_pipe(2, 0, 0ms, 0us, err);
+  REQUIRE(baseline > 0);
+  // Stalled for 3 s (the ranks block on their pipes), then read slowly.
+  long peak = forward_through_pipe(2, 64, 3s, 200us, err);
+  INFO("stderr:\n" << read_file(err));
+  MESSAGE("hvactor-run peak RSS: " << peak / 1024 << " MiB (" << baseline / 1024
+                                           << " MiB without output)");
+  REQUIRE(peak > 0);
+  CHECK(peak < baseline + 64 * 1024);
+}
 
 TEST_CASE("-np 4 runs the program on 4 ranks and prints each rank's lines whole, tagged with "
           "its rank, and exits 0") {
@@ -151,6 +244,49 @@ TEST_CASE("bad invocations fail fast with a clear message") {
   auto bad_env = run(dir, {"-np", "2", "-x", "NOVALUE", "--", HVACTOR_RUN_PROGRAM}, 10s);
   CHECK(bad_env.status.code == 2);
   CHECK(bad_env.err.find("-x needs VAR=VALUE") != std::string::npos);
+  // Negative or zero counts and times, in both spellings.
+  std::vector<std::pair<std::vector<std::string>, std::string>> negatives{
+    {{"-np", "-1"}, "-np must be at least 1 (got -1)"},
+    {{"-np", "0"}, "-np must be at least 1 (got 0)"},
+    {{"-np", "2", "--gpus-per-worker", "-1"}, "--gpus-per-worker must be 0 or more (got -1)"},
+    {{"-np", "2", "--cpus-per-worker=-2"}, "--cpus-per-worker must be 0 or more (got -2)"},
+    {{"-np", "2", "--timeout", "-5"}, "--timeout must be at least 1 (got -5)"},
+    {{"-np", "2", "--timeout=0"}, "--timeout must be at least 1 (got 0)"},
+    {{"--num-hosts", "-1", "--per-host", "2"}, "--num-hosts must be at least 1 (got -1)"},
+    {{"--num-hosts", "1", "--per-host", "-2"}, "--per-host must be at least 1 (got -2)"},
+    {{"-np", "2", "--num-cpus", "-4"}, "--num-cpus must be at least 1 (got -4)"},
+  };
+  for (auto& [args, message] : negatives) {
+    auto argv = args;
+    argv.insert(argv.end(), {"--", HVACTOR_RUN_PROGRAM});
+    auto r = run(dir, argv, 10s);
+    INFO(args.front() << " " << args.back() << " stderr:\n" << r.err);
+    CHECK(r.status.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+  // No message repeats its prefix.
+  for (auto& r : {none, missing, bad_env})
+    CHECK(r.err.find("hvactor-run: hvactor-run:") == std::string::npos);
+}
+
+TEST_CASE("a program that cannot be executed is reported naming the rank, node and reason, "
+          "without a pid") {
+  temp_dir dir;
+  auto script = dir.path() / "bad-interpreter";
+  {
+    std::ofstream f{script};
+    f << "#!/no/such/interpreter\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  auto r = run(dir, {"-np", "2", "--", script.string()}, 30s);
+  INFO("stderr:\n" << r.err);
+  REQUIRE(r.status.exited);
+  CHECK(r.status.code == 127);
+  CHECK(r.err.find("on node '") != std::string::npos);
+  CHECK(r.err.find("could not be started") != std::string::npos);
+  CHECK(r.err.find("No such file or directory") != std::string::npos);
+  CHECK(r.err.find("pid 0") == std::string::npos);
+  CHECK(r.err.find("hvactor-run: hvactor-run:") == std::string::npos);
 }
 
 TEST_CASE("hvactor::log::event in every worker reaches the executor's callback with its rank") {

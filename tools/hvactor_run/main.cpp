@@ -40,6 +40,18 @@ std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(in
   return {ours, program};
 }
 
+// The value of a numeric option, refused (exit 2) below `min`.
+int int_option(const cxxopts::ParseResult& res, const std::string& name, int min) {
+  int v = res[name].as<int>();
+  if (v < min)
+    throw std::invalid_argument(fmt::format("{}{} must be {} (got {})", name == "np" ? "-" : "--",
+                                            name,
+                                            min == 0 ? std::string{"0 or more"}
+                                                     : "at least " + std::to_string(min),
+                                            v));
+  return v;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -90,17 +102,17 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("no program: hvactor-run -np N -- PROGRAM [ARGS...]");
     hvactor::launch_options o;
     if (res.count("np"))
-      o.np = res["np"].as<int>();
+      o.np = int_option(res, "np", 1);
     if (res.count("num-hosts"))
-      o.num_hosts = res["num-hosts"].as<int>();
+      o.num_hosts = int_option(res, "num-hosts", 1);
     if (res.count("per-host"))
-      o.per_host = res["per-host"].as<int>();
+      o.per_host = int_option(res, "per-host", 1);
     if (o.np <= 0 && !o.num_hosts)
       throw std::invalid_argument("-np N is required (or --num-hosts H --per-host K)");
     if (res.count("cpus-per-worker"))
-      o.cpus_per_worker = res["cpus-per-worker"].as<int>();
+      o.cpus_per_worker = int_option(res, "cpus-per-worker", 0);
     if (res.count("gpus-per-worker"))
-      o.gpus_per_worker = res["gpus-per-worker"].as<int>();
+      o.gpus_per_worker = int_option(res, "gpus-per-worker", 0);
     if (res.count("env"))
       for (auto& kv : res["env"].as<std::vector<std::string>>()) {
         auto eq = kv.find('=');
@@ -115,14 +127,14 @@ int main(int argc, char** argv) {
     o.timestamps = res.count("timestamps") > 0;
     o.program = program.front();
     o.args.assign(program.begin() + 1, program.end());
-    auto timeout = std::chrono::seconds(res.count("timeout") ? res["timeout"].as<int>() : 30);
+    auto timeout = std::chrono::seconds(res.count("timeout") ? int_option(res, "timeout", 1) : 30);
     // The runtime gets only its own options.
     std::vector<std::string> rt_args{"hvactor-run"};
     for (auto* name : {"address", "tls-cert", "tls-key", "tls-ca"})
       if (res.count(name))
         rt_args.insert(rt_args.end(), {std::string{"--"} + name, res[name].as<std::string>()});
     if (res.count("num-cpus")) {
-      rt_args.insert(rt_args.end(), {"--num-cpus", std::to_string(res["num-cpus"].as<int>())});
+      rt_args.insert(rt_args.end(), {"--num-cpus", std::to_string(int_option(res, "num-cpus", 1))});
     } else if (!res.count("address") && std::getenv(hvactor::env::address) == nullptr) {
       // Local mode (horovodrun -np N on one machine): N slots even when the
       // machine has fewer cores.

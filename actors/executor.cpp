@@ -66,7 +66,7 @@ void executor::start() {
   cfg.job_id = fmt::format("job-{}-{}", ::getpid(), st.rt.next_job++);
   cfg.settings = st.settings;
   cfg.options = st.options;
-  cfg.registry = st.rt.registry;
+  cfg.registry = st.rt.registry_for_job(wait_bound(st.settings.placement_timeout));
   cfg.executable = st.rt.executable;
   cfg.binary_hash = st.rt.binary_hash;
   cfg.on_event = st.on_event;

@@ -174,7 +174,7 @@ int launcher::run(const std::atomic<int>& stop) {
   cfg.job_id = fmt::format("run-{}-{}", ::getpid(), st.rt.next_job++);
   cfg.settings = st.s;
   cfg.options = slots_of(st.o);
-  cfg.registry = st.rt.registry;
+  cfg.registry = st.rt.registry_for_job(wait_bound(st.s.placement_timeout));
   cfg.executable = st.program;
   cfg.args.push_back(st.program);
   cfg.args.insert(cfg.args.end(), st.o.args.begin(), st.o.args.end());

@@ -125,6 +125,14 @@ void start_embedded(runtime::impl& st) {
              st.opts.num_cpus, st.opts.num_gpus);
 }
 
+// A joined cluster's registry proxy dies with its connection (the head
+// stopped or restarted): remember it so that the next job reconnects.
+void watch_registry(runtime::impl& st) {
+  st.registry_lost->store(false);
+  auto lost = st.registry_lost;
+  st.registry->attach_functor([lost](const caf::error&) { lost->store(true); });
+}
+
 // --address HEAD:PORT: connect to the head's registry; jobs run on its nodes.
 void join_cluster(runtime::impl& st) {
   auto [host, port] = net::parse_host_port(st.opts.address, "--address (or HVACTOR_ADDRESS)");
@@ -155,6 +163,7 @@ void join_cluster(runtime::impl& st) {
                             : " (a TLS cluster refuses a driver without --tls-cert/key/ca)"));
   }
   st.registry = caf::actor_cast<proto::node_registry>(std::move(*found));
+  watch_registry(st);
   auto view = ask<proto::cluster_view>(*st.sys, st.registry, knobs::join_timeout,
                                        proto::list_atom_v);
   if (!view) {
@@ -169,6 +178,33 @@ void join_cluster(runtime::impl& st) {
 }
 
 } // namespace
+
+proto::node_registry runtime::impl::registry_for_job(std::chrono::milliseconds bound) {
+  if (local_registry || !registry_lost->load())
+    return registry;
+  // The head went away: a restarted head is back on the same port, as its
+  // nodes find it (they rejoin every second).
+  auto [host, port] = net::parse_host_port(opts.address, "--address");
+  auto deadline = deadline_after(std::chrono::steady_clock::now(), bound);
+  std::string why = "no attempt";
+  for (;;) {
+    auto left = time_left(deadline);
+    auto found = transport::connect(*sys, host, port, std::min<std::chrono::milliseconds>(left, knobs::join_timeout));
+    if (found) {
+      registry = caf::actor_cast<proto::node_registry>(std::move(*found));
+      log::info("reconnected to the head at {}", opts.address);
+      watch_registry(*this);
+      return registry;
+    }
+    why = describe(found.error());
+    if (time_left(deadline) <= knobs::rejoin_interval)
+      break;
+    std::this_thread::sleep_for(knobs::rejoin_interval);
+  }
+  throw placement_timeout(fmt::format("the head at {} is unreachable (its connection dropped and "
+                                      "reconnecting failed within {} ms: {})",
+                                      opts.address, bound.count(), why));
+}
 
 runtime::runtime(int argc, char** argv, runtime_options defaults) : impl_(new impl) {
   if (is_worker_process())

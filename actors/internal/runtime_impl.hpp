@@ -3,6 +3,7 @@
 // Internal: what executor.cpp needs of a runtime.
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,15 @@ struct runtime::impl {
   /// stall (CAF 0.17's OpenSSL module has no handshake timeout).
   std::unique_ptr<connection_watchdog> watchdog;
   std::atomic<int> next_job{0};
+  /// Joined clusters: set when the connection to the head's registry
+  /// dropped (a head restart); the next job reconnects first.
+  std::shared_ptr<std::atomic<bool>> registry_lost = std::make_shared<std::atomic<bool>>(false);
+
+  /// The registry a new job places on. For a joined cluster whose head went
+  /// away, reconnects to the head's address first (a restarted head is back
+  /// on the same port); throws placement_timeout naming the head when it
+  /// does not answer within `bound`.
+  proto::node_registry registry_for_job(std::chrono::milliseconds bound);
 };
 
 } // namespace hvactor

@@ -7,6 +7,7 @@
 //   cluster_driver --address A [TLS] hold N SECONDS [OPTIONS]
 //       num_workers=N, then a call that sleeps SECONDS in every worker
 //   cluster_driver --address A [TLS] ship-twice N [OPTIONS]
+//   cluster_driver --address A [TLS] twice-after N FILE [OPTIONS]  a job, PAUSED, a job once FILE exists
 //       two jobs of num_workers=N one after the other, same binary
 //
 // OPTIONS: --placement-ms MS (default 3000), --timeout-ms MS (default 10000),
@@ -37,6 +38,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <hvactor/hvactor.hpp>
@@ -226,14 +228,29 @@ int hold(hvactor::runtime& rt, const command& cmd) {
   return rc;
 }
 
+/// twice-after N FILE: a job of N workers, then PAUSED, then (once FILE
+/// exists) a second job in the same process: a long-lived driver.
+int twice_after(hvactor::runtime& rt, const command& cmd) {
+  hvactor::executor_options opts{.num_workers = cmd.number(1)};
+  if (!describe_job(rt, cmd, opts))
+    return 1;
+  say("PAUSED");
+  auto go = std::filesystem::path{cmd.words.at(2)};
+  for (int i = 0; i < 1200 && !std::filesystem::exists(go); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return describe_job(rt, cmd, opts) ? 0 : 1;
+}
+
 int run_mode(hvactor::runtime& rt, const command& cmd) {
   auto& mode = cmd.words.at(0);
   if (cmd.unlink_self)
     std::filesystem::remove(std::filesystem::read_symlink("/proc/self/exe"));
   if (mode == "hold")
     return hold(rt, cmd);
+  if (mode == "twice-after")
+    return twice_after(rt, cmd);
   if (mode != "hosts" && mode != "pack" && mode != "ship-twice")
-    throw usage_error("unknown mode '" + mode + "' (hosts, pack, hold, ship-twice)");
+    throw usage_error("unknown mode '" + mode + "' (hosts, pack, hold, ship-twice, twice-after)");
   hvactor::executor_options opts;
   if (mode == "hosts") {
     opts.num_hosts = cmd.number(1);

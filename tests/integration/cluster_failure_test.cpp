@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -144,6 +145,56 @@ TEST_CASE("a node stopped with SIGSTOP leaves the registry within 5 s") {
   CHECK(lists(st, "head"));
   CHECK(lists(st, "node-a"));
   CHECK(elapsed < 6s); // 5 s plus one status round trip
+}
+
+TEST_CASE("a node resumed after a long SIGSTOP is back in the registry within 2 s and runs "
+          "workers") {
+  cluster c{{.node_ids = {"head", "node-a"}}};
+  REQUIRE(lists(c.status(), "node-a"));
+  c.node("node-a").signal(SIGSTOP);
+  // Long enough for the head to drop it (2.5 s) and for CAF's view of the
+  // old connection to go stale on both sides.
+  REQUIRE(c.wait_for_status([](const cluster_status& s) { return s.ok() && !lists(s, "node-a"); },
+                            5s)
+            .ok());
+  std::this_thread::sleep_for(5s);
+  auto t0 = clock_type::now();
+  c.node("node-a").signal(SIGCONT);
+  auto st = c.wait_for_status([](const cluster_status& s) { return s.ok() && lists(s, "node-a"); },
+                              5s);
+  auto elapsed = clock_type::now() - t0;
+  INFO("node stderr:\n" << c.node("node-a").stderr_text());
+  CHECK(lists(st, "node-a"));
+  CHECK(elapsed < 2s);
+  MESSAGE("node back after " << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+                             << " ms");
+  auto driver = c.driver({"hosts", "2", "1"});
+  REQUIRE(driver->read_line_with("DONE", 60s));
+  CHECK(driver->stdout_text().find("host=node-a") != std::string::npos);
+}
+
+TEST_CASE("a long-lived driver runs its next job on a head that was restarted on the same port") {
+  cluster c;
+  auto go = c.dir() / "go";
+  auto driver = c.driver({"twice-after", "2", go.string(), "--placement-ms", "15000"});
+  REQUIRE(driver->read_line_with("PAUSED", 60s));
+  c.restart_head();
+  // Its nodes rejoin within about a second.
+  auto st = c.wait_for_status([](const cluster_status& s) { return s.ok() && s.nodes.size() == 3; },
+                              10s);
+  REQUIRE(st.nodes.size() == 3);
+  auto t0 = clock_type::now();
+  std::ofstream{go} << "go\n";
+  auto done = driver->read_line_with("DONE", 60s);
+  INFO("driver stdout:\n" << driver->stdout_text() << "\nstderr:\n" << driver->stderr_text());
+  REQUIRE(done);
+  CHECK(driver->stdout_text().find("ERROR") == std::string::npos);
+  auto exit = driver->wait_exit(20s);
+  REQUIRE(exit);
+  CHECK(exit->code == 0);
+  MESSAGE("second job after the head restart took "
+          << std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count()
+          << " ms");
 }
 
 TEST_CASE("a node restarted under its old id after SIGKILL rejoins and runs workers") {

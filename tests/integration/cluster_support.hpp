@@ -269,6 +269,12 @@ public:
     node(id).kill();
   }
 
+  /// SIGKILLs the head and starts a new one on the same port.
+  void restart_head() {
+    kill_node(opts_.node_ids.at(0));
+    start_head(address_.substr(address_.rfind(':') + 1));
+  }
+
   /// Forgets node `id`'s process after a test reaped it some other way.
   void drop_node(const std::string& id) {
     nodes_.erase(id);
@@ -329,9 +335,9 @@ private:
     }
   }
 
-  void start_head() {
+  void start_head(const std::string& port = "0") {
     auto& id = opts_.node_ids.at(0);
-    std::vector<std::string> argv{HVACTOR_NODE, "--head", "--port", "0"};
+    std::vector<std::string> argv{HVACTOR_NODE, "--head", "--port", port};
     add_common_args(argv, id);
     auto p = std::make_unique<process>(argv, dir_.path() / ("node-" + id + "-" + next_log()));
     auto line = p->read_line_with("hvactor-node: head '" + id + "' listening on ",

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 #include <mutex>
 #include <stdexcept>
 
@@ -208,6 +209,13 @@ int launcher::run(const std::atomic<int>& stop) {
   while (outcome.wait_for(knobs::launcher_poll) != std::future_status::ready) {
     if (int sig = stop.load(); sig != 0) {
       fmt::print(stderr, "hvactor-run: received signal {}: stopping every rank\n", sig);
+      // Bounded even when a write to our own output blocks (a reader that
+      // stopped reading): exit anyway after the stop limit.
+      std::thread{[sig] {
+        std::this_thread::sleep_for(knobs::launcher_stop_limit);
+        // No message and no flush: both could block on that same output.
+        std::_Exit(128 + sig);
+      }}.detach();
       shutdown();
       return 128 + sig;
     }

@@ -217,6 +217,60 @@ TEST_CASE("SIGTERM to hvactor-run stops every rank and exits 143") {
   CHECK(all_gone(pids, 5s));
 }
 
+TEST_CASE("SIGTERM to hvactor-run whose stdout nobody reads still ends it, ranks included, "
+          "within 10 s") {
+  temp_dir dir;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  auto err_path = (dir.path() / "run.err").string();
+  int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(err >= 0);
+  std::vector<std::string> argv{HVACTOR_RUN, "-np", "2", "--", HVACTOR_RUN_PROGRAM, "lines", "64"};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ::close(err);
+  REQUIRE(pid > 0);
+  std::this_thread::sleep_for(3s); // the pipe is full long before
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  bool ended = wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 10s);
+  auto took = std::chrono::steady_clock::now() - t0;
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ::close(fds[0]);
+  INFO("stderr:\n" << read_file(err_path));
+  CHECK(ended);
+  CHECK(took < 10s);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 143);
+  // No rank outlives it (they were blocked writing into their pipes).
+  auto ranks_left = [] {
+    int n = 0;
+    std::error_code ec;
+    for (auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      std::ifstream comm{entry.path() / "comm"};
+      std::string name;
+      if (std::getline(comm, name) && name == "run_program")
+        ++n;
+    }
+    return n;
+  };
+  CHECK(wait_until([&] { return ranks_left() == 0; }, 5s));
+}
+
 TEST_CASE("--timeline writes one Chrome trace (valid JSON) with a row of events from every rank") {
   temp_dir dir;
   auto path = dir.path() / "timeline.json";

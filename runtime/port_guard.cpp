@@ -436,44 +436,45 @@ bool is_loopback(const sockaddr* addr) {
 
 using namespace hvactor::port_guard;
 
-extern "C" {
+namespace {
 
-int accept(int fd, sockaddr* addr, socklen_t* len) {
+// accept/accept4 through the guard: the next connection the guard admits,
+// or the real call's failure. A refused connection is closed and the next
+// pending one taken (CAF's listening sockets are non-blocking, so this ends
+// with EAGAIN).
+template <class Accept>
+int guarded_accept(int fd, sockaddr* addr, socklen_t* len, Accept real_call) {
   for (;;) {
     sockaddr_storage peer{};
     socklen_t plen = sizeof(peer);
-    int got = real(real_accept_, "accept")(fd, reinterpret_cast<sockaddr*>(&peer), &plen);
+    int got = real_call(reinterpret_cast<sockaddr*>(&peer), &plen);
     if (got < 0)
       return got;
     int kept = on_accepted(fd, got, reinterpret_cast<sockaddr*>(&peer));
-    if (kept >= 0) {
-      if (addr != nullptr && len != nullptr) {
-        std::memcpy(addr, &peer, std::min<size_t>(*len, plen));
-        *len = plen;
-      }
-      return kept;
+    if (kept < 0)
+      continue;
+    if (addr != nullptr && len != nullptr) {
+      std::memcpy(addr, &peer, std::min<size_t>(*len, plen));
+      *len = plen;
     }
-    // Refused: take the next pending connection, if any (CAF's listening
-    // sockets are non-blocking, so this ends with EAGAIN).
+    return kept;
   }
 }
 
+} // namespace
+
+extern "C" {
+
+int accept(int fd, sockaddr* addr, socklen_t* len) {
+  return guarded_accept(fd, addr, len, [fd](sockaddr* peer, socklen_t* plen) {
+    return real(real_accept_, "accept")(fd, peer, plen);
+  });
+}
+
 int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-  for (;;) {
-    sockaddr_storage peer{};
-    socklen_t plen = sizeof(peer);
-    int got = real(real_accept4_, "accept4")(fd, reinterpret_cast<sockaddr*>(&peer), &plen, flags);
-    if (got < 0)
-      return got;
-    int kept = on_accepted(fd, got, reinterpret_cast<sockaddr*>(&peer));
-    if (kept >= 0) {
-      if (addr != nullptr && len != nullptr) {
-        std::memcpy(addr, &peer, std::min<size_t>(*len, plen));
-        *len = plen;
-      }
-      return kept;
-    }
-  }
+  return guarded_accept(fd, addr, len, [fd, flags](sockaddr* peer, socklen_t* plen) {
+    return real(real_accept4_, "accept4")(fd, peer, plen, flags);
+  });
 }
 
 ssize_t recv(int fd, void* buf, size_t len, int flags) {

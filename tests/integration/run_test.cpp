@@ -52,16 +52,11 @@ void emit_event() {
   hvactor::log::event({{"rank", std::getenv("HOROVOD_RANK")}, {"step", "7"}});
 }
 
-// hvactor-run writing into a pipe this test reads: stalled for `stall`,
-// then drained in 64 KiB reads `pause` apart. Checks that each rank's
-// "RANK SEQ" lines (run_program lines) arrive exactly once, in order, and
-// returns hvactor-run's peak RSS in KiB (wait4), or -1 when it failed.
-long forward_through_pipe(int ranks, int mib, std::chrono::milliseconds stall,
-                          std::chrono::microseconds pause, const std::string& err_path) {
+// Starts `argv` with stdout into a pipe (its read end in `out`) and stderr
+// into `err_path`; returns the pid.
+pid_t spawn_into_pipe(std::vector<std::string> argv, const std::string& err_path, int& out) {
   int fds[2];
   REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  std::vector<std::string> argv{HVACTOR_RUN, "-np", std::to_string(ranks), "--",
-                                HVACTOR_RUN_PROGRAM, "lines", std::to_string(mib)};
   int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   REQUIRE(err >= 0);
   pid_t pid = ::fork();
@@ -78,6 +73,20 @@ long forward_through_pipe(int ranks, int mib, std::chrono::milliseconds stall,
   ::close(fds[1]);
   ::close(err);
   REQUIRE(pid > 0);
+  out = fds[0];
+  return pid;
+}
+
+// hvactor-run writing into a pipe this test reads: stalled for `stall`,
+// then drained in 64 KiB reads `pause` apart. Checks that each rank's
+// "RANK SEQ" lines (run_program lines) arrive exactly once, in order, and
+// returns hvactor-run's peak RSS in KiB (wait4), or -1 when it failed.
+long forward_through_pipe(int ranks, int mib, std::chrono::milliseconds stall,
+                          std::chrono::microseconds pause, const std::string& err_path) {
+  int out = -1;
+  pid_t pid = spawn_into_pipe({HVACTOR_RUN, "-np", std::to_string(ranks), "--",
+                               HVACTOR_RUN_PROGRAM, "lines", std::to_string(mib)},
+                              err_path, out);
   std::this_thread::sleep_for(stall);
   std::vector<long> next(ranks, 0);
   long bad = 0;
@@ -85,13 +94,13 @@ long forward_through_pipe(int ranks, int mib, std::chrono::milliseconds stall,
   std::vector<char> buf(64 << 10);
   auto deadline = std::chrono::steady_clock::now() + 120s;
   for (;;) {
-    pollfd pfd{fds[0], POLLIN, 0};
+    pollfd pfd{out, POLLIN, 0};
     if (::poll(&pfd, 1, 1000) <= 0) {
       if (std::chrono::steady_clock::now() > deadline)
         break;
       continue;
     }
-    ssize_t n = ::read(fds[0], buf.data(), buf.size());
+    ssize_t n = ::read(out, buf.data(), buf.size());
     if (n <= 0)
       break;
     partial.append(buf.data(), static_cast<size_t>(n));
@@ -107,7 +116,7 @@ long forward_through_pipe(int ranks, int mib, std::chrono::milliseconds stall,
     partial.erase(0, start);
     std::this_thread::sleep_for(pause);
   }
-  ::close(fds[0]);
+  ::close(out);
   ::kill(pid, SIGKILL); // no-op when it exited
   int status = 0;
   rusage ru{};
@@ -220,26 +229,10 @@ TEST_CASE("SIGTERM to hvactor-run stops every rank and exits 143") {
 TEST_CASE("SIGTERM to hvactor-run whose stdout nobody reads still ends it, ranks included, "
           "within 10 s") {
   temp_dir dir;
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
   auto err_path = (dir.path() / "run.err").string();
-  int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  REQUIRE(err >= 0);
-  std::vector<std::string> argv{HVACTOR_RUN, "-np", "2", "--", HVACTOR_RUN_PROGRAM, "lines", "64"};
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::dup2(err, STDERR_FILENO);
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  ::close(err);
-  REQUIRE(pid > 0);
+  int out = -1;
+  pid_t pid = spawn_into_pipe({HVACTOR_RUN, "-np", "2", "--", HVACTOR_RUN_PROGRAM, "lines", "64"},
+                              err_path, out);
   std::this_thread::sleep_for(3s); // the pipe is full long before
   auto t0 = std::chrono::steady_clock::now();
   ::kill(pid, SIGTERM);
@@ -250,7 +243,7 @@ TEST_CASE("SIGTERM to hvactor-run whose stdout nobody reads still ends it, ranks
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
   }
-  ::close(fds[0]);
+  ::close(out);
   INFO("stderr:\n" << read_file(err_path));
   CHECK(ended);
   CHECK(took < 10s);

@@ -464,6 +464,11 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
                                         fmt::join(missing, ", "))));
     },
     [=](call_grace_atom, uint64_t id) { call_grace_passed(self, id); },
+    // Elastic jobs only (elastic_coordinator.cpp).
+    [=](discover_atom) {},
+    [=](reset_due_atom, int32_t) {},
+    [=](leave_due_atom, int32_t) {},
+    [=](finish_due_atom) {},
     [=](worker_lost_atom, int32_t r) {
       auto& st = self->state;
       if (r >= 0 && r < st.size())
@@ -505,6 +510,8 @@ void direct_calls::finish() {
 }
 
 proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
+  if (cfg.options.min_workers)
+    return spawn_elastic_coordinator(sys, std::move(cfg));
   return sys.spawn(detail::coordinator_impl, std::move(cfg));
 }
 

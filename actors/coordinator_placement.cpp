@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "internal/coordinator_state.hpp"
+#include "internal/binary_shipper.hpp"
 #include "internal/transport.hpp"
 #include "internal/log.hpp"
 #include "internal/system_config.hpp"
@@ -61,84 +62,6 @@ void retry_placement(coord_actor self, std::string problem) {
 }
 
 // Reads `count` bytes of the driver's binary at `offset`.
-std::vector<char> read_chunk(const std::string& path, uint64_t offset, size_t count) {
-  std::vector<char> out(count);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw error(fmt::format("cannot read the driver's binary {}: {}", path, std::strerror(errno)));
-  auto n = ::pread(fd, out.data(), count, static_cast<off_t>(offset));
-  int err = errno;
-  ::close(fd);
-  if (n < 0)
-    throw error(fmt::format("cannot read the driver's binary {}: {}", path, std::strerror(err)));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-uint64_t file_size(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return 0;
-  auto end = ::lseek(fd, 0, SEEK_END);
-  ::close(fd);
-  return end < 0 ? 0 : static_cast<uint64_t>(end);
-}
-
-struct upload {
-  std::string node;
-  uint64_t size = 0;
-  uint64_t next = 0;   // offset of the next chunk to send
-  size_t in_flight = 0;
-  bool sent_last = false;
-  bool finished = false;
-  std::function<void(caf::error)> done;
-};
-
-// Keeps up to knobs::ship_chunks_in_flight chunks of the binary in flight to one node. The
-// node handles one sender's messages in order, so the chunk flagged `last`
-// (which verifies the hash) arrives after every other one.
-void ship_more(coord_actor self, std::shared_ptr<upload> up) {
-  auto& st = self->state;
-  while (!up->finished && !up->sent_last && up->in_flight < knobs::ship_chunks_in_flight) {
-    std::vector<char> chunk;
-    try {
-      chunk = read_chunk(st.cfg.executable, up->next, knobs::ship_chunk_bytes);
-    } catch (const std::exception& e) {
-      up->finished = true;
-      up->done(make_error(error_kind::generic, e.what()));
-      return;
-    }
-    auto offset = up->next;
-    up->next += chunk.size();
-    up->sent_last = up->next >= up->size || chunk.empty();
-    ++up->in_flight;
-    auto n = chunk.size();
-    self->request(st.agents_by_node[up->node], st.cfg.settings.timeout, put_bin_atom_v,
-                  st.cfg.binary_hash, st.cfg.job_id, offset, std::move(chunk), up->sent_last)
-      .then(
-        [=](bool) {
-          self->state.shipped_bytes += n;
-          --up->in_flight;
-          if (up->finished)
-            return;
-          if (up->sent_last && up->in_flight == 0) {
-            up->finished = true;
-            up->done({});
-            return;
-          }
-          ship_more(self, up);
-        },
-        [=](caf::error& err) {
-          if (up->finished)
-            return;
-          up->finished = true;
-          up->done(err);
-        });
-  }
-}
-
-// Ships the driver's binary to every planned node that caches binaries and
-// lacks it, in parallel; then starts the workers.
 void ship_binaries(coord_actor self) {
   auto& st = self->state;
   st.ph = phase::shipping;
@@ -151,12 +74,12 @@ void ship_binaries(coord_actor self) {
     return;
   }
   auto pending = std::make_shared<size_t>(targets.size());
-  auto size = file_size(st.cfg.executable);
   auto t0 = std::chrono::steady_clock::now();
   for (auto& node : targets) {
-    auto done = [=](caf::error err) {
+    auto done = [=](caf::error err, uint64_t sent) {
       if (self->state.ph != phase::shipping)
         return;
+      self->state.shipped_bytes += sent;
       if (err) {
         fail(self, make_error(error_kind::worker_error,
                               fmt::format("could not ship the driver's binary to node '{}': {}",
@@ -170,16 +93,10 @@ void ship_binaries(coord_actor self) {
         spawn_workers(self);
       }
     };
-    self->request(st.agents_by_node[node], st.cfg.settings.timeout, has_bin_atom_v,
-                  st.cfg.binary_hash)
-      .then(
-        [=](bool cached) {
-          if (cached)
-            done({});
-          else
-            ship_more(self, std::make_shared<upload>(upload{node, size, 0, 0, false, false, done}));
-        },
-        [=](caf::error& err) { done(err); });
+    ship_binary(self,
+                shipment{st.agents_by_node[node], node, st.cfg.executable, st.cfg.binary_hash,
+                         st.cfg.job_id, st.cfg.settings.timeout},
+                done);
   }
 }
 

@@ -43,9 +43,13 @@ executor::executor(runtime& rt, settings s, executor_options opts) {
   validate(opts);
   validate(s);
   impl_.reset(new impl{*rt.impl_, s, std::move(opts)});
+}
+
+void executor::require_static(const char* what) const {
   if (impl_->options.min_workers)
-    throw std::invalid_argument("elastic jobs (min_workers/max_workers) are not supported by this "
-                                "build yet; set num_workers or num_hosts");
+    throw std::logic_error(fmt::format("Elastic mode does not support {}: its workers come and "
+                                       "go. Please use run() instead.",
+                                       what));
 }
 
 executor::~executor() {
@@ -149,6 +153,7 @@ std::vector<std::vector<char>> executor::call_all(const detail::call_data& call)
 
 std::vector<char> executor::call_one(int rank, const detail::call_data& call) {
   auto& st = *impl_;
+  require_static("execute_single");
   st.require_started("execute_single");
   auto res = st.session->ask<call_result>(st.call_bound(), call_one_atom_v,
                                           static_cast<int32_t>(rank), call);
@@ -160,6 +165,7 @@ std::vector<char> executor::call_one(int rank, const detail::call_data& call) {
 std::vector<std::shared_ptr<detail::pending_result>>
 executor::call_async(const detail::call_data& call) {
   auto& st = *impl_;
+  require_static("run_remote");
   st.require_started("run_remote");
   std::vector<std::shared_ptr<detail::pending_result>> out;
   for (int rank = 0; rank < num_workers(); ++rank)

@@ -24,8 +24,12 @@ std::chrono::milliseconds start_bound_of(const coordinator_config& cfg) {
   auto bytes = std::filesystem::file_size(cfg.executable, ec);
   auto shipping = std::chrono::milliseconds(
     ec ? 0 : static_cast<int64_t>(bytes / (knobs::shipping_bytes_per_second / 1000)));
-  return cfg.settings.placement_timeout + 2 * cfg.settings.timeout + knobs::start_slack
-         + shipping;
+  auto bound = cfg.settings.placement_timeout + 2 * cfg.settings.timeout + knobs::start_slack
+               + shipping;
+  // An elastic job waits for min_workers slots first.
+  if (cfg.options.min_workers)
+    bound += wait_bound(std::chrono::milliseconds{cfg.options.elastic_timeout});
+  return bound;
 }
 
 } // namespace
@@ -50,8 +54,9 @@ job_session::job_session(runtime::impl& rt, coordinator_config config)
 job_session::job_session(runtime::impl& rt, coordinator_config cfg, int)
   : rt_(rt), settings_(cfg.settings), start_bound_(start_bound_of(cfg)), direct_(cfg.direct) {
   bool registers = !cfg.launch;
-  coord_ = spawn_coordinator(system(), std::move(cfg));
   store_ = spawn_rendezvous_store(system());
+  cfg.store = store_;
+  coord_ = spawn_coordinator(system(), std::move(cfg));
   try {
     store_port_ = publish(caf::actor_cast<caf::actor>(store_), "rendezvous store");
     if (registers)

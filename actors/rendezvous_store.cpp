@@ -26,6 +26,8 @@ struct pending_wait {
 
 struct store_state {
   std::map<std::string, std::map<std::string, std::vector<char>>> scopes;
+  /// Closed scopes and why (close_atom).
+  std::map<std::string, std::string> closed;
   std::map<uint64_t, pending_wait> pending;
   uint64_t next_id = 1;
   static inline const char* name = "rendezvous_store";
@@ -70,11 +72,18 @@ caf::error timeout_error(const pending_wait& w, const std::vector<std::string>& 
                                 w.scope, fmt::join(missing, ", "), ms));
 }
 
+caf::error closed_error(const std::string& scope, const std::string& why) {
+  return make_error(error_kind::rendezvous_timeout,
+                    fmt::format("rendezvous scope '{}' was closed: {}", scope, why));
+}
+
 rendezvous_store::behavior_type store_impl(store_actor self) {
   self->set_exception_handler(exit_with_error("rendezvous store"));
   return {
     [=](set_atom, const std::string& scope, const std::string& key,
-        std::vector<char>& value) -> bool {
+        std::vector<char>& value) -> caf::result<bool> {
+      if (auto c = self->state.closed.find(scope); c != self->state.closed.end())
+        return closed_error(scope, c->second);
       self->state.scopes[scope][key] = std::move(value);
       settle(self);
       return true;
@@ -82,6 +91,8 @@ rendezvous_store::behavior_type store_impl(store_actor self) {
     [=](get_atom, const std::string& scope, const std::string& key,
         caf::timespan timeout) -> caf::result<std::vector<char>> {
       auto& st = self->state;
+      if (auto c = st.closed.find(scope); c != st.closed.end())
+        return closed_error(scope, c->second);
       if (st.has(scope, key))
         return st.scopes[scope][key];
       auto id = st.next_id++;
@@ -97,6 +108,8 @@ rendezvous_store::behavior_type store_impl(store_actor self) {
     [=](wait_atom, const std::string& scope, const key_list& keys,
         caf::timespan timeout) -> caf::result<bool> {
       auto& st = self->state;
+      if (auto c = st.closed.find(scope); c != st.closed.end())
+        return closed_error(scope, c->second);
       auto id = st.next_id++;
       auto& w = st.pending[id];
       w.scope = scope;
@@ -111,6 +124,22 @@ rendezvous_store::behavior_type store_impl(store_actor self) {
       return w.wait_promise;
     },
     [=](drop_atom, const std::string& scope) { self->state.scopes.erase(scope); },
+    [=](close_atom, const std::string& scope, const std::string& why) {
+      auto& st = self->state;
+      st.scopes.erase(scope);
+      st.closed[scope] = why;
+      for (auto i = st.pending.begin(); i != st.pending.end();) {
+        if (i->second.scope != scope) {
+          ++i;
+          continue;
+        }
+        if (i->second.is_get)
+          i->second.get_promise.deliver(closed_error(scope, why));
+        else
+          i->second.wait_promise.deliver(closed_error(scope, why));
+        i = st.pending.erase(i);
+      }
+    },
     [=](expire_atom, uint64_t id) {
       auto& st = self->state;
       auto i = st.pending.find(id);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "internal/device_setup.hpp"
+#include "internal/elastic_session.hpp"
 #include "internal/engine.hpp"
 #include "gloo/gloo_backend.hpp"
 #include "internal/rendezvous_client.hpp"
@@ -181,13 +182,8 @@ detail::engine& device_engine(const char* call) {
   return eng;
 }
 
-} // namespace
-
-void init() {
-  auto& st = global();
-  std::lock_guard<std::mutex> lk{st.mu};
-  if (st.engine)
-    return;
+// init() for one world: the topology and rendezvous scope in the env.
+void connect_locked(state& st) {
   auto t = topology_from_env();
   auto opts = engine_options_from_env();
   ignore_sigpipe();
@@ -218,11 +214,42 @@ void init() {
              st.gpu);
 }
 
+} // namespace
+
+void init() {
+  auto& st = global();
+  std::lock_guard<std::mutex> lk{st.mu};
+  if (st.engine)
+    return;
+  if (!elastic::detail::enabled()) {
+    connect_locked(st);
+    return;
+  }
+  // Elastic: join the newest generation this worker is assigned to. A
+  // failed connection (a peer died meanwhile) asks the driver for the next.
+  for (int failures = 0;; ++failures) {
+    int gen = elastic::detail::take_assignment();
+    try {
+      connect_locked(st);
+      elastic::detail::joined(gen, st.topo.rank);
+      return;
+    } catch (const error& e) {
+      if (failures + 1 >= knobs::elastic_init_attempts)
+        throw;
+      log::info("hvd::init: generation {} did not connect ({}); asking for the next one", gen,
+                e.what());
+      elastic::detail::request_reset(gen, e.what());
+    }
+  }
+}
+
 void shutdown() {
   auto& st = global();
   std::lock_guard<std::mutex> lk{st.mu};
   if (!st.engine)
     return;
+  if (elastic::detail::enabled())
+    elastic::detail::left();
   st.engine->stop();
   st.engine.reset();
   if (st.timeline) {

@@ -80,4 +80,45 @@ void rendezvous_client::wait(const std::vector<std::string>& keys,
                        caf::timespan{timeout});
 }
 
+namespace {
+
+// Asks for the key again every watch period: a store wait is bounded.
+struct watch_state {
+  static inline const char* name = "rendezvous_watch";
+};
+
+} // namespace
+
+std::shared_ptr<void>
+rendezvous_client::watch(const std::string& key,
+                         std::function<void(const std::vector<char>&)> on_set) {
+  auto store = impl_->store;
+  auto scope = scope_;
+  auto watcher = impl_->sys->spawn([=](caf::stateful_actor<watch_state>* self) -> caf::behavior {
+    auto ask = [=] {
+      self->request(store, knobs::store_watch_period + knobs::store_round_trip, proto::get_atom_v,
+                    scope, key, caf::timespan{knobs::store_watch_period})
+        .then(
+          [=](const std::vector<char>& value) {
+            on_set(value);
+            self->quit();
+          },
+          [=](caf::error& err) {
+            if (err.category() == error_category
+                && err.code() == static_cast<uint8_t>(error_kind::rendezvous_timeout))
+              self->send(self, int32_t{0}); // not set yet: ask again
+            else
+              self->quit(err);
+          });
+    };
+    ask();
+    return {[=](int32_t) { ask(); }};
+  });
+  return std::shared_ptr<void>(new caf::actor(watcher), [](void* p) {
+    auto* a = static_cast<caf::actor*>(p);
+    caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
+    delete a;
+  });
+}
+
 } // namespace hvactor::collectives

@@ -26,6 +26,10 @@ const char* to_string(error_kind kind) noexcept {
       return "collective_error";
     case error_kind::generic:
       return "error";
+    case error_kind::elastic_timeout:
+      return "elastic_timeout";
+    case error_kind::reset_limit_exceeded:
+      return "reset_limit_exceeded";
   }
   return "error";
 }
@@ -46,6 +50,10 @@ void throw_error(error_kind kind, const std::string& message, int rank) {
       throw std::invalid_argument(message);
     case error_kind::collective_error:
       throw collective_error(message, rank);
+    case error_kind::elastic_timeout:
+      throw elastic_timeout(message);
+    case error_kind::reset_limit_exceeded:
+      throw reset_limit_exceeded(message);
     case error_kind::generic:
       break;
   }

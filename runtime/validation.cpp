@@ -57,6 +57,9 @@ void validate(const executor_options& opts) {
   if (opts.max_workers && (!opts.min_workers || *opts.min_workers < 1))
     throw std::invalid_argument("max_workers provided without any positive min_workers. Elastic "
                                 "workloads require a positive min_workers.");
+  if (opts.min_workers && opts.num_hosts)
+    throw std::invalid_argument("num_hosts cannot be combined with min_workers. Elastic workloads "
+                                "place one worker per discovered slot.");
   if (!elastic) {
     if (!opts.num_workers && !opts.num_hosts)
       throw std::invalid_argument("One of num_workers or num_hosts must be set.");
@@ -86,9 +89,9 @@ void validate(const executor_options& opts) {
     throw std::invalid_argument("gpus_per_worker must be >= 1: Got "
                                 + std::to_string(*opts.gpus_per_worker) + ".");
   if (opts.min_workers && opts.max_workers && *opts.max_workers < *opts.min_workers)
-    throw std::invalid_argument("max_workers must be >= min_workers: Got max_workers="
-                                + std::to_string(*opts.max_workers)
-                                + ", min_workers=" + std::to_string(*opts.min_workers) + ".");
+    throw std::invalid_argument("max_workers must be >= min_workers: Got "
+                                + std::to_string(*opts.max_workers) + " < "
+                                + std::to_string(*opts.min_workers) + ".");
   if (opts.reset_limit && *opts.reset_limit < 0)
     throw std::invalid_argument("reset_limit must be >= 0: Got " + std::to_string(*opts.reset_limit)
                                 + ".");
@@ -100,6 +103,14 @@ void validate(const executor_options& opts) {
     if (value.find('\0') != std::string::npos)
       throw std::invalid_argument("extra_env_vars values must not contain NUL: Got '"
                                   + printable(name) + "' = '" + printable(value) + "'.");
+  }
+  if (opts.min_workers) {
+    if (opts.elastic_timeout.count() <= 0)
+      throw std::invalid_argument("elastic_timeout must be positive: Got "
+                                  + std::to_string(opts.elastic_timeout.count()) + " s.");
+    if (opts.discovery_period.count() <= 0)
+      throw std::invalid_argument("discovery_period must be positive: Got "
+                                  + std::to_string(opts.discovery_period.count()) + " ms.");
   }
   if (opts.cooldown_range) {
     auto [lower, upper] = *opts.cooldown_range;

@@ -1,5 +1,7 @@
 #include "hvactor/torch.hpp"
 
+#include "hvactor/elastic.hpp"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -86,25 +88,19 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, int root) {
 }
 
 void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root) {
-  std::string blob;
+  std::vector<char> blob;
   if (rank() == root) {
     torch::serialize::OutputArchive archive;
     opt.save(archive);
     std::ostringstream out;
     archive.save_to(out);
-    blob = out.str();
+    auto text = out.str();
+    blob.assign(text.begin(), text.end());
   }
-  // Length first, then the bytes as int32 words (hvd has no byte type).
-  std::vector<int64_t> length{static_cast<int64_t>(blob.size())};
-  hvd::broadcast(std::span<int64_t>(length), root);
-  std::vector<int32_t> words((static_cast<size_t>(length[0]) + 3) / 4, 0);
-  if (rank() == root && !blob.empty())
-    std::memcpy(words.data(), blob.data(), blob.size());
-  hvd::broadcast(std::span<int32_t>(words), root);
+  elastic::detail::broadcast_bytes(blob, root);
   if (rank() == root)
     return;
-  std::istringstream in{std::string(reinterpret_cast<const char*>(words.data()),
-                                    static_cast<size_t>(length[0]))};
+  std::istringstream in{std::string(blob.begin(), blob.end())};
   torch::serialize::InputArchive archive;
   archive.load_from(in);
   opt.load(archive);

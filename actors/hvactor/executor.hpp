@@ -164,6 +164,7 @@ public:
   /// environment is set (so T's constructor may call hvd::init()).
   template <class T, class... Args>
   void start(Args&&... args) {
+    require_static("start<T>() (an executable class)");
     start();
     detail::call_data call{detail::ctor_invoker<T, std::decay_t<Args>...>::key, "",
                            detail::pack_args(detail::type_list<std::decay_t<Args>...>{},
@@ -171,7 +172,10 @@ public:
     call_all(call);
   }
 
-  /// Runs `fn(args...)` on every worker.
+  /// Runs `fn(args...)` on every worker. Elastic jobs: on every worker
+  /// that joins while it runs; returns when one worker returned (the
+  /// others get a grace to return too) with the successful workers'
+  /// values in final rank order, or throws when every worker failed.
   template <class F, class... Args>
   auto run(F fn, Args&&... args) {
     using R = typename detail::fn_traits<F>::result_type;
@@ -196,6 +200,7 @@ public:
   template <class F, class... Args>
   auto execute(F fn, Args&&... args) {
     using R = typename detail::object_call_result<F>::type;
+    require_static("execute");
     auto payloads = call_all(detail::make_object_call(fn, std::forward<Args>(args)...));
     if constexpr (!std::is_void_v<R>)
       return detail::decode_all<R>(payloads);
@@ -241,6 +246,9 @@ private:
   std::vector<std::shared_ptr<detail::pending_result>> call_async(const detail::call_data& call);
   std::chrono::milliseconds call_timeout() const;
   void shutdown_quietly() noexcept;
+  /// Throws std::logic_error in an elastic job (Horovod's elastic mode runs
+  /// functions only).
+  void require_static(const char* what) const;
 
   std::unique_ptr<impl> impl_;
 };

@@ -6,6 +6,8 @@
 #include "hvactor/event.hpp"
 #include "hvactor/executor.hpp"
 #include "hvactor/future.hpp"
+#include "hvactor/discovery.hpp"
+#include "hvactor/elastic.hpp"
 #include "hvactor/hvd.hpp"
 #include "hvactor/runtime.hpp"
 #include "hvactor/settings.hpp"

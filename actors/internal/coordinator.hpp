@@ -71,9 +71,16 @@ struct coordinator_config {
   std::vector<std::string> args;
   /// The driver's direct calls, ended by the job's failure or shutdown.
   std::shared_ptr<direct_calls> direct = std::make_shared<direct_calls>();
+  /// The job's rendezvous store (elastic jobs publish each generation's
+  /// assignments there).
+  proto::rendezvous_store store;
 };
 
-/// Spawns the coordinator of one job (protocol: interfaces.hpp).
+/// Spawns the coordinator of one job (protocol: interfaces.hpp); the
+/// elastic one when `cfg.options.min_workers` is set.
 proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg);
+
+/// The coordinator of an elastic job (elastic_coordinator.cpp).
+proto::coordinator spawn_elastic_coordinator(caf::actor_system& sys, coordinator_config cfg);
 
 } // namespace hvactor

@@ -252,6 +252,17 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
            x.workers);
 }
 
+/// Hosts an elastic job may use and their slots (hvactor::discovery).
+struct host_list {
+  std::vector<std::string> hosts;
+  std::vector<int32_t> slots;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, host_list& x) {
+  return f(caf::meta::type_name("host_list"), x.hosts, x.slots);
+}
+
 } // namespace hvactor::proto
 
 CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
@@ -287,6 +298,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_grace_atom, "call_grace")
   CAF_ADD_ATOM(hvactor, hvactor::proto, worker_lost_atom, "wrk_lost")
   CAF_ADD_ATOM(hvactor, hvactor::proto, output_ack_atom, "output_ack")
+  // The elastic coordinator's timers.
+  CAF_ADD_ATOM(hvactor, hvactor::proto, discover_atom, "discover")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, reset_due_atom, "reset_due")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, leave_due_atom, "leave_due")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, finish_due_atom, "finish_due")
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
@@ -299,6 +315,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::call_results))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_exit))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::host_list))
 CAF_END_TYPE_ID_BLOCK(hvactor)
 
 namespace hvactor::proto {
@@ -363,7 +380,12 @@ using coordinator = caf::typed_actor<
   // report did not arrive in time (by rank).
   caf::reacts_to<placement_retry_atom>, caf::reacts_to<registration_due_atom>,
   caf::reacts_to<launch_finish_atom>, caf::reacts_to<call_grace_atom, uint64_t>,
-  caf::reacts_to<worker_lost_atom, int32_t>>;
+  caf::reacts_to<worker_lost_atom, int32_t>,
+  // Elastic jobs' timers: poll discovery; a worker's reset request's grace
+  // passed (by generation); a leaving worker's grace passed (by worker id);
+  // the others' time to return after the first success passed.
+  caf::reacts_to<discover_atom>, caf::reacts_to<reset_due_atom, int32_t>,
+  caf::reacts_to<leave_due_atom, int32_t>, caf::reacts_to<finish_due_atom>>;
 
 /// Owns one machine's resources and creates colocators on it.
 using node_agent = caf::typed_actor<

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,12 @@ public:
 
   /// Returns once every key is set; throws rendezvous_timeout after `timeout`.
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+
+  /// Calls `on_set(value)` once, on one of the client's threads, when `key`
+  /// is set (now or later). The watch ends when the returned handle is
+  /// destroyed, when the store goes away, or after `on_set`.
+  std::shared_ptr<void> watch(const std::string& key,
+                              std::function<void(const std::vector<char>&)> on_set);
 
   const std::string& scope() const {
     return scope_;

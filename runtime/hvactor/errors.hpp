@@ -66,6 +66,19 @@ public:
   using error::error;
 };
 
+/// An elastic job did not find `min_workers` slots within
+/// `executor_options::elastic_timeout`; names the slots it saw.
+class elastic_timeout : public error {
+public:
+  using error::error;
+};
+
+/// An elastic job reset more often than `executor_options::reset_limit`.
+class reset_limit_exceeded : public error {
+public:
+  using error::error;
+};
+
 /// Error kinds as they travel between actors (as caf::error codes), mapped
 /// back to the classes above at the API edge. They start at 1: CAF, like
 /// LevelDB's Status, reads code 0 as "no error", so a kind 0 would turn a
@@ -80,13 +93,16 @@ enum class error_kind : uint8_t {
   collective_error = 7,
   /// hvactor::error itself: none of the above.
   generic = 8,
+  elastic_timeout = 9,
+  reset_limit_exceeded = 10,
 };
 
 /// Every kind, in code order (tests and the error category's renderer).
 inline constexpr error_kind all_error_kinds[] = {
   error_kind::placement_timeout, error_kind::rendezvous_timeout, error_kind::worker_error,
   error_kind::node_lost,         error_kind::not_started,        error_kind::invalid_argument,
-  error_kind::collective_error,  error_kind::generic,
+  error_kind::collective_error,  error_kind::generic,            error_kind::elastic_timeout,
+  error_kind::reset_limit_exceeded,
 };
 
 /// "placement_timeout", "worker_error", ...

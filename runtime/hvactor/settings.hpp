@@ -1,5 +1,6 @@
 #pragma once
 
+#include "hvactor/discovery.hpp"
 #include "hvactor/tls.hpp"
 
 #include <chrono>
@@ -41,12 +42,24 @@ struct executor_options {
   std::optional<int> gpus_per_worker;
   /// Added to every worker's environment after the Horovod variables.
   std::map<std::string, std::string> extra_env_vars;
-  // Elastic jobs (validated now, run by the elastic issue).
+  // Elastic jobs (API.md "Elastic jobs"): set min_workers instead of
+  // num_workers. The world grows and shrinks between min_workers and
+  // max_workers (default: no limit) as discovery offers hosts.
   std::optional<int> min_workers;
   std::optional<int> max_workers;
+  /// Resets (re-rendezvous after a failure or a host change) allowed; past
+  /// it the job stops with reset_limit_exceeded. Default: no limit.
   std::optional<int> reset_limit;
+  /// (lower, upper) seconds a host whose worker failed is blacklisted:
+  /// lower * 2^n + U(0,1) * lower for its n-th failure, clamped to the
+  /// range. Default: blacklisted for good.
   std::optional<std::pair<int, int>> cooldown_range;
+  /// How long start() (and a shrunken job) waits for min_workers slots.
   std::chrono::seconds elastic_timeout = std::chrono::seconds(600);
+  /// Where hosts come from; default: the cluster's live nodes.
+  hvactor::discovery discovery;
+  /// How often discovery is polled.
+  std::chrono::milliseconds discovery_period = std::chrono::seconds(1);
 };
 
 /// Throws std::invalid_argument with API.md's messages when `opts` is not a

@@ -45,6 +45,12 @@ inline constexpr const char* cuda_visible_devices = "CUDA_VISIBLE_DEVICES";
 inline constexpr const char* rendezvous_scope = "HVACTOR_RENDEZVOUS_SCOPE";
 /// Address of the node a worker runs on (Gloo binds its TCP pairs there).
 inline constexpr const char* node_address = "HVACTOR_NODE_ADDRESS";
+/// Elastic jobs: this process's worker id (unique in the job, increasing
+/// with start order), the first generation it may join, and how long
+/// hvd::init waits for its next assignment (elastic_timeout + timeout).
+inline constexpr const char* elastic_worker = "HVACTOR_ELASTIC_WORKER";
+inline constexpr const char* elastic_generation = "HVACTOR_ELASTIC_GENERATION";
+inline constexpr const char* elastic_wait_ms = "HVACTOR_ELASTIC_WAIT_MS";
 
 // -- a worker process's bootstrap (set by its colocator) ---------------------------
 
@@ -291,6 +297,37 @@ inline constexpr auto engine_wait_slack = 10s;
 /// The rendezvous store answers a timed get/wait itself; the client waits
 /// this much longer so that the store's clearer error wins.
 inline constexpr auto store_round_trip = 1s;
+
+/// A watch on a rendezvous key (rank 0's wait for the driver's host
+/// updates) asks again this often: the store holds a wait this long.
+inline constexpr auto store_watch_period = 60s;
+
+// -- elastic jobs --------------------------------------------------------------------
+
+/// Discovery polls (executor_options::discovery_period's default, Horovod's
+/// DISCOVER_HOSTS_FREQUENCY_SECS).
+inline constexpr auto discovery_period = 1s;
+
+/// One run of a host discovery script (discovery::script) may take this
+/// long; then it is killed and the poll failed.
+inline constexpr auto discovery_script_limit = 10s;
+
+/// A worker's collectives failed and it asks for a new generation: the
+/// driver waits this long for the exit report of a worker that died, so
+/// that one reset covers both.
+inline constexpr auto elastic_reset_grace = 250ms;
+
+/// hvd::init in an elastic job gives up after this many generations in a
+/// row that did not connect.
+inline constexpr int elastic_init_attempts = 5;
+
+/// A worker leaving the job (its host is gone) may take this long to reach
+/// its next commit and see the change; then its process is stopped.
+inline constexpr auto elastic_leave_grace = 10s;
+
+/// Once a worker returned successfully, the others may take this long to
+/// return too (Horovod: the job stops on the first success).
+inline constexpr auto elastic_finish_grace = 10s;
 
 /// Device backends poll NCCL and CUDA events this often against the job's
 /// timeout (NCCL calls are nonblocking so that a dead peer never hangs).

@@ -41,6 +41,10 @@ raised thrown(const caf::error& err) {
     out = {"node_lost", e.what()};
   } catch (const hvactor::not_started& e) {
     out = {"not_started", e.what()};
+  } catch (const hvactor::elastic_timeout& e) {
+    out = {"elastic_timeout", e.what()};
+  } catch (const hvactor::reset_limit_exceeded& e) {
+    out = {"reset_limit_exceeded", e.what()};
   } catch (const hvactor::error& e) {
     out = {"error", e.what()};
   } catch (const std::invalid_argument& e) {

@@ -134,7 +134,20 @@ TEST_CASE("max_workers without a positive min_workers is rejected") {
 }
 
 TEST_CASE("max_workers below min_workers is rejected") {
-  check_rejected({.min_workers = 4, .max_workers = 2}, "max_workers must be >= min_workers");
+  check_rejected({.min_workers = 4, .max_workers = 2},
+                 "max_workers must be >= min_workers: Got 2 < 4.");
+}
+
+TEST_CASE("num_hosts cannot be combined with min_workers") {
+  check_rejected({.num_hosts = 2, .num_workers_per_host = 1, .min_workers = 1},
+                 "num_hosts cannot be combined with min_workers.");
+}
+
+TEST_CASE("elastic_timeout and discovery_period must be positive") {
+  check_rejected({.min_workers = 1, .elastic_timeout = std::chrono::seconds(0)},
+                 "elastic_timeout must be positive: Got 0 s.");
+  check_rejected({.min_workers = 1, .discovery_period = std::chrono::milliseconds(-5)},
+                 "discovery_period must be positive: Got -5 ms.");
 }
 
 TEST_CASE("a negative reset_limit is rejected and zero is accepted") {

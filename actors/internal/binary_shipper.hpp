@@ -1,0 +1,118 @@
+#pragma once
+
+// Internal: code shipping (interfaces.hpp step 3) for any coordinator: asks
+// a node whether it caches the driver's binary and, if not, sends it in
+// chunks (knobs::ship_chunk_bytes, knobs::ship_chunks_in_flight at a time).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "hvactor/errors.hpp"
+#include "internal/caf_error.hpp"
+#include "internal/interfaces.hpp"
+#include "internal/knobs.hpp"
+
+namespace hvactor::detail {
+
+/// What to ship where.
+struct shipment {
+  proto::node_agent agent;
+  std::string node;
+  /// The binary, its SHA-256 and the job it is for.
+  std::string path;
+  std::string hash;
+  std::string job;
+  caf::timespan timeout;
+};
+
+/// `count` bytes of `path` at `offset` (fewer at its end); throws
+/// hvactor::error naming the file.
+std::vector<char> read_chunk(const std::string& path, uint64_t offset, size_t count);
+
+/// Size of `path`, 0 when unreadable.
+uint64_t file_size(const std::string& path);
+
+namespace shipping {
+
+struct upload {
+  shipment what;
+  uint64_t size = 0;
+  uint64_t next = 0; // offset of the next chunk to send
+  size_t in_flight = 0;
+  bool sent_last = false;
+  bool finished = false;
+  uint64_t sent = 0;
+  std::function<void(caf::error, uint64_t)> done;
+
+  void finish(caf::error err) {
+    finished = true;
+    done(std::move(err), sent);
+  }
+};
+
+template <class Self>
+void more(Self self, std::shared_ptr<upload> up) {
+  while (!up->finished && !up->sent_last && up->in_flight < knobs::ship_chunks_in_flight) {
+    std::vector<char> chunk;
+    try {
+      chunk = read_chunk(up->what.path, up->next, knobs::ship_chunk_bytes);
+    } catch (const std::exception& e) {
+      up->finish(make_error(error_kind::generic, e.what()));
+      return;
+    }
+    auto offset = up->next;
+    up->next += chunk.size();
+    up->sent_last = up->next >= up->size || chunk.empty();
+    ++up->in_flight;
+    auto n = chunk.size();
+    self->request(up->what.agent, up->what.timeout, proto::put_bin_atom_v, up->what.hash,
+                  up->what.job, offset, std::move(chunk), up->sent_last)
+      .then(
+        [=](bool) {
+          up->sent += n;
+          --up->in_flight;
+          if (up->finished)
+            return;
+          if (up->sent_last && up->in_flight == 0)
+            up->finish({});
+          else
+            more(self, up);
+        },
+        [=](caf::error& err) {
+          if (!up->finished)
+            up->finish(err);
+        });
+  }
+}
+
+} // namespace shipping
+
+/// Makes sure `what.node` caches the binary: `done(error, bytes sent)`
+/// runs once, in `self`'s context.
+template <class Self>
+void ship_binary(Self self, shipment what, std::function<void(caf::error, uint64_t)> done) {
+  auto agent = what.agent;
+  auto timeout = what.timeout;
+  auto hash = what.hash;
+  self->request(agent, timeout, proto::has_bin_atom_v, hash)
+    .then(
+      [=](bool cached) {
+        if (cached) {
+          done({}, 0);
+          return;
+        }
+        auto up = std::make_shared<shipping::upload>();
+        up->what = what;
+        up->size = file_size(what.path);
+        up->done = done;
+        shipping::more(self, up);
+      },
+      [=](caf::error& err) { done(err, 0); });
+}
+
+} // namespace hvactor::detail

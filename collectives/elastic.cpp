@@ -1,0 +1,243 @@
+// hvd::elastic: the worker side of an elastic job (elastic.hpp,
+// internal/elastic_session.hpp).
+
+#include "hvactor/elastic.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "internal/elastic_session.hpp"
+#include "internal/knobs.hpp"
+#include "internal/log.hpp"
+#include "internal/rendezvous_client.hpp"
+
+namespace hvactor::hvd::elastic {
+
+namespace detail {
+
+namespace {
+
+// The process's elastic session: one store client for the job's elastic
+// scope, kept across resets.
+struct session {
+  std::mutex mu;
+  std::unique_ptr<collectives::rendezvous_client> client;
+  std::string job;
+  std::string worker;
+  /// The generation to wait for next, and the one joined last.
+  int next = 0;
+  int current = -1;
+  std::atomic<int> update{0};
+  std::shared_ptr<void> watch;
+};
+
+session& global() {
+  static session* s = new session; // never destroyed, like hvd's state
+  return *s;
+}
+
+std::vector<char> bytes(const std::string& text) {
+  return {text.begin(), text.end()};
+}
+
+std::string text(const std::vector<char>& b) {
+  return {b.begin(), b.end()};
+}
+
+std::chrono::milliseconds wait_limit() {
+  return std::chrono::milliseconds{env::get_int64(env::elastic_wait_ms, 600'000 + 30'000)};
+}
+
+// Connects the session's client once (the caller holds the mutex).
+collectives::rendezvous_client& client(session& s) {
+  if (s.client)
+    return *s.client;
+  auto addr = env::get(env::rendezvous_addr).value_or("");
+  auto port = env::get_int(env::rendezvous_port, 0);
+  auto scope = env::get(env::rendezvous_scope).value_or("");
+  auto slash = scope.rfind('/');
+  if (addr.empty() || port <= 0 || slash == std::string::npos)
+    throw error(fmt::format("hvd::init: an elastic job needs {}, {} and {} (\"<job>/<gen>\")",
+                            env::rendezvous_addr, env::rendezvous_port, env::rendezvous_scope));
+  s.job = scope.substr(0, slash);
+  s.worker = env::get(env::elastic_worker).value_or("");
+  s.next = env::get_int(env::elastic_generation, 0);
+  s.client = std::make_unique<collectives::rendezvous_client>(
+    addr, static_cast<uint16_t>(port), s.job + "/elastic", std::chrono::milliseconds{30'000});
+  return *s.client;
+}
+
+[[noreturn]] void leave_removed(int gen) {
+  log::info("elastic: this worker was removed from the job in generation {}; leaving", gen);
+  std::fflush(nullptr);
+  ::_exit(0);
+}
+
+// "rank size local_rank local_size cross_rank cross_size" into the env.
+void apply(const std::string& job, int gen, const std::string& assignment) {
+  std::istringstream in{assignment};
+  int v[6];
+  for (auto& x : v)
+    if (!(in >> x))
+      throw error(fmt::format("hvd::init: malformed elastic assignment '{}'", assignment));
+  const char* names[6] = {env::rank,       env::size,       env::local_rank,
+                          env::local_size, env::cross_rank, env::cross_size};
+  for (int i = 0; i < 6; ++i)
+    ::setenv(names[i], std::to_string(v[i]).c_str(), 1);
+  ::setenv(env::rendezvous_scope, fmt::format("{}/{}", job, gen).c_str(), 1);
+}
+
+} // namespace
+
+bool enabled() {
+  return env::get(env::elastic).value_or("") == "1" && env::get(env::elastic_worker).has_value();
+}
+
+int take_assignment() {
+  auto& s = global();
+  std::lock_guard<std::mutex> lk{s.mu};
+  auto& c = client(s);
+  auto prefix = "assign/" + s.worker + "/";
+  auto value = text(c.get(prefix + std::to_string(s.next), wait_limit()));
+  int gen = s.next;
+  // Skip generations superseded meanwhile.
+  if (auto latest = c.try_get("latest/" + s.worker)) {
+    int newest = std::atoi(text(*latest).c_str());
+    if (newest > gen) {
+      gen = newest;
+      value = text(c.get(prefix + std::to_string(gen), wait_limit()));
+    }
+  }
+  s.next = gen + 1;
+  if (value == "removed")
+    leave_removed(gen);
+  apply(s.job, gen, value);
+  return gen;
+}
+
+void joined(int gen, int rank) {
+  auto& s = global();
+  std::lock_guard<std::mutex> lk{s.mu};
+  auto& c = client(s);
+  s.current = gen;
+  s.update = 0;
+  c.set(fmt::format("joined/{}/{}", gen, s.worker), {});
+  if (rank == 0)
+    s.watch = c.watch(fmt::format("changed/{}", gen), [&s](const std::vector<char>& v) {
+      s.update = std::atoi(text(v).c_str());
+    });
+}
+
+void request_reset(int gen, const std::string& why) {
+  auto& s = global();
+  std::lock_guard<std::mutex> lk{s.mu};
+  if (!s.client || gen < 0)
+    return;
+  try {
+    s.client->set(fmt::format("reset/{}", gen), bytes(why));
+  } catch (const std::exception& e) {
+    log::debug("elastic: could not ask for a reset: {}", e.what()); // the scope moved on
+  }
+}
+
+void left() {
+  auto& s = global();
+  std::lock_guard<std::mutex> lk{s.mu};
+  s.watch.reset();
+  s.update = 0;
+}
+
+int take_update() {
+  return global().update.exchange(0);
+}
+
+void broadcast_bytes(std::vector<char>& data, int root) {
+  int64_t n = static_cast<int64_t>(data.size());
+  hvd::broadcast(std::span<int64_t>(&n, 1), root);
+  // hvd has no byte type: whole int64 words, the last one padded.
+  std::vector<int64_t> words(static_cast<size_t>((n + 7) / 8));
+  if (hvd::rank() == root && n > 0)
+    std::memcpy(words.data(), data.data(), static_cast<size_t>(n));
+  if (!words.empty())
+    hvd::broadcast(std::span<int64_t>(words), root);
+  data.resize(static_cast<size_t>(n));
+  if (n > 0)
+    std::memcpy(data.data(), words.data(), static_cast<size_t>(n));
+}
+
+void run_loop(state& st, const std::function<void()>& attempt) {
+  if (!hvd::is_initialized())
+    hvd::init();
+  bool skip_sync = false;
+  for (;;) {
+    try {
+      if (!skip_sync)
+        st.sync();
+      attempt();
+      return;
+    } catch (const hosts_updated_interrupt& e) {
+      log::debug("elastic: hosts changed ({}); resetting", static_cast<int>(e.update()));
+      skip_sync = e.skip_sync();
+    } catch (const collective_error& e) {
+      log::info("elastic: collectives failed ({}); restoring the last commit", e.what());
+      request_reset(generation(), e.what());
+      st.restore();
+      skip_sync = false;
+    }
+    hvd::shutdown();
+    hvd::init();
+    st.on_reset();
+  }
+}
+
+} // namespace detail
+
+hosts_updated_interrupt::hosts_updated_interrupt(host_update update)
+  : error(fmt::format("the elastic job's hosts changed ({})",
+                      update == host_update::removed ? "removed"
+                      : update == host_update::added ? "added"
+                                                     : "added and removed")),
+    update_(update) {
+}
+
+void check_host_updates() {
+  if (!detail::enabled() || !hvd::is_initialized())
+    return;
+  int32_t flags = hvd::rank() == 0 ? detail::take_update() : 0;
+  hvd::broadcast(std::span<int32_t>(&flags, 1), 0);
+  if (flags != 0)
+    throw hosts_updated_interrupt(static_cast<host_update>(flags));
+}
+
+int generation() {
+  return std::max(0, detail::global().current);
+}
+
+void state::commit() {
+  save();
+  check_host_updates();
+}
+
+void state::check_host_updates() {
+  elastic::check_host_updates();
+}
+
+void state::register_reset_callback(std::function<void()> fn) {
+  callbacks_.push_back(std::move(fn));
+}
+
+void state::on_reset() {
+  for (auto& fn : callbacks_)
+    fn();
+}
+
+} // namespace hvactor::hvd::elastic

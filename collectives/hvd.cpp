@@ -196,7 +196,9 @@ void connect_locked(state& st) {
   // Counted only once connected: after an init that failed everywhere (a
   // rank never arrived), the retry must use the prefix that rank uses. The
   // failed attempt left only arrival keys, which the retry sets again.
-  auto connection_no = st.connections;
+  // Elastic jobs: every generation has a scope of its own, shared by
+  // processes that connected different numbers of times before.
+  auto connection_no = elastic::detail::enabled() ? 0 : st.connections;
   auto conn = connect(t, connection_no, opts);
   ++st.connections;
   auto prefix = fmt::format("gloo.{}", connection_no);

@@ -1,0 +1,223 @@
+// Elastic jobs on a real cluster: hvactor-node processes with distinct node
+// ids are the hosts; elastic_driver is the driver. Horovod's elastic Ray
+// tests (test_ray_elastic_v2.py) with their expected counts of (results,
+// workers started, workers finished), their discovery schedules advanced by
+// training progress instead of wall time (so they hold on a loaded machine);
+// forceful failures in LibTorch training with torch_state; and the errors.
+//
+// HVACTOR_ELASTIC_REPEAT=N runs each schedule test N times in a row.
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "cluster_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace hvactor::test;
+
+struct outcome {
+  bool done = false;
+  std::string error;
+  std::map<std::string, std::string> counts;
+  std::vector<std::string> results;
+  std::vector<std::map<std::string, std::string>> events;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+std::unique_ptr<process> start_driver(cluster& c, const std::string& driver,
+                                      const std::vector<std::string>& args) {
+  std::vector<std::string> argv{driver, "--address", c.address()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  static int n = 0;
+  return std::make_unique<process>(argv, c.dir() / ("elastic-driver-" + std::to_string(++n)));
+}
+
+outcome finish(process& p, std::chrono::seconds limit = 120s) {
+  outcome out;
+  out.done = p.read_line_with("DONE", limit).has_value();
+  out.stdout_text = p.stdout_text();
+  out.stderr_text = p.stderr_text();
+  out.error = first_line(p, "ERROR ");
+  auto counts = first_line(p, "COUNTS ");
+  if (!counts.empty())
+    out.counts = parse_fields(counts);
+  auto results = first_line(p, "RESULTS ");
+  if (!results.empty()) {
+    auto words = split_words(results);
+    out.results.assign(words.begin() + 1, words.end());
+  }
+  for (auto& line : lines_with(p, "EVENT "))
+    out.events.push_back(parse_fields(line));
+  return out;
+}
+
+outcome run_driver(cluster& c, const std::vector<std::string>& args) {
+  auto p = start_driver(c, HVACTOR_ELASTIC_DRIVER, args);
+  auto out = finish(*p);
+  p->wait_exit(10s);
+  return out;
+}
+
+int repeats() {
+  const char* v = std::getenv("HVACTOR_ELASTIC_REPEAT");
+  return v ? std::max(1, std::atoi(v)) : 1;
+}
+
+cluster_options hosts_cluster() {
+  cluster_options o;
+  o.node_ids = {"host-6", "host-1", "host-2", "host-3", "host-4", "host-5"};
+  o.cpus_per_node = 2;
+  return o;
+}
+
+// Horovod's expected (results, started, finished).
+void check_counts(const outcome& out, int results, int started, int finished) {
+  INFO("driver stdout:\n" << out.stdout_text << "\ndriver stderr:\n" << out.stderr_text);
+  REQUIRE(out.done);
+  REQUIRE(out.error.empty());
+  CHECK(out.counts.at("results") == std::to_string(results));
+  CHECK(out.counts.at("started") == std::to_string(started));
+  CHECK(out.counts.at("finished") == std::to_string(finished));
+}
+
+// Every run of a schedule test in one cluster; the nodes end idle.
+void schedule_test(cluster& c, const std::vector<std::string>& args, int results, int started,
+                   int finished) {
+  for (int i = 0; i < repeats(); ++i) {
+    CAPTURE(i);
+    check_counts(run_driver(c, args), results, started, finished);
+  }
+  CHECK(c.no_workers_within(5s));
+}
+
+} // namespace
+
+TEST_SUITE("elastic schedules") {
+
+TEST_CASE("hosts added and removed: one result, four workers started, one finished") {
+  cluster c{hosts_cluster()};
+  schedule_test(c,
+                {"--schedule", "host-1:2@2/2|host-1:2,host-2:1,host-3:1@4/2|host-2:1", "--epochs",
+                 "16", "--epoch-ms", "40", "--period-ms", "100"},
+                1, 4, 1);
+}
+
+TEST_CASE("hosts removed and added (horovod#3197, skipped upstream): four results, seven "
+          "started, four finished") {
+  cluster c{hosts_cluster()};
+  schedule_test(c,
+                {"--schedule",
+                 "host-1:2,host-2:1,host-3:2@5/2|host-1:2@2/2|host-1:2,host-4:1,host-5:1",
+                 "--epochs", "16", "--epoch-ms", "40", "--period-ms", "100"},
+                4, 7, 4);
+}
+
+TEST_CASE("max_workers 2 with more hosts discovered: two results, two started, two finished") {
+  cluster c{hosts_cluster()};
+  schedule_test(c,
+                {"--schedule", "host-1:2@2/3|host-1:2,host-4:1,host-5:1", "--max", "2", "--epochs",
+                 "10", "--epoch-ms", "40", "--period-ms", "100"},
+                2, 2, 2);
+}
+
+TEST_CASE("min_workers = max_workers = 4 waits until four slots exist: four of each") {
+  cluster c{hosts_cluster()};
+  schedule_test(c,
+                {"--schedule",
+                 "host-1:1@t=500|host-1:1,host-4:1,host-5:1@t=500|host-1:1,host-4:1,host-5:1,"
+                 "host-6:1",
+                 "--min", "4", "--max", "4", "--epochs", "6", "--epoch-ms", "40", "--period-ms",
+                 "100"},
+                4, 4, 4);
+}
+
+} // TEST_SUITE
+
+TEST_SUITE("elastic errors") {
+
+TEST_CASE("start() throws elastic_timeout naming the slots seen when min_workers never appear") {
+  cluster c{hosts_cluster()};
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = run_driver(c, {"--schedule", "host-1:2", "--min", "3", "--elastic-timeout", "1",
+                            "--period-ms", "100"});
+  INFO("driver stdout:\n" << out.stdout_text << "\nstderr:\n" << out.stderr_text);
+  REQUIRE(out.done);
+  CHECK(out.error.rfind("elastic_timeout: Timed out waiting for minimum number of slots to become "
+                        "available: wanted 3, saw 2 on nodes [host-1:2]",
+                        0)
+        == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+  CHECK(out.stdout_text.find("STARTED") == std::string::npos);
+}
+
+TEST_CASE("more resets than reset_limit stop the job with Horovod's message") {
+  cluster c{hosts_cluster()};
+  auto out = run_driver(c, {"--schedule", "host-1:2@2/2|host-1:2,host-2:1@3/2|host-2:1",
+                            "--reset-limit", "1", "--epochs", "30", "--epoch-ms", "40",
+                            "--period-ms", "100"});
+  INFO("driver stdout:\n" << out.stdout_text << "\nstderr:\n" << out.stderr_text);
+  REQUIRE(out.done);
+  CHECK(out.error
+        == "reset_limit_exceeded: hvactor was shut down because the number of resets during the "
+           "elastic job exceeded its limit: 1");
+  CHECK(c.no_workers_within(5s));
+}
+
+TEST_CASE("every worker failing fails run() with the first failure") {
+  cluster c{hosts_cluster()};
+  auto out = run_driver(c, {"--schedule", "host-1:2,host-2:1", "--fail-all", "--period-ms",
+                            "100"});
+  INFO("driver stdout:\n" << out.stdout_text << "\nstderr:\n" << out.stderr_text);
+  REQUIRE(out.done);
+  CHECK(out.error.rfind("worker_error: ", 0) == 0);
+  CHECK(out.error.find("this worker fails on purpose") != std::string::npos);
+  CHECK(c.no_workers_within(5s));
+}
+
+TEST_CASE("a discovery script that fails on its first run fails start() naming it") {
+  cluster c{hosts_cluster()};
+  temp_dir dir;
+  auto script = dir.path() / "discover.sh";
+  std::ofstream{script} << "#!/bin/sh\necho 'no hosts for you' >&2\nexit 3\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  auto out = run_driver(c, {"--script", script.string(), "--period-ms", "100"});
+  INFO("driver stdout:\n" << out.stdout_text << "\nstderr:\n" << out.stderr_text);
+  REQUIRE(out.done);
+  CHECK(out.error.rfind("error: host discovery (", 0) == 0);
+  CHECK(out.error.find("failed on its first run") != std::string::npos);
+  CHECK(out.error.find(script.string()) != std::string::npos);
+  CHECK(out.error.find("no hosts for you") != std::string::npos);
+}
+
+TEST_CASE("a discovery script that fails later is logged and retried; the job finishes") {
+  cluster c{hosts_cluster()};
+  temp_dir dir;
+  auto script = dir.path() / "discover.sh";
+  auto counter = dir.path() / "runs";
+  std::ofstream{script} << "#!/bin/sh\nn=$(cat " << counter.string()
+                        << " 2>/dev/null || echo 0)\necho $((n+1)) > " << counter.string()
+                        << "\nif [ $n -ge 2 ]; then echo 'discovery down' >&2; exit 1; fi\n"
+                           "echo host-1:2\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  auto out = run_driver(c, {"--script", script.string(), "--period-ms", "100", "--epochs", "12",
+                            "--epoch-ms", "40"});
+  INFO("driver stdout:\n" << out.stdout_text << "\nstderr:\n" << out.stderr_text);
+  check_counts(out, 2, 2, 2);
+  CHECK(out.stderr_text.find("discovery down") != std::string::npos);
+}
+
+} // TEST_SUITE

@@ -14,6 +14,7 @@
 //   --script PATH     a host discovery script instead
 //   --min N --max M --epochs E --epoch-ms MS --period-ms P --reset-limit K
 //   --cooldown LOWER UPPER --elastic-timeout S --timeout-ms T
+//   --cpus-per-worker C
 //   --fail-all        every worker throws in its first epoch
 //   --torch           train a LibTorch model with torch_state (built with
 //                     LibTorch only)
@@ -177,6 +178,8 @@ int main(int argc, char** argv) {
         opts.elastic_timeout = std::chrono::seconds(std::stoi(next()));
       else if (args[i] == "--timeout-ms")
         s.timeout = std::chrono::milliseconds(std::stoi(next()));
+      else if (args[i] == "--cpus-per-worker")
+        opts.cpus_per_worker = std::stoi(next());
       else if (args[i] == "--fail-all")
         train.fail = true;
       else if (args[i] == "--torch")

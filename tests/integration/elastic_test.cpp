@@ -221,3 +221,107 @@ TEST_CASE("a discovery script that fails later is logged and retried; the job fi
 }
 
 } // TEST_SUITE
+
+#ifdef HVACTOR_ELASTIC_TORCH_DRIVER
+
+namespace {
+
+// Four nodes of one slot each (2 CPUs, 2 per worker): a 4-worker job.
+cluster_options four_slot_cluster() {
+  cluster_options o;
+  o.node_ids = {"head", "node-a", "node-b", "node-c"};
+  o.cpus_per_node = 2;
+  return o;
+}
+
+std::vector<std::string> torch_args(std::vector<std::string> extra) {
+  std::vector<std::string> args{"--torch", "--min", "2", "--max", "4", "--cpus-per-worker", "2",
+                                "--epochs", "60", "--epoch-ms", "40", "--period-ms", "100"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Reads the driver's events until rank 0 of a 4-worker world committed
+// `epoch`; returns the pid of a worker on `host` (from its started event).
+int wait_for_training(process& driver, const std::string& host, int epoch) {
+  int pid = -1;
+  auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto line = driver.read_line_with("EVENT ", 5s);
+    if (!line)
+      continue;
+    auto f = parse_fields(*line);
+    if (f["kind"] == "started" && f["host"] == host)
+      pid = std::stoi(f["pid"]);
+    if (f["kind"] == "commit" && f["rank"] == "0" && f["size"] == "4"
+        && std::stoi(f["epoch"]) >= epoch && pid > 0)
+      return pid;
+  }
+  return -1;
+}
+
+// Rank 0's committed epochs, in arrival order.
+std::vector<int> committed_epochs(const outcome& out) {
+  std::vector<int> epochs;
+  for (auto& e : out.events)
+    if (e.at("kind") == "commit" && e.at("rank") == "0")
+      epochs.push_back(std::stoi(e.at("epoch")));
+  return epochs;
+}
+
+void check_survivors_agree(const outcome& out, size_t workers) {
+  INFO("driver stdout:\n" << out.stdout_text << "\ndriver stderr:\n" << out.stderr_text);
+  REQUIRE(out.done);
+  REQUIRE(out.error.empty());
+  REQUIRE(out.results.size() == workers);
+  // Identical parameters on every rank: the same checksum.
+  CHECK(std::set<std::string>(out.results.begin(), out.results.end()).size() == 1);
+  // The epoch counter never went backwards past the last commit.
+  auto epochs = committed_epochs(out);
+  REQUIRE(!epochs.empty());
+  for (size_t i = 1; i < epochs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(epochs[i] > epochs[i - 1]);
+  }
+  CHECK(epochs.back() == 60);
+}
+
+} // namespace
+
+TEST_SUITE("elastic failures") {
+
+TEST_CASE("SIGKILL of one worker in 4-worker LibTorch training: the survivors restore the last "
+          "commit, re-rendezvous and finish with identical parameters; the host comes back "
+          "after its cooldown") {
+  cluster c{four_slot_cluster()};
+  auto driver = start_driver(c, HVACTOR_ELASTIC_TORCH_DRIVER, torch_args({"--cooldown", "1", "1"}));
+  int victim = wait_for_training(*driver, "node-b", 3);
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  auto out = finish(*driver, 180s);
+  check_survivors_agree(out, 4);
+  // Four started, then the replacement on node-b after its cooldown.
+  CHECK(out.counts.at("started") == "5");
+  int on_b = 0;
+  for (auto& e : out.events)
+    on_b += e.at("kind") == "started" && e.at("host") == "node-b";
+  CHECK(on_b == 2);
+  CHECK(out.stderr_text.find("node 'node-b'") != std::string::npos);
+  CHECK(c.no_workers_within(5s));
+}
+
+TEST_CASE("SIGKILL of one whole node in 4-worker LibTorch training: the three survivors finish "
+          "with identical parameters and the dead node stays out") {
+  cluster c{four_slot_cluster()};
+  auto driver = start_driver(c, HVACTOR_ELASTIC_TORCH_DRIVER, torch_args({}));
+  REQUIRE(wait_for_training(*driver, "node-c", 3) > 0);
+  c.kill_node("node-c");
+  auto out = finish(*driver, 180s);
+  check_survivors_agree(out, 3);
+  CHECK(out.counts.at("started") == "4");
+  CHECK(c.no_workers_within(5s));
+}
+
+} // TEST_SUITE
+
+#endif

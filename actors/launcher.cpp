@@ -36,7 +36,18 @@ namespace fs = std::filesystem;
 
 executor_options slots_of(const launch_options& o) {
   executor_options x;
-  if (o.num_hosts || o.per_host) {
+  if (o.min_np) {
+    x.min_workers = o.min_np;
+    x.max_workers = o.max_np;
+    if (!x.max_workers && o.np > 0)
+      x.max_workers = o.np; // horovodrun: -np is where an elastic job starts
+    x.reset_limit = o.reset_limit;
+    x.cooldown_range = o.cooldown_range;
+    if (o.elastic_timeout)
+      x.elastic_timeout = std::chrono::seconds(*o.elastic_timeout);
+    if (!o.discovery_script.empty())
+      x.discovery = discovery::script(o.discovery_script);
+  } else if (o.num_hosts || o.per_host) {
     x.num_hosts = o.num_hosts;
     x.num_workers_per_host = o.per_host;
   } else {
@@ -155,6 +166,13 @@ void merge_local_timelines(const launcher::impl& st) {
 } // namespace
 
 launcher::launcher(runtime& rt, settings s, launch_options opts) {
+  if (!opts.min_np && (opts.max_np || !opts.discovery_script.empty() || opts.reset_limit
+                       || opts.cooldown_range || opts.elastic_timeout))
+    throw std::invalid_argument("--max-np, --host-discovery-script, --reset-limit, "
+                                "--blacklist-cooldown-range and --elastic-timeout need --min-np "
+                                "(an elastic job)");
+  if (opts.min_np && (opts.num_hosts || opts.per_host))
+    throw std::invalid_argument("--num-hosts/--per-host cannot be combined with --min-np");
   if (opts.program.empty())
     throw std::invalid_argument("no program given (hvactor-run -np N -- PROGRAM)");
   if (opts.num_hosts && opts.per_host && opts.np > 0

@@ -31,6 +31,14 @@ struct launch_options {
   std::string output_dir;
   /// Prefix every forwarded line with the time it arrived.
   bool timestamps = false;
+  // Elastic jobs (horovodrun's elastic flags): --min-np makes the job
+  // elastic; output lines are then tagged with each process's worker id.
+  std::optional<int> min_np;
+  std::optional<int> max_np;
+  std::string discovery_script;
+  std::optional<int> reset_limit;
+  std::optional<std::pair<int, int>> cooldown_range;
+  std::optional<int> elastic_timeout;
 };
 
 /// hvactor-run's engine: gang-schedules `np` slots through the same

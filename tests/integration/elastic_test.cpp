@@ -325,3 +325,112 @@ TEST_CASE("SIGKILL of one whole node in 4-worker LibTorch training: the three su
 } // TEST_SUITE
 
 #endif
+
+TEST_SUITE("elastic hvactor-run") {
+
+namespace {
+
+// hvactor-run's stdout lines from its ranks: "[1,W]<stdout>:TEXT" -> TEXT.
+std::vector<std::string> rank_lines(const process& p, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in{p.stdout_text()};
+  std::string line;
+  while (std::getline(in, line)) {
+    auto tag = line.find("]<stdout>:");
+    if (tag != std::string::npos && line.compare(tag + 10, prefix.size(), prefix) == 0)
+      out.push_back(line.substr(tag + 10));
+  }
+  return out;
+}
+
+bool has_rank_line(const process& p, const std::string& text, std::chrono::seconds limit) {
+  return wait_until(
+    [&] {
+      for (auto& l : rank_lines(p, ""))
+        if (l.find(text) != std::string::npos)
+          return true;
+      return false;
+    },
+    limit);
+}
+
+struct elastic_run {
+  cluster& c;
+  temp_dir dir;
+  std::filesystem::path hosts = dir.path() / "hosts";
+  std::unique_ptr<process> run;
+
+  elastic_run(cluster& cl, const std::string& first_hosts, std::vector<std::string> flags)
+    : c(cl) {
+    set_hosts(first_hosts);
+    auto script = dir.path() / "discover.sh";
+    std::ofstream{script} << "#!/bin/sh\ncat " << hosts.string() << "\n";
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    std::vector<std::string> argv{HVACTOR_RUN, "--address", c.address(),
+                                  "--host-discovery-script", script.string()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", HVACTOR_ELASTIC_PROGRAM, "60", "40"});
+    run = std::make_unique<process>(argv, dir.path() / "hvactor-run");
+  }
+
+  void set_hosts(const std::string& text) {
+    auto tmp = hosts;
+    tmp += ".new";
+    std::ofstream{tmp} << text;
+    std::filesystem::rename(tmp, hosts);
+  }
+
+  int pid_on(const std::string& host) {
+    for (auto& l : rank_lines(*run, "STARTED "))
+      if (auto f = parse_fields(l); f["host"] == host)
+        return std::stoi(f["pid"]);
+    return -1;
+  }
+};
+
+} // namespace
+
+TEST_CASE("hvactor-run --min-np/--max-np grows with discovered hosts, survives a killed "
+          "process and exits 0 when the job finishes") {
+  cluster c{hosts_cluster()};
+  elastic_run job{c, "host-1:2\n", {"--min-np", "2", "--max-np", "3"}};
+  INFO("hvactor-run stdout:\n" << job.run->stdout_text() << "\nstderr:\n"
+                               << job.run->stderr_text());
+  REQUIRE(has_rank_line(*job.run, "COMMIT epoch=3 size=2", 60s));
+  job.set_hosts("host-1:2\nhost-2:1\n");
+  REQUIRE(has_rank_line(*job.run, "size=3", 60s));
+  REQUIRE(has_rank_line(*job.run, "COMMIT epoch=", 60s));
+  int victim = job.pid_on("host-2");
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  auto exit = job.run->wait_exit(120s);
+  REQUIRE(exit);
+  CHECK(exit->exited);
+  CHECK(exit->code == 0);
+  CHECK(rank_lines(*job.run, "STARTED ").size() == 3);
+  auto finished = rank_lines(*job.run, "FINISHED ");
+  CHECK(finished.size() == 2);
+  for (auto& f : finished)
+    CHECK(f.find("size=2") != std::string::npos);
+  CHECK(c.no_workers_within(5s));
+}
+
+TEST_CASE("hvactor-run --min-np exits 1 with the reason when too few hosts are left") {
+  cluster c{hosts_cluster()};
+  elastic_run job{c, "host-1:1\nhost-2:1\n", {"--min-np", "2", "--elastic-timeout", "2"}};
+  INFO("hvactor-run stdout:\n" << job.run->stdout_text() << "\nstderr:\n"
+                               << job.run->stderr_text());
+  REQUIRE(has_rank_line(*job.run, "COMMIT epoch=2 size=2", 60s));
+  int victim = job.pid_on("host-2");
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  auto exit = job.run->wait_exit(60s);
+  REQUIRE(exit);
+  CHECK(exit->exited);
+  CHECK(exit->code == 1);
+  CHECK(job.run->stderr_text().find("Timed out waiting for minimum number of slots") !=
+        std::string::npos);
+  CHECK(c.no_workers_within(5s));
+}
+
+} // TEST_SUITE

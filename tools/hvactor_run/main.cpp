@@ -35,6 +35,15 @@ std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(in
     // mpirun's single-dash spelling; cxxopts would read "-np" as "-n p".
     if (!after && (a == "-np" || a.rfind("-np=", 0) == 0))
       a = "-" + a;
+    // horovodrun's "--blacklist-cooldown-range LOWER UPPER": one list for
+    // cxxopts.
+    if (!after && a == "--blacklist-cooldown-range" && i + 2 < argc
+        && std::string{argv[i + 2]}.rfind("-", 0) != 0) {
+      ours.push_back(a);
+      ours.push_back(std::string{argv[i + 1]} + "," + argv[i + 2]);
+      i += 2;
+      continue;
+    }
     (after ? program : ours).push_back(a);
   }
   return {ours, program};
@@ -60,7 +69,8 @@ int main(int argc, char** argv) {
                           "Launches an SPMD program (it calls hvd::init()) on N slots, like "
                           "horovodrun / mpirun:\n\n"
                           "  hvactor-run -np 4 -- ./train --epochs 3\n"
-                          "  hvactor-run -np 8 --address HEAD:PORT --tls-cert ... -- ./train\n"};
+                          "  hvactor-run -np 8 --address HEAD:PORT --tls-cert ... -- ./train\n"
+                          "  hvactor-run --min-np 2 --max-np 8 --address HEAD:PORT -- ./train\n"};
   // clang-format off
   parser.add_options()
     ("n,np", "number of slots (ranks)", cxxopts::value<int>())
@@ -70,6 +80,20 @@ int main(int argc, char** argv) {
     ("per-host", "slots per node (with --num-hosts)", cxxopts::value<int>())
     ("cpus-per-worker", "CPUs reserved per slot (default 1)", cxxopts::value<int>())
     ("gpus-per-worker", "GPUs reserved per slot (default 0)", cxxopts::value<int>())
+    ("min-np", "elastic job: least number of processes; the job waits for this many slots "
+               "and keeps going while at least this many survive", cxxopts::value<int>())
+    ("max-np", "elastic job: most processes (default: -np, else no limit)",
+     cxxopts::value<int>())
+    ("host-discovery-script", "elastic job: prints the usable hosts, one 'node-id:slots' or "
+                              "'node-id' per line (default: the cluster's live nodes)",
+     cxxopts::value<std::string>())
+    ("reset-limit", "elastic job: most resets (re-rendezvous) before the job fails",
+     cxxopts::value<int>())
+    ("blacklist-cooldown-range", "elastic job: 'LOWER UPPER' seconds a failed host stays out "
+                                 "(default: for good)",
+     cxxopts::value<std::vector<int>>())
+    ("elastic-timeout", "elastic job: seconds to wait for --min-np slots (default 600)",
+     cxxopts::value<int>())
     ("x,env", "VAR=VALUE set in every rank (repeatable)",
      cxxopts::value<std::vector<std::string>>())
     ("timeout", "seconds for placement and for every rank to start (default 30)",
@@ -107,8 +131,25 @@ int main(int argc, char** argv) {
       o.num_hosts = int_option(res, "num-hosts", 1);
     if (res.count("per-host"))
       o.per_host = int_option(res, "per-host", 1);
-    if (o.np <= 0 && !o.num_hosts)
-      throw std::invalid_argument("-np N is required (or --num-hosts H --per-host K)");
+    if (res.count("min-np"))
+      o.min_np = int_option(res, "min-np", 1);
+    if (res.count("max-np"))
+      o.max_np = int_option(res, "max-np", 1);
+    if (res.count("host-discovery-script"))
+      o.discovery_script = res["host-discovery-script"].as<std::string>();
+    if (res.count("reset-limit"))
+      o.reset_limit = int_option(res, "reset-limit", 0);
+    if (res.count("blacklist-cooldown-range")) {
+      auto range = res["blacklist-cooldown-range"].as<std::vector<int>>();
+      if (range.size() != 2)
+        throw std::invalid_argument("--blacklist-cooldown-range needs two numbers: LOWER UPPER");
+      o.cooldown_range = std::pair{range[0], range[1]};
+    }
+    if (res.count("elastic-timeout"))
+      o.elastic_timeout = int_option(res, "elastic-timeout", 1);
+    if (o.np <= 0 && !o.num_hosts && !o.min_np)
+      throw std::invalid_argument("-np N is required (or --num-hosts H --per-host K, or --min-np "
+                                  "N for an elastic job)");
     if (res.count("cpus-per-worker"))
       o.cpus_per_worker = int_option(res, "cpus-per-worker", 0);
     if (res.count("gpus-per-worker"))
@@ -138,7 +179,8 @@ int main(int argc, char** argv) {
     } else if (!res.count("address") && std::getenv(hvactor::env::address) == nullptr) {
       // Local mode (horovodrun -np N on one machine): N slots even when the
       // machine has fewer cores.
-      int slots = std::max(o.np, o.num_hosts.value_or(1) * o.per_host.value_or(1));
+      int slots = std::max({o.np, o.num_hosts.value_or(1) * o.per_host.value_or(1),
+                            o.min_np.value_or(0), o.max_np.value_or(0)});
       int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       rt_args.insert(rt_args.end(),
                      {"--num-cpus", std::to_string(std::max(slots * o.cpus_per_worker, cores))});

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,13 @@ struct session {
   int current = -1;
   std::atomic<int> update{0};
   std::shared_ptr<void> watch;
+  reset_timing timing;
+  // check_host_updates' agreement (every rank's copy is the same): the
+  // checks to skip before the next broadcast, and on rank 0 the pace of
+  // checks since the last broadcast.
+  int skip = 0;
+  int checks_since = 0;
+  std::chrono::steady_clock::time_point last_broadcast;
 };
 
 session& global() {
@@ -118,6 +126,7 @@ int take_assignment() {
     }
   }
   s.next = gen + 1;
+  s.timing.assigned = std::chrono::steady_clock::now();
   if (value == "removed")
     leave_removed(gen);
   apply(s.job, gen, value);
@@ -130,6 +139,10 @@ void joined(int gen, int rank) {
   auto& c = client(s);
   s.current = gen;
   s.update = 0;
+  s.timing.connected = std::chrono::steady_clock::now();
+  s.skip = 0;
+  s.checks_since = 0;
+  s.last_broadcast = s.timing.connected;
   c.set(fmt::format("joined/{}/{}", gen, s.worker), {});
   if (rank == 0)
     s.watch = c.watch(fmt::format("changed/{}", gen), [&s](const std::vector<char>& v) {
@@ -178,10 +191,13 @@ void run_loop(state& st, const std::function<void()>& attempt) {
   if (!hvd::is_initialized())
     hvd::init();
   bool skip_sync = false;
+  bool reset = false;
   for (;;) {
     try {
       if (!skip_sync)
         st.sync();
+      if (reset)
+        global().timing.synced = std::chrono::steady_clock::now();
       attempt();
       return;
     } catch (const hosts_updated_interrupt& e) {
@@ -193,6 +209,8 @@ void run_loop(state& st, const std::function<void()>& attempt) {
       st.restore();
       skip_sync = false;
     }
+    reset = true;
+    global().timing.failed = std::chrono::steady_clock::now();
     hvd::shutdown();
     hvd::init();
     st.on_reset();
@@ -212,10 +230,37 @@ hosts_updated_interrupt::hosts_updated_interrupt(host_update update)
 void check_host_updates() {
   if (!detail::enabled() || !hvd::is_initialized())
     return;
-  int32_t flags = hvd::rank() == 0 ? detail::take_update() : 0;
-  hvd::broadcast(std::span<int32_t>(&flags, 1), 0);
-  if (flags != 0)
-    throw hosts_updated_interrupt(static_cast<host_update>(flags));
+  // A broadcast per check would cost a small collective per step (Horovod
+  // does that). Instead rank 0 tells every rank with each broadcast how
+  // many checks to skip before the next one, so that they come about every
+  // knobs::elastic_check_interval: every rank skips the same checks, and a
+  // change is seen at most that much later.
+  auto& s = detail::global();
+  if (s.skip > 0) {
+    --s.skip;
+    return;
+  }
+  int32_t msg[2] = {0, 0};
+  if (hvd::rank() == 0) {
+    auto now = std::chrono::steady_clock::now();
+    msg[0] = detail::take_update();
+    double per_check = std::chrono::duration<double>(now - s.last_broadcast).count()
+                       / std::max(1, s.checks_since);
+    double interval = std::chrono::duration<double>(knobs::elastic_check_interval).count();
+    msg[1] = s.checks_since == 0 || per_check <= 0
+               ? 0
+               : static_cast<int32_t>(std::clamp(interval / per_check - 1, 0.0, 1000.0));
+    s.last_broadcast = now;
+  }
+  hvd::broadcast(std::span<int32_t>(msg, 2), 0);
+  s.skip = msg[1];
+  s.checks_since = s.skip + 1;
+  if (msg[0] != 0)
+    throw hosts_updated_interrupt(static_cast<host_update>(msg[0]));
+}
+
+reset_timing last_reset() {
+  return detail::global().timing;
 }
 
 int generation() {

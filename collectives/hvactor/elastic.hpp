@@ -17,6 +17,7 @@
 /// - a reset is hvd::shutdown(); hvd::init() on the new generation, then the
 ///   state's reset callbacks.
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -54,6 +55,20 @@ private:
 /// driver and broadcasts them). Collective: every rank calls it at the same
 /// step. Throws hosts_updated_interrupt on every rank when hosts changed.
 void check_host_updates();
+
+/// When the phases of this process's last reset ended (steady_clock; all
+/// default before the first reset): for logs and benchmarks.
+struct reset_timing {
+  /// run() caught the collective_error or hosts_updated_interrupt.
+  std::chrono::steady_clock::time_point failed;
+  /// The new generation's assignment arrived from the driver.
+  std::chrono::steady_clock::time_point assigned;
+  /// hvd::init connected the new world.
+  std::chrono::steady_clock::time_point connected;
+  /// state.sync() returned (or was skipped): the user's function runs again.
+  std::chrono::steady_clock::time_point synced;
+};
+reset_timing last_reset();
 
 /// The generation of the world this process joined last (0 before hvd::init
 /// in an elastic job; static jobs stay at 0).

@@ -317,6 +317,10 @@ inline constexpr auto discovery_script_limit = 10s;
 /// that one reset covers both.
 inline constexpr auto elastic_reset_grace = 250ms;
 
+/// check_host_updates() (and commit()) agree on host changes with one small
+/// broadcast about this often, skipping the checks in between.
+inline constexpr auto elastic_check_interval = 50ms;
+
 /// hvd::init in an elastic job gives up after this many generations in a
 /// row that did not connect.
 inline constexpr int elastic_init_attempts = 5;

@@ -36,17 +36,18 @@ struct executor_options {
   std::optional<int> num_workers;
   std::optional<int> num_hosts;
   std::optional<int> num_workers_per_host;
+  /// Elastic jobs (API.md "Elastic jobs"): set min_workers instead of
+  /// num_workers. The world grows and shrinks between min_workers and
+  /// max_workers (default: no limit) as discovery offers hosts.
+  std::optional<int> min_workers;
+  std::optional<int> max_workers;
   int cpus_per_worker = 1;
   bool use_gpu = false;
   /// Defaults to 1 when `use_gpu` is set.
   std::optional<int> gpus_per_worker;
   /// Added to every worker's environment after the Horovod variables.
   std::map<std::string, std::string> extra_env_vars;
-  // Elastic jobs (API.md "Elastic jobs"): set min_workers instead of
-  // num_workers. The world grows and shrinks between min_workers and
-  // max_workers (default: no limit) as discovery offers hosts.
-  std::optional<int> min_workers;
-  std::optional<int> max_workers;
+  // The rest of an elastic job's options.
   /// Resets (re-rendezvous after a failure or a host change) allowed; past
   /// it the job stops with reset_limit_exceeded. Default: no limit.
   std::optional<int> reset_limit;

@@ -138,6 +138,20 @@ TEST_CASE("max_workers below min_workers is rejected") {
                  "max_workers must be >= min_workers: Got 2 < 4.");
 }
 
+TEST_CASE("API.md's elastic executor_options compile in its order and are accepted") {
+  using namespace std::chrono_literals;
+  check_accepted({.min_workers = 2,
+                  .max_workers = 8,
+                  .cpus_per_worker = 1,
+                  .reset_limit = 10,
+                  .cooldown_range = std::pair{1, 60},
+                  .elastic_timeout = 600s,
+                  .discovery = {}});
+  check_accepted({.min_workers = 1, .discovery = hvactor::discovery::function([] {
+                    return std::vector<hvactor::host_slots>{{"n1", 2}};
+                  })});
+}
+
 TEST_CASE("num_hosts cannot be combined with min_workers") {
   check_rejected({.num_hosts = 2, .num_workers_per_host = 1, .min_workers = 1},
                  "num_hosts cannot be combined with min_workers.");

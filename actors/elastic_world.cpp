@@ -83,9 +83,12 @@ void found(elastic_actor self, std::vector<host_slots> hosts) {
   st.first_poll = false;
   std::vector<host_slots> live;
   for (auto& h : hosts) {
-    if (st.infos_by_node.count(h.host))
-      live.push_back(h);
-    else
+    if (auto info = st.infos_by_node.find(h.host); info != st.infos_by_node.end()) {
+      // A script may promise more slots than the node can hold for the job.
+      h.slots = std::min(h.slots, slots_of(info->second, st.cfg.options));
+      if (h.slots > 0)
+        live.push_back(h);
+    } else
       log::debug("job {}: discovered host '{}' is not a live node of the cluster", st.cfg.job_id,
                  h.host);
   }

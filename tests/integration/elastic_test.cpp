@@ -203,7 +203,8 @@ TEST_CASE("a discovery script that fails on its first run fails start() naming i
   CHECK(out.error.find("no hosts for you") != std::string::npos);
 }
 
-TEST_CASE("a discovery script that fails later is logged and retried; the job finishes") {
+TEST_CASE("a discovery script that fails later is logged and retried; the job finishes; slots "
+          "beyond what the node holds are capped") {
   cluster c{hosts_cluster()};
   temp_dir dir;
   auto script = dir.path() / "discover.sh";
@@ -211,7 +212,7 @@ TEST_CASE("a discovery script that fails later is logged and retried; the job fi
   std::ofstream{script} << "#!/bin/sh\nn=$(cat " << counter.string()
                         << " 2>/dev/null || echo 0)\necho $((n+1)) > " << counter.string()
                         << "\nif [ $n -ge 2 ]; then echo 'discovery down' >&2; exit 1; fi\n"
-                           "echo host-1:2\n";
+                           "echo host-1:50\n";
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   auto out = run_driver(c, {"--script", script.string(), "--period-ms", "100", "--epochs", "12",
                             "--epoch-ms", "40"});

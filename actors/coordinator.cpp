@@ -121,6 +121,7 @@ void spawn_workers(coord_actor self) {
     if (!st.cfg.launch)
       req.env = worker_env(st);
     req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
+    req.output = st.cfg.output;
     auto node = a.node_id;
     self->request(st.agents_by_node[node], st.cfg.settings.timeout, colocate_atom_v, req,
                   coordinator{self})

@@ -236,6 +236,7 @@ void colocate(elastic_actor self, int32_t id) {
   req.args = st.cfg.args;
   req.ranks = {id};
   req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
+  req.output = st.cfg.output;
   auto env = elastic_env(st, w);
   if (st.cfg.launch) {
     req.launch = true;

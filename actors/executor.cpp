@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "internal/executor_access.hpp"
 #include "internal/job_session.hpp"
 #include "internal/system_config.hpp"
 
@@ -24,6 +25,10 @@ struct executor::impl {
   std::unique_ptr<job_session> session;
   job_info job;
   executor::event_callback on_event;
+  // Set by executor_access before start().
+  bool driver_only = false;
+  int32_t output = output_inherit;
+  std::function<void(int, int, const std::string&)> on_output;
 
   void require_started(const char* what) const {
     if (phase == executor_phase::created)
@@ -70,7 +75,11 @@ void executor::start() {
   cfg.job_id = fmt::format("job-{}-{}", ::getpid(), st.rt.next_job++);
   cfg.settings = st.settings;
   cfg.options = st.options;
-  cfg.registry = st.rt.registry_for_job(wait_bound(st.settings.placement_timeout));
+  cfg.registry = st.driver_only
+                   ? st.rt.driver_registry()
+                   : st.rt.registry_for_job(wait_bound(st.settings.placement_timeout));
+  cfg.output = st.output;
+  cfg.on_output = st.on_output;
   cfg.executable = st.rt.executable;
   cfg.binary_hash = st.rt.binary_hash;
   cfg.on_event = st.on_event;
@@ -189,6 +198,28 @@ executor::call_async(const detail::call_data& call) {
     }
   });
   return out;
+}
+
+void executor_access::run_on_driver_only(executor& ex) {
+  ex.impl_->driver_only = true;
+}
+
+void executor_access::set_output(executor& ex, int32_t mode,
+                                 std::function<void(int, int, const std::string&)> on_output) {
+  if (ex.impl_->phase != executor_phase::created)
+    throw std::logic_error("executor_access::set_output: before start()");
+  ex.impl_->output = mode;
+  ex.impl_->on_output = std::move(on_output);
+}
+
+job_session& executor_access::session(executor& ex) {
+  ex.impl_->require_started("the job's session");
+  return *ex.impl_->session;
+}
+
+const proto::job_info& executor_access::job(executor& ex) {
+  ex.impl_->require_started("the job");
+  return ex.impl_->job;
 }
 
 } // namespace hvactor

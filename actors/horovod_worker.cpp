@@ -101,6 +101,8 @@ void serve_worker() {
   auto timeout = std::chrono::milliseconds{
     env::get_int64(env::worker_timeout_ms, knobs::default_worker_timeout_ms)};
   log::set_role("worker " + std::to_string(rank));
+  if (env::get(env::worker_output).value_or("") == "lines")
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
   auto colon = endpoint.rfind(':');
   if (colon == std::string::npos || rank < 0) {
     log::error("malformed worker environment: {}='{}', {}={}", env::worker_coordinator, endpoint,

@@ -16,6 +16,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "internal/output_printer.hpp"
 #include "internal/timeline_files.hpp"
 #include "hvactor/event.hpp"
 #include "internal/file_digest.hpp"
@@ -61,65 +62,6 @@ executor_options slots_of(const launch_options& o) {
   x.extra_env_vars = o.env;
   return x;
 }
-
-// Prints forwarded lines whole, tagged like mpirun --tag-output, and copies
-// them to per-rank files. Called from the coordinator (one thread at a
-// time), but locked anyway: the launcher prints its own lines too.
-class output_printer {
-public:
-  output_printer(std::string dir, bool timestamps) : dir_(std::move(dir)), stamp_(timestamps) {
-  }
-
-  void line(int rank, int stream, const std::string& text) {
-    std::lock_guard<std::mutex> guard{mu_};
-    auto tagged = fmt::format("{}[1,{}]<{}>:{}\n", stamp(), rank,
-                              stream == 1 ? "stdout" : "stderr", text);
-    std::fwrite(tagged.data(), 1, tagged.size(), stream == 1 ? stdout : stderr);
-    std::fflush(stream == 1 ? stdout : stderr);
-    if (!dir_.empty()) {
-      auto& f = file(rank, stream == 1 ? "stdout" : "stderr");
-      f << text << '\n';
-      f.flush();
-    }
-  }
-
-  void event(int rank, const std::map<std::string, std::string>& kv) {
-    std::string text;
-    for (auto& [k, v] : kv)
-      text += fmt::format("{}{}={}", text.empty() ? "" : " ", k, v);
-    std::lock_guard<std::mutex> guard{mu_};
-    auto tagged = fmt::format("{}[1,{}]<event>:{}\n", stamp(), rank, text);
-    std::fwrite(tagged.data(), 1, tagged.size(), stdout);
-    std::fflush(stdout);
-  }
-
-private:
-  std::string stamp() const {
-    if (!stamp_)
-      return {};
-    auto now = std::chrono::system_clock::now();
-    auto t = std::chrono::system_clock::to_time_t(now);
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
-    std::tm tm{};
-    ::localtime_r(&t, &tm);
-    return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03} ", tm, ms.count());
-  }
-
-  std::ofstream& file(int rank, const char* name) {
-    auto key = std::to_string(rank) + name;
-    auto i = files_.find(key);
-    if (i != files_.end())
-      return i->second;
-    auto dir = fs::path(dir_) / fmt::format("rank.{}", rank);
-    fs::create_directories(dir);
-    return files_.emplace(key, std::ofstream(dir / name)).first->second;
-  }
-
-  std::mutex mu_;
-  std::string dir_;
-  bool stamp_;
-  std::map<std::string, std::ofstream> files_;
-};
 
 } // namespace
 

@@ -85,6 +85,12 @@ void start_workers(colocator_actor self) {
     } else {
       spec.env.emplace_back(env::worker_rank, std::to_string(rank));
       spec.env.emplace_back(env::worker_node, st.res.node_id);
+      if (st.req.output != output_inherit) {
+        spec.capture_stdout = true;
+        spec.echo_stderr = false;
+        // Its stdout is a pipe now: the worker keeps it line-buffered.
+        spec.env.emplace_back(env::worker_output, "lines");
+      }
     }
     if (!st.res.gpu_ids.empty())
       spec.env.emplace_back(env::cuda_visible_devices, cuda_devices);
@@ -93,19 +99,19 @@ void start_workers(colocator_actor self) {
     // mode every other line too. Sent from the monitor thread, in order.
     spec.event_marker = log::event_marker;
     auto coord = st.coord;
-    bool launch = st.req.launch;
+    bool forward = st.req.launch || st.req.output == output_forward;
     auto marker = std::string{log::event_marker};
     auto handle = node_colocator{self};
     // Back-pressure: the monitor thread stops reading the rank's pipes
     // while the launcher has not written output_window_bytes of its lines.
     auto window = std::make_shared<output_window>();
-    if (launch)
+    if (forward)
       st.windows[rank] = window;
-    spec.on_line = [coord, rank, launch, marker, handle, window](int stream,
+    spec.on_line = [coord, rank, forward, marker, handle, window](int stream,
                                                                  const std::string& line) {
       if (stream == 2 && line.rfind(marker, 0) == 0) {
         caf::anon_send(coord, event_atom_v, rank, line.substr(marker.size()));
-      } else if (launch) {
+      } else if (forward) {
         window->acquire(line.size() + 1);
         caf::send_as(handle, coord, output_atom_v, rank, static_cast<int32_t>(stream), line);
       }

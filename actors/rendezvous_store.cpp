@@ -124,6 +124,14 @@ rendezvous_store::behavior_type store_impl(store_actor self) {
       return w.wait_promise;
     },
     [=](drop_atom, const std::string& scope) { self->state.scopes.erase(scope); },
+    [=](erase_atom, const std::string& scope, const std::string& prefix) {
+      auto s = self->state.scopes.find(scope);
+      if (s == self->state.scopes.end())
+        return;
+      auto& keys = s->second;
+      for (auto i = keys.lower_bound(prefix); i != keys.end() && i->first.starts_with(prefix);)
+        i = keys.erase(i);
+    },
     [=](close_atom, const std::string& scope, const std::string& why) {
       auto& st = self->state;
       st.scopes.erase(scope);

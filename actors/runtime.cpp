@@ -206,6 +206,38 @@ proto::node_registry runtime::impl::registry_for_job(std::chrono::milliseconds b
                                       opts.address, bound.count(), why));
 }
 
+proto::node_registry runtime::impl::driver_registry() {
+  if (local_registry)
+    return local_registry;
+  std::lock_guard<std::mutex> guard{driver_mu};
+  if (driver_registry_)
+    return driver_registry_;
+  // A cluster of its own beside the joined one: one node with this
+  // machine's CPUs, reached on the driver's address, with the driver's TLS
+  // identity handed to its workers.
+  driver_registry_ = spawn_node_registry(*sys);
+  node_agent_config node{net::host_name(), net::host_name(), bind_host, driver_cpus(), {}};
+  node.tls = opts.tls;
+  node.registry = driver_registry_;
+  driver_agent_ = spawn_node_agent(*sys, node);
+  auto joined = ask<bool>(*sys, driver_agent_, knobs::join_timeout, proto::join_atom_v,
+                          std::string{}, uint16_t{0}, uint16_t{0});
+  if (!joined) {
+    caf::anon_send_exit(driver_agent_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(driver_registry_, caf::exit_reason::user_shutdown);
+    driver_agent_ = nullptr;
+    driver_registry_ = nullptr;
+    throw error("the driver's own node did not start: " + describe(joined.error()));
+  }
+  return driver_registry_;
+}
+
+int runtime::impl::driver_cpus() {
+  if (local_registry)
+    return opts.num_cpus;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 runtime::runtime(int argc, char** argv, runtime_options defaults) : impl_(new impl) {
   if (is_worker_process())
     serve_worker(); // never returns
@@ -232,6 +264,12 @@ runtime::~runtime() {
     caf::anon_send_exit(impl_->local_agent, caf::exit_reason::user_shutdown);
   if (impl_->local_registry)
     caf::anon_send_exit(impl_->local_registry, caf::exit_reason::user_shutdown);
+  if (impl_->driver_agent_)
+    caf::anon_send_exit(impl_->driver_agent_, caf::exit_reason::user_shutdown);
+  if (impl_->driver_registry_)
+    caf::anon_send_exit(impl_->driver_registry_, caf::exit_reason::user_shutdown);
+  impl_->driver_agent_ = nullptr;
+  impl_->driver_registry_ = nullptr;
   impl_->local_agent = nullptr;
   impl_->local_registry = nullptr;
   impl_->registry = nullptr;

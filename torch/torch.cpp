@@ -2,6 +2,7 @@
 
 #include "hvactor/elastic.hpp"
 
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -154,3 +155,44 @@ bool distributed_optimizer::step() {
 }
 
 } // namespace hvactor::hvd
+
+namespace hvactor::train {
+
+column column_from(const at::Tensor& t, column_tag) {
+  if (!t.defined())
+    throw std::invalid_argument("train::column: an undefined tensor");
+  if (t.dim() == 0)
+    throw std::invalid_argument("train::column: a 0-dimensional tensor has no rows");
+  auto x = t.detach().to(torch::kCPU);
+  dtype type;
+  if (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble) {
+    type = x.scalar_type() == torch::kFloat ? dtype::float32 : dtype::float64;
+  } else if (x.is_floating_point()) {
+    x = x.to(torch::kFloat);
+    type = dtype::float32;
+  } else if (x.is_complex()) {
+    throw std::invalid_argument("train::column: complex tensors are not supported");
+  } else {
+    x = x.to(torch::kLong);
+    type = dtype::int64;
+  }
+  x = x.contiguous();
+  std::vector<int64_t> inner(x.sizes().begin() + 1, x.sizes().end());
+  auto n = static_cast<size_t>(x.numel()) * x.element_size();
+  std::vector<std::byte> bytes(n);
+  if (n > 0)
+    std::memcpy(bytes.data(), x.data_ptr(), n);
+  return column{type, std::move(inner), std::move(bytes)};
+}
+
+at::Tensor column_to(const column& c, std::type_identity<at::Tensor>) {
+  auto scalar = c.type() == dtype::float32   ? torch::kFloat
+                : c.type() == dtype::float64 ? torch::kDouble
+                                             : torch::kLong;
+  auto out = torch::empty(c.shape(), torch::TensorOptions().dtype(scalar));
+  if (c.size_bytes() > 0)
+    std::memcpy(out.data_ptr(), c.data(), c.size_bytes());
+  return out;
+}
+
+} // namespace hvactor::train

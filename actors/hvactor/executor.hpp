@@ -241,6 +241,10 @@ public:
   struct impl;
 
 private:
+  /// The layers built on the executor (hvactor::train, horovod_runner)
+  /// reach its job through this (internal/executor_access.hpp).
+  friend struct executor_access;
+
   std::vector<std::vector<char>> call_all(const detail::call_data& call);
   std::vector<char> call_one(int rank, const detail::call_data& call);
   std::vector<std::shared_ptr<detail::pending_result>> call_async(const detail::call_data& call);

@@ -48,6 +48,7 @@ public:
 private:
   friend class executor;
   friend class launcher;
+  friend class horovod_runner;
   std::unique_ptr<impl> impl_;
 };
 

@@ -63,7 +63,10 @@ struct coordinator_config {
   /// Horovod variables and no hvactor worker; the job ends when every
   /// process exited (finished_atom).
   bool launch = false;
-  /// hvactor-run: each line a process writes (stream 1 stdout, 2 stderr),
+  /// Executor jobs: what happens to the workers' stdout and stderr
+  /// (proto::output_inherit, output_forward to on_output, output_drop).
+  int32_t output = proto::output_inherit;
+  /// hvactor-run (and executor jobs with output_forward): each line a process writes (stream 1 stdout, 2 stderr),
   /// called in the coordinator, in arrival order per rank.
   std::function<void(int rank, int stream, const std::string& line)> on_output;
   /// hvactor::log::event from any process, in arrival order.

@@ -140,12 +140,20 @@ struct spawn_request {
   /// top of `env`; their stdout and stderr lines go to the coordinator.
   bool launch = false;
   std::vector<env_list> rank_env;
+  /// hvactor workers' stdout and stderr (not launch): output_inherit, or
+  /// captured line by line and sent to the coordinator (output_forward) or
+  /// dropped (output_drop; the stderr tail for errors is kept).
+  int32_t output = 0;
 };
+
+inline constexpr int32_t output_inherit = 0;
+inline constexpr int32_t output_forward = 1;
+inline constexpr int32_t output_drop = 2;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
   return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.binary_hash, x.args,
-           x.ranks, x.env, x.stderr_tail_lines, x.launch, x.rank_env);
+           x.ranks, x.env, x.stderr_tail_lines, x.launch, x.rank_env, x.output);
 }
 
 /// First message of a worker process to its coordinator.

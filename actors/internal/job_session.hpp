@@ -90,6 +90,11 @@ public:
     return *rt_.sys;
   }
 
+  /// The job's rendezvous store (in this process).
+  const proto::rendezvous_store& store() const noexcept {
+    return store_;
+  }
+
   /// The job's settings (timeouts).
   const settings& job_settings() const noexcept {
     return settings_;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,18 @@ struct runtime::impl {
   /// on the same port); throws placement_timeout naming the head when it
   /// does not answer within `bound`.
   proto::node_registry registry_for_job(std::chrono::milliseconds bound);
+
+  /// A registry whose only node is this machine (HorovodRunner's np < 0):
+  /// the embedded cluster's, or, in a runtime that joined a cluster, a node
+  /// of the driver's own with this machine's CPUs, started on first use.
+  proto::node_registry driver_registry();
+  /// That node's CPUs.
+  int driver_cpus();
+
+  /// The driver's own node when the runtime joined a cluster.
+  std::mutex driver_mu;
+  proto::node_registry driver_registry_;
+  proto::node_agent driver_agent_;
 };
 
 } // namespace hvactor

@@ -61,6 +61,9 @@ inline constexpr const char* worker_rank = "HVACTOR_WORKER_RANK";
 inline constexpr const char* worker_node = "HVACTOR_WORKER_NODE";
 /// Milliseconds a worker waits to connect and register.
 inline constexpr const char* worker_timeout_ms = "HVACTOR_WORKER_TIMEOUT_MS";
+/// "lines": the node captures the worker's stdout (horovod_runner's log
+/// verbosity), so the worker line-buffers it.
+inline constexpr const char* worker_output = "HVACTOR_WORKER_OUTPUT";
 
 // -- the collectives engine (read once at hvd::init) -------------------------------
 
@@ -332,6 +335,15 @@ inline constexpr auto elastic_leave_grace = 10s;
 /// Once a worker returned successfully, the others may take this long to
 /// return too (Horovod: the job stops on the first success).
 inline constexpr auto elastic_finish_grace = 10s;
+
+/// hvactor::train: one report() waits this long for every other rank's
+/// report of the same iteration and for the driver to persist rank 0's
+/// checkpoint (a slow rank still finishing its epoch, a large checkpoint).
+inline constexpr auto train_report_limit = std::chrono::minutes{30};
+
+/// hvactor::train's driver checks its workers' calls this often while it
+/// waits for the next report.
+inline constexpr auto train_poll = 100ms;
 
 /// Device backends poll NCCL and CUDA events this often against the job's
 /// timeout (NCCL calls are nonblocking so that a dead peer never hangs).

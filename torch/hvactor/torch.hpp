@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "hvactor/hvd.hpp"
+#include "hvactor/train.hpp"
 
 namespace hvactor::hvd {
 
@@ -63,3 +64,17 @@ private:
 };
 
 } // namespace hvactor::hvd
+
+namespace hvactor::train {
+
+/// A tensor as a dataset or batch column (hvactor::train): its first
+/// dimension is the rows. float32, float64 and int64 are kept; other
+/// floating types become float32, other integer and bool types int64. The
+/// data is copied (from the CPU, a GPU tensor is copied there first).
+column column_from(const at::Tensor& t, column_tag);
+
+/// A column as a CPU tensor of shape {rows, inner_shape...} and the
+/// column's dtype (a copy: the batch may be reused).
+at::Tensor column_to(const column& c, std::type_identity<at::Tensor>);
+
+} // namespace hvactor::train

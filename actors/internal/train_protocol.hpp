@@ -1,0 +1,88 @@
+#pragma once
+
+// Internal: how hvactor::train's driver and workers talk. Everything goes
+// through the job's rendezvous store, scope "<job>/train", as raw bytes:
+//
+//   data/<name>/<rank>     the dataset <name>'s shard of <rank> (chunked)
+//   resume                 the checkpoint to resume from (an archive, chunked)
+//   ckpt/<i>               rank 0's checkpoint of report <i> (an archive, chunked)
+//   report/<i>/<rank>      <rank>'s metrics of report <i>, and whether a
+//                          checkpoint came with it
+//   ack/<i>                set by the driver once every rank reported <i>
+//                          and the checkpoint is persisted
+//
+// A chunked value <key> is "<key>#n" (the chunk count, 8 bytes) and its
+// chunks "<key>#0", "<key>#1", ... of at most knobs::ship_chunk_bytes; the
+// count is set last, so a reader that sees it sees every chunk.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+#include "hvactor/train.hpp"
+
+namespace hvactor::train {
+
+/// What every worker of one attempt runs (the call's argument).
+struct train_spec {
+  /// The user's loop (encode_code_address).
+  std::string loop;
+  /// The store scope.
+  std::string scope;
+  std::vector<std::string> datasets;
+  bool has_resume = false;
+  /// Directory name the resumed checkpoint had on the driver.
+  std::string resume_name;
+  /// encode_values(config).
+  std::vector<char> config;
+  std::string name;
+  int32_t attempt = 0;
+  /// Bound on one report's wait for the other ranks and the driver.
+  int64_t report_limit_ms = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
+  return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
+           x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms);
+}
+
+/// The entry point every worker runs: serves the loop's session.
+void run_worker(train_spec spec);
+
+namespace keys {
+std::string data(const std::string& name, int rank);
+inline const std::string resume = "resume";
+std::string ckpt(uint64_t i);
+std::string report(uint64_t i, int rank);
+std::string ack(uint64_t i);
+} // namespace keys
+
+/// name -> value maps as bytes, and back (hvactor::error when malformed).
+std::vector<char> encode_values(const std::map<std::string, value>& m);
+std::map<std::string, value> decode_values(const std::vector<char>& bytes);
+
+/// A report: the metrics and whether rank 0 attached a checkpoint.
+std::vector<char> encode_report(const metrics& m, bool has_checkpoint);
+std::pair<metrics, bool> decode_report(const std::vector<char>& bytes);
+
+/// Every regular file under `dir` (recursively, relative paths), as one
+/// byte string; hvactor::error naming `dir` when it is not a readable
+/// directory. Symbolic links and other special files are skipped.
+std::vector<char> archive_directory(const std::filesystem::path& dir);
+/// Writes an archive's files under `dir` (created); hvactor::error on
+/// malformed input or a path that would leave `dir`.
+void extract_archive(const std::vector<char>& bytes, const std::filesystem::path& dir);
+
+/// Puts `value` under `key` in chunks through `set(key, bytes)`.
+void put_chunked(const std::function<void(const std::string&, std::vector<char>)>& set,
+                 const std::string& key, const std::vector<char>& value);
+/// Reads a chunked value through `get(key)` (which waits for the key).
+std::vector<char> get_chunked(const std::function<std::vector<char>(const std::string&)>& get,
+                              const std::string& key);
+
+} // namespace hvactor::train

@@ -1,0 +1,408 @@
+// hvactor::train's driver: trainer::fit() starts a worker group per
+// attempt, hands it the shards and the checkpoint to resume from through
+// the job's rendezvous store, collects every report, persists rank 0's
+// checkpoints and restarts a failed group (internal/train_protocol.hpp).
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <ostream>
+#include <ctime>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "hvactor/code_registry.hpp"
+#include "internal/actor_system.hpp"
+#include "internal/caf_error.hpp"
+#include "internal/executor_access.hpp"
+#include "internal/job_session.hpp"
+#include "internal/knobs.hpp"
+#include "internal/log.hpp"
+#include "internal/train_protocol.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace hvactor::train {
+
+checkpoint checkpoint::from_directory(std::string path) {
+  checkpoint c;
+  c.path_ = std::move(path);
+  return c;
+}
+
+std::string result::error_message() const {
+  if (!error)
+    return {};
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+std::ostream& operator<<(std::ostream& out, const result& r) {
+  std::string metrics;
+  for (auto& [k, v] : r.metrics)
+    metrics += fmt::format("{}'{}': {}", metrics.empty() ? "" : ", ", k,
+                           v.is_string() ? "'" + v.as_string() + "'" : v.to_string());
+  out << fmt::format("Result(metrics={{{}}}, path='{}', checkpoint={}", metrics, r.path,
+                     r.checkpoint ? "Checkpoint(path='" + r.checkpoint.path() + "')" : "None");
+  if (r.error)
+    out << fmt::format(", error='{}'", r.error_message());
+  return out << ")";
+}
+
+namespace {
+
+std::string default_name() {
+  auto t = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "hvactor_train_%Y-%m-%d_%H-%M-%S", &tm);
+  return buf;
+}
+
+std::string default_storage() {
+  auto home = env::get("HOME").value_or("");
+  return (home.empty() ? fs::temp_directory_path() : fs::path{home}) / "hvactor_results";
+}
+
+std::string checkpoint_dir_name(int64_t index) {
+  return fmt::format("checkpoint_{:06d}", index);
+}
+
+/// The index after the highest checkpoint_NNNNNN already in `dir`.
+int64_t next_checkpoint_index(const fs::path& dir) {
+  static const std::regex pattern{"checkpoint_([0-9]{6,})"};
+  int64_t next = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it{dir, ec}, end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    auto name = it->path().filename().string();
+    if (std::regex_match(name, m, pattern))
+      next = std::max<int64_t>(next, std::stoll(m[1]) + 1);
+  }
+  return next;
+}
+
+/// The driver's progress output (Ray's trial progress): on a terminal one
+/// live line, rewritten per report; otherwise one plain line per report.
+class progress {
+public:
+  progress(int verbose, std::string name, int workers)
+      : verbose_(verbose), name_(std::move(name)), workers_(workers),
+        tty_(::isatty(STDOUT_FILENO) == 1) {
+  }
+
+  void report(int64_t iteration, double elapsed, const metrics& m, int alive) {
+    if (verbose_ <= 0)
+      return;
+    std::string shown;
+    for (auto& [k, v] : m)
+      if (!is_auto(k))
+        shown += fmt::format(" {}={}", k, v.to_string());
+    auto line = fmt::format("[{}] iter {} | {:.1f}s |{} | workers {}/{}", name_, iteration,
+                            elapsed, shown.empty() ? " -" : shown, alive, workers_);
+    if (tty_) {
+      std::fprintf(stdout, "\r\x1b[K%s", line.c_str());
+      live_ = true;
+    } else {
+      std::fprintf(stdout, "%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  void note(const std::string& text) {
+    if (verbose_ <= 0)
+      return;
+    end_live();
+    std::fprintf(stdout, "[%s] %s\n", name_.c_str(), text.c_str());
+    std::fflush(stdout);
+  }
+
+  void end_live() {
+    if (live_) {
+      std::fputc('\n', stdout);
+      live_ = false;
+    }
+  }
+
+  static bool is_auto(const std::string& k) {
+    return k == "training_iteration" || k == "attempt" || k == "time_total_s"
+           || k == "time_this_iter_s";
+  }
+
+private:
+  int verbose_;
+  std::string name_;
+  int workers_;
+  bool tty_;
+  bool live_ = false;
+};
+
+} // namespace
+
+struct trainer::impl {
+  runtime& rt;
+  std::string loop;
+  trainer_options opts;
+  fs::path run_dir;
+
+  // Across attempts of one fit().
+  result res;
+  int64_t iteration = 0;
+  std::chrono::steady_clock::time_point started, last_report;
+  std::unique_ptr<progress> out;
+
+  void run_attempt(int attempt, const checkpoint& resume);
+  void handle_report(job_session& session, const std::string& scope, uint64_t i, int size,
+                     int attempt);
+  fs::path persist(const std::vector<char>& archive);
+};
+
+std::string trainer::encode_loop(loop_fn fn) {
+  return hvactor::detail::encode_code_address(reinterpret_cast<const void*>(fn));
+}
+
+trainer::trainer(runtime& rt, std::string loop, trainer_options opts, int) {
+  auto& s = opts.scaling;
+  if (s.num_workers < 1)
+    throw std::invalid_argument(fmt::format("num_workers must be >= 1: Got {}.", s.num_workers));
+  if (s.cpus_per_worker < 1)
+    throw std::invalid_argument(
+      fmt::format("cpus_per_worker must be >= 1: Got {}.", s.cpus_per_worker));
+  if (s.gpus_per_worker && !s.use_gpu)
+    throw std::invalid_argument("gpus_per_worker is set, but use_gpu is False.");
+  if (s.gpus_per_worker && *s.gpus_per_worker < 1)
+    throw std::invalid_argument(
+      fmt::format("gpus_per_worker must be >= 1: Got {}.", *s.gpus_per_worker));
+  if (opts.run.failure.max_failures < -1)
+    throw std::invalid_argument(fmt::format("max_failures must be >= -1 (-1: no limit): Got {}.",
+                                            opts.run.failure.max_failures));
+  if (opts.run.checkpoint.num_to_keep && *opts.run.checkpoint.num_to_keep < 1)
+    throw std::invalid_argument(fmt::format("num_to_keep must be >= 1: Got {}.",
+                                            *opts.run.checkpoint.num_to_keep));
+  if (opts.run.verbose < 0 || opts.run.verbose > 1)
+    throw std::invalid_argument(
+      fmt::format("verbose must be 0 or 1: Got {}.", opts.run.verbose));
+  if (opts.run.name.empty())
+    opts.run.name = default_name();
+  if (opts.run.name.find('/') != std::string::npos || opts.run.name == "."
+      || opts.run.name == "..")
+    throw std::invalid_argument(
+      fmt::format("run name must be a plain directory name: Got '{}'.", opts.run.name));
+  if (opts.run.storage_path.empty())
+    opts.run.storage_path = default_storage();
+  for (auto& [name, _] : opts.datasets)
+    if (name.empty() || name.find('/') != std::string::npos)
+      throw std::invalid_argument(
+        fmt::format("dataset names must be non-empty and without '/': Got '{}'.", name));
+  validate(opts.settings);
+  auto dir = fs::path{opts.run.storage_path} / opts.run.name;
+  impl_.reset(new impl{rt, std::move(loop), std::move(opts), std::move(dir)});
+}
+
+trainer::~trainer() = default;
+
+result trainer::fit() {
+  auto& st = *impl_;
+  auto& o = st.opts;
+  if (o.resume_from_checkpoint) {
+    std::error_code ec;
+    if (!fs::is_directory(o.resume_from_checkpoint.path(), ec))
+      throw std::invalid_argument(fmt::format("resume_from_checkpoint: '{}' is not a directory",
+                                              o.resume_from_checkpoint.path()));
+  }
+  std::error_code ec;
+  fs::create_directories(st.run_dir, ec);
+  if (ec)
+    throw error(fmt::format("train: cannot create '{}': {}", st.run_dir.string(), ec.message()));
+  st.res = {};
+  st.res.path = st.run_dir.string();
+  st.iteration = 0;
+  st.started = st.last_report = std::chrono::steady_clock::now();
+  st.out = std::make_unique<progress>(o.run.verbose, o.run.name, o.scaling.num_workers);
+  auto resume = o.resume_from_checkpoint;
+  int failures = 0;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      st.run_attempt(attempt, resume);
+      st.res.error = nullptr;
+      break;
+    } catch (const std::exception& e) {
+      // Before any worker ran, the error is the user's to see (placement,
+      // a dataset that cannot be sent): nothing to restart from.
+      if (attempt == 0 && st.iteration == 0 && !dynamic_cast<const worker_error*>(&e)
+          && !dynamic_cast<const node_lost*>(&e)) {
+        st.out->end_live();
+        throw;
+      }
+      st.res.error = std::current_exception();
+      ++failures;
+      auto limit = o.run.failure.max_failures;
+      if (limit >= 0 && failures > limit) {
+        st.out->note(fmt::format("the worker group failed ({} failure{}, max_failures {}): {}",
+                                 failures, failures == 1 ? "" : "s", limit, e.what()));
+        break;
+      }
+      if (st.res.checkpoint)
+        resume = st.res.checkpoint;
+      st.out->note(fmt::format("the worker group failed (failure {} of {}): {}; restarting {}",
+                               failures, limit < 0 ? "unlimited" : std::to_string(limit),
+                               e.what(),
+                               resume ? "from " + fs::path{resume.path()}.filename().string()
+                                      : "from the start"));
+    }
+  }
+  st.out->end_live();
+  return std::move(st.res);
+}
+
+void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
+  auto& s = opts.scaling;
+  executor_options eo;
+  eo.num_workers = s.num_workers;
+  eo.cpus_per_worker = s.cpus_per_worker;
+  eo.use_gpu = s.use_gpu;
+  eo.gpus_per_worker = s.gpus_per_worker;
+  executor ex{rt, opts.settings, eo};
+  ex.start();
+  auto& session = executor_access::session(ex);
+  auto scope = executor_access::job(ex).job_id + "/train";
+  auto& sys = session.system();
+  auto store = session.store();
+  auto bound = wait_bound(opts.settings.timeout);
+  auto set = [&](const std::string& key, std::vector<char> value) {
+    auto ok = ask<bool>(sys, store, bound, proto::set_atom_v, scope, key, std::move(value));
+    if (!ok)
+      throw_caf_error(ok.error(), "train: the rendezvous store");
+  };
+  auto size = ex.num_workers();
+  train_spec spec;
+  spec.loop = loop;
+  spec.scope = scope;
+  for (auto& [name, ds] : opts.datasets) {
+    spec.datasets.push_back(name);
+    for (int r = 0; r < size; ++r)
+      put_chunked(set, keys::data(name, r), ds.shard(r, size).to_bytes());
+  }
+  if (resume) {
+    put_chunked(set, keys::resume, archive_directory(resume.path()));
+    spec.has_resume = true;
+    spec.resume_name = fs::path{resume.path()}.filename().string();
+  }
+  spec.config = encode_values(opts.config);
+  spec.name = opts.run.name;
+  spec.attempt = attempt;
+  spec.report_limit_ms = std::chrono::milliseconds{knobs::train_report_limit}.count();
+
+  auto calls = ex.run_remote(&run_worker, spec);
+  uint64_t next = 0;
+  for (;;) {
+    size_t done = 0;
+    for (auto& f : calls)
+      if (f.ready()) {
+        f.get(); // throws the worker's error
+        ++done;
+      }
+    if (done == calls.size())
+      break;
+    std::vector<std::string> wanted;
+    for (int r = 0; r < size; ++r)
+      wanted.push_back(keys::report(next, r));
+    auto all = ask<bool>(sys, store, knobs::train_poll + knobs::store_round_trip,
+                         proto::wait_atom_v, scope, proto::key_list{wanted},
+                         caf::timespan{knobs::train_poll});
+    if (!all)
+      continue; // not yet: check the calls again
+    handle_report(session, scope, next, size, attempt);
+    ++next;
+  }
+  ex.shutdown();
+}
+
+void trainer::impl::handle_report(job_session& session, const std::string& scope, uint64_t i,
+                                  int size, int attempt) {
+  auto& sys = session.system();
+  auto store = session.store();
+  auto bound = wait_bound(opts.settings.timeout);
+  auto get = [&](const std::string& key) {
+    auto v = ask<std::vector<char>>(sys, store, bound + knobs::store_round_trip,
+                                    proto::get_atom_v, scope, key, caf::timespan{bound});
+    if (!v)
+      throw_caf_error(v.error(), "train: the rendezvous store");
+    return std::move(*v);
+  };
+  std::vector<metrics> ranks;
+  bool with_checkpoint = false;
+  for (int r = 0; r < size; ++r) {
+    auto [m, ckpt] = decode_report(get(keys::report(i, r)));
+    if (r == 0)
+      with_checkpoint = ckpt;
+    ranks.push_back(std::move(m));
+  }
+  std::string failure;
+  if (with_checkpoint) {
+    try {
+      auto archive = get_chunked(get, keys::ckpt(i));
+      caf::anon_send(store, proto::erase_atom_v, scope, keys::ckpt(i) + "#");
+      auto dir = persist(archive);
+      res.checkpoint = checkpoint::from_directory(dir.string());
+    } catch (const std::exception& e) {
+      failure = fmt::format("the driver could not persist the checkpoint of report {}: {}", i + 1,
+                            e.what());
+      log::error("train: {}", failure);
+    }
+  }
+  auto now = std::chrono::steady_clock::now();
+  auto m = ranks[0];
+  m["training_iteration"] = ++iteration;
+  m["attempt"] = attempt;
+  m["time_total_s"] = std::chrono::duration<double>(now - started).count();
+  m["time_this_iter_s"] = std::chrono::duration<double>(now - last_report).count();
+  last_report = now;
+  res.metrics = m;
+  res.metrics_history.push_back(std::move(m));
+  res.worker_metrics_history.push_back(std::move(ranks));
+  out->report(iteration, std::chrono::duration<double>(now - started).count(), res.metrics,
+              size);
+  auto ok = ask<bool>(sys, store, bound, proto::set_atom_v, scope, keys::ack(i),
+                      std::vector<char>(failure.begin(), failure.end()));
+  if (!ok)
+    throw_caf_error(ok.error(), "train: the rendezvous store");
+  if (!failure.empty())
+    throw error("train: " + failure);
+}
+
+fs::path trainer::impl::persist(const std::vector<char>& archive) {
+  auto index = next_checkpoint_index(run_dir);
+  auto final_dir = run_dir / checkpoint_dir_name(index);
+  auto partial = run_dir / (".partial_" + checkpoint_dir_name(index));
+  std::error_code ec;
+  fs::remove_all(partial, ec);
+  extract_archive(archive, partial);
+  fs::rename(partial, final_dir);
+  if (auto keep = opts.run.checkpoint.num_to_keep) {
+    // By index: the newest `keep` stay.
+    std::vector<std::pair<int64_t, fs::path>> all;
+    static const std::regex pattern{"checkpoint_([0-9]{6,})"};
+    for (fs::directory_iterator it{run_dir, ec}, end; !ec && it != end; it.increment(ec)) {
+      std::smatch m;
+      auto name = it->path().filename().string();
+      if (std::regex_match(name, m, pattern))
+        all.emplace_back(std::stoll(m[1]), it->path());
+    }
+    std::sort(all.begin(), all.end());
+    for (size_t k = 0; k + static_cast<size_t>(*keep) < all.size(); ++k)
+      fs::remove_all(all[k].second, ec);
+  }
+  return final_dir;
+}
+
+} // namespace hvactor::train

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -38,10 +39,46 @@ std::string self_executable() {
 }
 
 
-// Consumes hvactor's own options; everything else stays for the program.
+// Consumes hvactor's own options; everything else stays for the program,
+// verbatim and in order (cxxopts sees only ours, so that the program's
+// arguments, "-0.5" or "-1000" among them, are never taken for options).
 void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::string>& rest) {
-  cxxopts::Options parser{argc > 0 ? argv[0] : "hvactor", "hvactor runtime options"};
-  parser.allow_unrecognised_options();
+  static const std::vector<std::string> with_value{"address", "num-cpus", "num-gpus", "gpu-ids",
+                                                   "node-id", "bind",     "tls-cert", "tls-key",
+                                                   "tls-ca"};
+  std::vector<std::string> ours{argc > 0 ? argv[0] : "hvactor"};
+  rest.clear();
+  if (argc > 0)
+    rest.emplace_back(argv[0]);
+  bool options_ended = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (options_ended || arg.rfind("--", 0) != 0) {
+      rest.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_ended = true;
+      rest.push_back(arg);
+      continue;
+    }
+    auto name = arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos
+                                                                  : arg.find('=') - 2);
+    bool valued = std::find(with_value.begin(), with_value.end(), name) != with_value.end();
+    if (name == "insecure" || (valued && arg.find('=') != std::string::npos)) {
+      ours.push_back(arg);
+    } else if (valued) {
+      ours.push_back(arg);
+      if (i + 1 < argc)
+        ours.emplace_back(argv[++i]);
+    } else {
+      rest.push_back(arg);
+    }
+  }
+  std::vector<char*> own_argv;
+  for (auto& a : ours)
+    own_argv.push_back(a.data());
+  cxxopts::Options parser{ours[0], "hvactor runtime options"};
   parser.add_options()("address", "cluster to join (HOST:PORT)", cxxopts::value<std::string>())(
     "num-cpus", "CPUs the embedded node offers", cxxopts::value<int>())(
     "num-gpus", "GPUs the embedded node offers", cxxopts::value<int>())(
@@ -55,7 +92,7 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
     "tls-ca", "the cluster CA (PEM)", cxxopts::value<std::string>())(
     "insecure", "join a non-loopback cluster without TLS");
   try {
-    auto result = parser.parse(argc, argv);
+    auto result = parser.parse(static_cast<int>(own_argv.size()), own_argv.data());
     if (result.count("address"))
       opts.address = result["address"].as<std::string>();
     if (result.count("num-cpus"))
@@ -76,11 +113,6 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
       opts.tls.cafile = result["tls-ca"].as<std::string>();
     if (result.count("insecure"))
       opts.insecure = true;
-    rest.clear();
-    if (argc > 0)
-      rest.emplace_back(argv[0]);
-    for (auto& arg : result.unmatched())
-      rest.push_back(arg);
   } catch (const cxxopts::exceptions::exception& e) {
     throw std::invalid_argument(std::string{"hvactor::runtime: "} + e.what());
   }

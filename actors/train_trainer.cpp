@@ -161,6 +161,8 @@ struct trainer::impl {
   std::unique_ptr<progress> out;
 
   void run_attempt(int attempt, const checkpoint& resume);
+  void check_report_counts(caf::actor_system& sys, const proto::rendezvous_store& store,
+                           const std::string& scope, uint64_t next, int finished, int size);
   void handle_report(job_session& session, const std::string& scope, uint64_t i, int size,
                      int attempt);
   fs::path persist(const std::vector<char>& archive);
@@ -305,14 +307,18 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   auto calls = ex.run_remote(&run_worker, spec);
   uint64_t next = 0;
   for (;;) {
+    int finished = -1;
     size_t done = 0;
-    for (auto& f : calls)
-      if (f.ready()) {
-        f.get(); // throws the worker's error
+    for (size_t r = 0; r < calls.size(); ++r)
+      if (calls[r].ready()) {
+        calls[r].get(); // throws the worker's error
+        finished = static_cast<int>(r);
         ++done;
       }
     if (done == calls.size())
       break;
+    if (finished >= 0)
+      check_report_counts(sys, store, scope, next, finished, size);
     std::vector<std::string> wanted;
     for (int r = 0; r < size; ++r)
       wanted.push_back(keys::report(next, r));
@@ -325,6 +331,23 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
     ++next;
   }
   ex.shutdown();
+}
+
+// A worker returned from the loop after `next` reports: a report `next`
+// from any other rank can never be acknowledged.
+void trainer::impl::check_report_counts(caf::actor_system& sys,
+                                        const proto::rendezvous_store& store,
+                                        const std::string& scope, uint64_t next, int finished,
+                                        int size) {
+  for (int r = 0; r < size; ++r) {
+    auto there = ask<std::vector<char>>(sys, store, knobs::store_round_trip, proto::get_atom_v,
+                                        scope, keys::report(next, r), caf::timespan{1ms});
+    if (there)
+      throw error(fmt::format(
+        "train: rank {} returned from the training loop after {} report{}, while rank {} made "
+        "report {}: every worker must call train::report() the same number of times",
+        finished, next, next == 1 ? "" : "s", r, next + 1));
+  }
 }
 
 void trainer::impl::handle_report(job_session& session, const std::string& scope, uint64_t i,

@@ -1,0 +1,299 @@
+// hvactor::train end to end: train_driver as a child process on the
+// embedded cluster (real worker processes, real rendezvous), and joined to
+// a cluster of real hvactor-node processes for checkpoints that cross
+// processes as bytes. Also horovod_runner (hr_driver).
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "cluster_support.hpp"
+
+using namespace std::chrono_literals;
+using namespace hvactor::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string describe(const command_result& r) {
+  return "exit " + std::to_string(r.status.code) + " signal " + std::to_string(r.status.signal)
+         + "\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
+}
+
+/// Fields of every stdout line starting with `prefix `.
+std::vector<std::map<std::string, std::string>> records(const std::string& out,
+                                                        const std::string& prefix) {
+  std::vector<std::map<std::string, std::string>> res;
+  std::istringstream in{out};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix + " ", 0) == 0)
+      res.push_back(parse_fields(line.substr(prefix.size() + 1)));
+  return res;
+}
+
+/// The rest of the first stdout line starting with `prefix `.
+std::string rest_of(const std::string& out, const std::string& prefix) {
+  std::istringstream in{out};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix + " ", 0) == 0)
+      return line.substr(prefix.size() + 1);
+  return {};
+}
+
+command_result train(const temp_dir& dir, std::vector<std::string> args,
+                     std::chrono::seconds limit = 120s) {
+  std::vector<std::string> argv{HVACTOR_TRAIN_DRIVER, "--storage", (dir.path() / "results").string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  static int n = 0;
+  return run_command(argv, dir.path() / ("driver-" + std::to_string(n++)), limit);
+}
+
+std::vector<std::string> checkpoints(const fs::path& run) {
+  std::vector<std::string> out;
+  for (auto& e : fs::directory_iterator{run})
+    out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("fit: every rank's reports in order, contiguous shards, a checkpoint per report") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "3", "--epochs", "4", "--rows", "100", "--name", "basic"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  auto history = records(r.out, "history");
+  REQUIRE(history.size() == 4);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(history[i]["epoch"] == std::to_string(i));
+    CHECK(history[i]["training_iteration"] == std::to_string(i + 1));
+    CHECK(history[i]["attempt"] == "0");
+    CHECK(history[i]["rank"] == "0");
+  }
+  // Ray's equal split of 100 rows over 3 ranks: 34, 33, 33 from 0, 34, 67.
+  auto shards = records(r.out, "shard");
+  REQUIRE(shards.size() == 3);
+  std::vector<std::pair<std::string, std::string>> expected{{"34", "0"}, {"33", "34"}, {"33", "67"}};
+  for (int rank = 0; rank < 3; ++rank) {
+    CAPTURE(rank);
+    CHECK(shards[rank]["rank"] == std::to_string(rank));
+    CHECK(shards[rank]["rows"] == expected[rank].first);
+    CHECK(shards[rank]["first"] == expected[rank].second);
+    CHECK(shards[rank]["consistent"] == "1");
+    CHECK(shards[rank]["batched"] == shards[rank]["rows"]);
+  }
+  CHECK(checkpoints(dir.path() / "results" / "basic")
+        == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001", "checkpoint_000002",
+                                    "checkpoint_000003"});
+  auto ck = parse_fields(rest_of(r.out, "checkpoint"));
+  CHECK(ck["epoch"] == "3");
+  CHECK(ck["intact"] == "1");
+  CHECK(ck["path"] == (dir.path() / "results" / "basic" / "checkpoint_000003").string());
+  // Progress: one plain line per report when stdout is a file.
+  CHECK(r.out.find("[basic] iter 4 |") != std::string::npos);
+}
+
+TEST_CASE("num_to_keep = 2 keeps the two newest checkpoints") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "2", "--epochs", "5", "--num-to-keep", "2", "--name", "keep"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  CHECK(checkpoints(dir.path() / "results" / "keep")
+        == std::vector<std::string>{"checkpoint_000003", "checkpoint_000004"});
+  CHECK(parse_fields(rest_of(r.out, "checkpoint"))["epoch"] == "4");
+}
+
+TEST_CASE("a worker killed at epoch 2 of 4: max_failures = 1 restarts from checkpoint 1") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "3", "--epochs", "4", "--kill-rank", "1", "--kill-epoch", "2",
+                       "--max-failures", "1", "--name", "restart"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  auto history = records(r.out, "history");
+  REQUIRE(history.size() == 4);
+  // Epochs 0 and 1 in the first attempt, then 2 and 3 after the restart
+  // from checkpoint_000001 (epoch 1).
+  std::vector<std::string> epochs, attempts;
+  for (auto& h : history) {
+    epochs.push_back(h["epoch"]);
+    attempts.push_back(h["attempt"]);
+  }
+  CHECK(epochs == std::vector<std::string>{"0", "1", "2", "3"});
+  CHECK(attempts == std::vector<std::string>{"0", "0", "1", "1"});
+  CHECK(history[3]["training_iteration"] == "4");
+  CHECK(r.out.find("restarting from checkpoint_000001") != std::string::npos);
+  CHECK(parse_fields(rest_of(r.out, "checkpoint"))["epoch"] == "3");
+}
+
+TEST_CASE("a worker killed with max_failures = 0 fails the fit with the worker's error") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "3", "--epochs", "4", "--kill-rank", "1", "--kill-epoch", "2",
+                       "--name", "fail"});
+  INFO(describe(r));
+  CHECK(r.status.code == 1);
+  auto err = rest_of(r.out, "error");
+  CHECK(err.find("rank 1") != std::string::npos);
+  CHECK(err.find("signal 9") != std::string::npos);
+  CHECK(records(r.out, "history").size() == 2);
+  // The checkpoints persisted before the failure stay.
+  CHECK(parse_fields(rest_of(r.out, "checkpoint"))["epoch"] == "1");
+}
+
+TEST_CASE("a loop that throws: its text is the fit's error after max_failures restarts") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "2", "--epochs", "3", "--throw-rank", "0", "--throw-epoch",
+                       "1", "--max-failures", "2", "--name", "throws"});
+  INFO(describe(r));
+  CHECK(r.status.code == 1);
+  CHECK(rest_of(r.out, "error").find("boom at epoch 1") != std::string::npos);
+  // Three attempts: the first reports epoch 0, then fails at epoch 1; both
+  // restarts resume after checkpoint 0 and fail at epoch 1 again.
+  auto history = records(r.out, "history");
+  REQUIRE(history.size() == 1);
+  CHECK(history[0]["epoch"] == "0");
+  CHECK(r.out.find("failure 2 of 2") != std::string::npos);
+}
+
+TEST_CASE("resume_from_checkpoint continues the epoch count in a new run") {
+  temp_dir dir;
+  auto first = train(dir, {"--workers", "2", "--epochs", "2", "--name", "a"});
+  INFO(describe(first));
+  REQUIRE(first.status.success());
+  auto from = (dir.path() / "results" / "a" / "checkpoint_000001").string();
+  auto r = train(dir, {"--workers", "2", "--epochs", "4", "--name", "b", "--resume", from});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  auto history = records(r.out, "history");
+  REQUIRE(history.size() == 2);
+  CHECK(history[0]["epoch"] == "2");
+  CHECK(history[1]["epoch"] == "3");
+  CHECK(checkpoints(dir.path() / "results" / "b")
+        == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001"});
+}
+
+TEST_CASE("a rank that reports fewer times than the others: a clear error, no hang") {
+  temp_dir dir;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = train(dir, {"--workers", "2", "--epochs", "3", "--short-rank", "1", "--name", "short"});
+  INFO(describe(r));
+  CHECK(r.status.code == 1);
+  CHECK(rest_of(r.out, "error").find("same number of times") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 60s);
+}
+
+TEST_CASE("invalid trainer options throw before any worker starts") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "0"});
+  CHECK(r.status.code == 2);
+  CHECK(rest_of(r.out, "thrown").find("num_workers must be >= 1: Got 0.") != std::string::npos);
+  r = train(dir, {"--workers", "2", "--resume", (dir.path() / "missing").string()});
+  CHECK(r.status.code == 2);
+  CHECK(rest_of(r.out, "thrown").find("is not a directory") != std::string::npos);
+  r = train(dir, {"--workers", "2", "--max-failures", "-2"});
+  CHECK(rest_of(r.out, "thrown").find("max_failures must be >= -1") != std::string::npos);
+}
+
+TEST_CASE("checkpoints of a rank 0 on another node arrive intact (hvactor-node cluster)") {
+  cluster c{{.node_ids = {"head", "n1", "n2"}, .cpus_per_node = 1}};
+  temp_dir dir;
+  // 9 MiB + 5 bytes: three chunks of the store's 4 MiB.
+  auto r = run_command({HVACTOR_TRAIN_DRIVER, "--address", c.address(), "--storage",
+                        (dir.path() / "results").string(), "--workers", "3", "--epochs", "2",
+                        "--ckpt-bytes", std::to_string((9 << 20) + 5), "--name", "remote"},
+                       dir.path() / "remote", 180s);
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  auto shards = records(r.out, "shard");
+  REQUIRE(shards.size() == 3);
+  std::set<std::string> hosts;
+  for (auto& s : shards)
+    hosts.insert(s["host"]);
+  CHECK(hosts == std::set<std::string>{"head", "n1", "n2"});
+  auto ck = parse_fields(rest_of(r.out, "checkpoint"));
+  CHECK(ck["intact"] == "1");
+  CHECK(ck["epoch"] == "1");
+  CHECK(fs::file_size(fs::path{ck["path"]} / "sub" / "payload") == (9u << 20) + 5);
+  CHECK(c.no_workers_within(10s));
+}
+
+// -- horovod_runner -----------------------------------------------------------------
+
+namespace {
+
+command_result hr(const temp_dir& dir, std::vector<std::string> args) {
+  std::vector<std::string> argv{HVACTOR_HR_DRIVER};
+  argv.insert(argv.end(), args.begin(), args.end());
+  static int n = 0;
+  return run_command(argv, dir.path() / ("hr-" + std::to_string(n++)), 120s);
+}
+
+} // namespace
+
+TEST_CASE("horovod_runner np = 2 and np = -2 return rank 0's value; 'all' tags every line") {
+  temp_dir dir;
+  for (auto np : {"2", "-2"}) {
+    CAPTURE(np);
+    auto r = hr(dir, {"--np", np});
+    INFO(describe(r));
+    REQUIRE(r.status.success());
+    CHECK(rest_of(r.out, "result") == "value=7 size=2");
+    CHECK(r.out.find("[1,0]<stdout>:hello from rank 0 of 2") != std::string::npos);
+    CHECK(r.out.find("[1,1]<stdout>:hello from rank 1 of 2") != std::string::npos);
+    CHECK(r.err.find("[1,1]<stderr>:warning from rank 1") != std::string::npos);
+    CHECK(r.out.find("[1,1]<event>:rank=1 step=done") != std::string::npos);
+  }
+}
+
+TEST_CASE("horovod_runner log_callback_only: only hvactor::log::event records reach the driver") {
+  temp_dir dir;
+  auto r = hr(dir, {"--np", "2", "--verbosity", "log_callback_only"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  CHECK(rest_of(r.out, "result") == "value=7 size=2");
+  CHECK(r.out.find("[1,0]<event>:rank=0 step=done") != std::string::npos);
+  CHECK(r.out.find("[1,1]<event>:rank=1 step=done") != std::string::npos);
+  CHECK(r.out.find("hello from") == std::string::npos);
+  CHECK(r.err.find("warning from") == std::string::npos);
+}
+
+TEST_CASE("horovod_runner: np = 0, np beyond the driver's CPUs, a bad verbosity are errors") {
+  temp_dir dir;
+  auto r = hr(dir, {"--np", "0"});
+  CHECK(r.status.code == 2);
+  CHECK(r.out.find("np must be > 0") != std::string::npos);
+  r = hr(dir, {"--np", "-1000"});
+  CHECK(r.status.code == 2);
+  CHECK(r.out.find("np = -1000 asks for 1000 processes on the driver's machine") != std::string::npos);
+  r = hr(dir, {"--np", "2", "--verbosity", "loud"});
+  CHECK(r.status.code == 2);
+  CHECK(r.out.find("driver_log_verbosity must be") != std::string::npos);
+}
+
+TEST_CASE("horovod_runner on a joined cluster: np = 2 on its nodes, np = -2 on the driver only") {
+  cluster c{{.node_ids = {"head", "n1"}, .cpus_per_node = 1}};
+  temp_dir dir;
+  auto on_cluster = hr(dir, {"--address", c.address(), "--np", "2"});
+  INFO(describe(on_cluster));
+  REQUIRE(on_cluster.status.success());
+  CHECK(rest_of(on_cluster.out, "result") == "value=7 size=2");
+  CHECK(on_cluster.out.find("[1,0]<event>:host=head rank=0") != std::string::npos);
+  CHECK(on_cluster.out.find("[1,1]<event>:host=n1 rank=1") != std::string::npos);
+
+  auto local = hr(dir, {"--address", c.address(), "--np", "-2"});
+  INFO(describe(local));
+  REQUIRE(local.status.success());
+  auto host = parse_fields(rest_of(local.out, "driver"))["host"];
+  REQUIRE(!host.empty());
+  CHECK(rest_of(local.out, "result") == "value=7 size=2");
+  CHECK(local.out.find("[1,0]<event>:host=" + host + " rank=0") != std::string::npos);
+  CHECK(local.out.find("[1,1]<event>:host=" + host + " rank=1") != std::string::npos);
+  CHECK(local.out.find("[1,1]<stdout>:hello from rank 1 of 2") != std::string::npos);
+  CHECK(c.no_workers_within(10s));
+}

@@ -2,7 +2,10 @@
 // and optimizer-state broadcast, and the distributed optimizer against
 // single-process training on the concatenated batch.
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -212,3 +215,65 @@ TEST_CASE("a CUDA-less LibTorch and bad options give clear errors") {
 }
 
 } // TEST_SUITE
+
+// -- hvactor::train with tensors ------------------------------------------------------
+
+namespace {
+
+namespace train = hvactor::train;
+
+/// Each rank reports its shard's first image and the sum of every batch,
+/// all read as torch::Tensor.
+void tensor_loop(train::context& ctx) {
+  auto& shard = train::get_dataset_shard("images");
+  double sum = 0;
+  int64_t rows = 0;
+  for (auto& batch : shard.iter_batches(3, {.dtype = train::dtype::float32})) {
+    torch::Tensor x = batch["x"];
+    torch::Tensor label = batch["label"];
+    if (x.dim() != 3 || x.size(1) != 2 || x.scalar_type() != torch::kFloat
+        || label.scalar_type() != torch::kFloat)
+      throw std::runtime_error("a batch of the wrong shape or dtype");
+    sum += x.sum().item<double>() + label.sum().item<double>();
+    rows += x.size(0);
+  }
+  torch::Tensor all = shard["x"];
+  train::report({{"rank", ctx.world_rank()},
+                 {"rows", rows},
+                 {"first", all.numel() ? all[0][0][0].item<double>() : -1.0},
+                 {"sum", sum}});
+}
+
+} // namespace
+
+TEST_CASE("train::dataset::from_tensors: tensor shards reach every rank, batches are tensors") {
+  auto x = torch::arange(10 * 4, torch::kDouble).reshape({10, 2, 2});
+  auto label = torch::arange(10, torch::kInt);
+  auto ds = train::dataset::from_tensors({{"x", x}, {"label", label}});
+  CHECK((ds["label"].type() == train::dtype::int64));
+  CHECK(ds["x"].shape() == std::vector<int64_t>{10, 2, 2});
+  torch::Tensor back = ds["x"];
+  CHECK(torch::equal(back, x));
+
+  auto storage = std::filesystem::temp_directory_path() / ("hvactor-torch-train-" + std::to_string(::getpid()));
+  train::trainer t{test_runtime(), &tensor_loop,
+                   {.scaling = {.num_workers = 3},
+                    .datasets = {{"images", ds}},
+                    .run = {.name = "tensors", .storage_path = storage.string(), .verbose = 0}}};
+  auto r = t.fit();
+  std::filesystem::remove_all(storage);
+  REQUIRE(!r.error);
+  REQUIRE(r.worker_metrics_history.size() == 1);
+  auto& ranks = r.worker_metrics_history[0];
+  REQUIRE(ranks.size() == 3);
+  // 10 rows over 3 ranks: 4, 3, 3 starting at rows 0, 4, 7 (4 elements each).
+  std::vector<int64_t> rows{4, 3, 3};
+  std::vector<double> first{0, 16, 28};
+  double total = 0;
+  for (int k = 0; k < 3; ++k) {
+    CHECK(ranks[k].at("rows").as_int() == rows[k]);
+    CHECK(ranks[k].at("first").as_double() == first[k]);
+    total += ranks[k].at("sum").as_double();
+  }
+  CHECK(total == x.sum().item<double>() + label.sum().item<double>());
+}

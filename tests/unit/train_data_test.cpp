@@ -1,0 +1,239 @@
+// hvactor::train's data layer alone: sharding properties (any rows, any
+// world size), batches, CSV, the byte forms of shards, metrics and
+// checkpoint archives (round trips, and garbage that must be an error).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include <doctest/doctest.h>
+
+#include "hvactor/train.hpp"
+#include "internal/byte_codec.hpp"
+#include "internal/train_protocol.hpp"
+
+namespace fs = std::filesystem;
+namespace train = hvactor::train;
+
+namespace {
+
+train::dataset iota_rows(int64_t n) {
+  std::vector<double> xs(static_cast<size_t>(n));
+  std::iota(xs.begin(), xs.end(), 0.0);
+  std::vector<int64_t> ids(xs.begin(), xs.end());
+  return train::dataset::from_tensors({{"x", train::column{xs}}, {"id", train::column{ids}}});
+}
+
+struct scratch {
+  fs::path path = fs::temp_directory_path() / ("hvactor-train-unit-" + std::to_string(::getpid()));
+  scratch() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~scratch() {
+    fs::remove_all(path);
+  }
+};
+
+} // namespace
+
+TEST_CASE("shards: for any rows and world size, equal contiguous shares covering every row once") {
+  std::mt19937 rng{7};
+  std::vector<std::pair<int64_t, int>> cases{{0, 1}, {0, 5}, {1, 1}, {1, 4}, {2, 3}, {32, 3},
+                                             {100, 3}, {7, 7}, {7, 8}, {1000, 64}};
+  for (int i = 0; i < 200; ++i)
+    cases.emplace_back(std::uniform_int_distribution<int64_t>{0, 5000}(rng),
+                       std::uniform_int_distribution<int>{1, 100}(rng));
+  for (auto [rows, size] : cases) {
+    CAPTURE(rows);
+    CAPTURE(size);
+    auto ds = iota_rows(rows);
+    std::vector<int64_t> seen;
+    int64_t smallest = rows, largest = 0;
+    int64_t expected_next = 0;
+    for (int r = 0; r < size; ++r) {
+      auto shard = ds.shard(r, size);
+      smallest = std::min(smallest, shard.count());
+      largest = std::max(largest, shard.count());
+      auto ids = shard["id"].values<int64_t>();
+      REQUIRE(static_cast<int64_t>(ids.size()) == shard.count());
+      for (auto id : ids) {
+        CHECK(id == expected_next); // contiguous, in rank order
+        ++expected_next;
+        seen.push_back(id);
+      }
+      // The shard's columns agree row by row.
+      auto xs = shard["x"].values<double>();
+      for (size_t k = 0; k < xs.size(); ++k)
+        CHECK(xs[k] == static_cast<double>(ids[k]));
+    }
+    CHECK(static_cast<int64_t>(seen.size()) == rows);            // nothing dropped
+    CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == seen.size()); // no duplicate
+    CHECK(largest - smallest <= 1);
+  }
+  CHECK_THROWS_AS(iota_rows(10).shard(3, 3), std::invalid_argument);
+  CHECK_THROWS_AS(iota_rows(10).shard(0, 0), std::invalid_argument);
+}
+
+TEST_CASE("iter_batches: sizes, drop_last, a seeded shuffle is a permutation, dtype") {
+  auto ds = iota_rows(10);
+  std::vector<int64_t> sizes;
+  for (auto& b : ds.iter_batches(4))
+    sizes.push_back(b.rows());
+  CHECK(sizes == std::vector<int64_t>{4, 4, 2});
+  sizes.clear();
+  for (auto& b : ds.iter_batches(4, {.drop_last = true}))
+    sizes.push_back(b.rows());
+  CHECK(sizes == std::vector<int64_t>{4, 4});
+  CHECK(ds.iter_batches(20).size() == 1);
+  CHECK(ds.iter_batches(20, {.drop_last = true}).size() == 0);
+  auto none = iota_rows(0).iter_batches(3);
+  CHECK(none.begin() == none.end());
+
+  auto order = [&](int64_t seed) {
+    std::vector<int64_t> ids;
+    for (auto& b : ds.iter_batches(3, {.shuffle = true, .seed = seed}))
+      for (auto id : b["id"].values<int64_t>())
+        ids.push_back(id);
+    return ids;
+  };
+  auto a = order(1), b = order(1), c = order(2);
+  CHECK(a == b);
+  CHECK(a != c);
+  std::sort(c.begin(), c.end());
+  std::vector<int64_t> all(10);
+  std::iota(all.begin(), all.end(), 0);
+  CHECK(c == all);
+
+  for (auto& batch : ds.iter_batches(5, {.dtype = train::dtype::float32})) {
+    CHECK(batch["x"].type() == train::dtype::float32);
+    CHECK(batch["id"].values<float>()[0] == batch["x"].values<float>()[0]);
+  }
+  CHECK_THROWS_AS(ds.iter_batches(0), std::invalid_argument);
+  auto first = *ds.iter_batches(2).begin();
+  CHECK_THROWS_WITH_AS(first["nope"], "train::batch: no column 'nope' (it has 'id', 'x')",
+                       std::out_of_range);
+  CHECK_THROWS_AS(first["x"].values<int64_t>(), std::invalid_argument);
+}
+
+TEST_CASE("from_items, from_tensors, from_csv: the rows, and clear errors") {
+  auto ds = train::dataset::from_items({{{"x", 1}, {"y", 2}}, {{"x", 3}, {"y", 4}}});
+  CHECK(ds.count() == 2);
+  CHECK(ds.column_names() == std::vector<std::string>{"x", "y"});
+  CHECK(ds["y"].values<double>()[1] == 4);
+  CHECK_THROWS_WITH_AS(train::dataset::from_items({{{"x", 1}}, {{"z", 1}}}),
+                       "train::dataset::from_items: row 1 does not have the names of row 0",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(train::dataset::from_tensors({{"a", train::column{std::vector<double>{1, 2}}},
+                                                {"b", train::column{std::vector<double>{1}}}}),
+                  std::invalid_argument);
+  // A column of rows with a shape of their own: 3 rows of 2 x 2 floats.
+  std::vector<std::byte> raw(3 * 4 * sizeof(float));
+  train::column images{train::dtype::float32, {2, 2}, raw};
+  CHECK(images.rows() == 3);
+  CHECK(images.shape() == std::vector<int64_t>{3, 2, 2});
+  CHECK(images.slice(1, 3).rows() == 2);
+  CHECK_THROWS_AS((train::column{train::dtype::float32, {3}, std::vector<std::byte>(5)}),
+                  std::invalid_argument);
+
+  scratch dir;
+  auto csv = dir.path / "data.csv";
+  std::ofstream{csv} << "x, y\n1,2\n\n3.5, -4e1\n";
+  auto d = train::dataset::from_csv(csv.string());
+  CHECK(d.count() == 2);
+  CHECK(d["x"].values<double>()[1] == 3.5);
+  CHECK(d["y"].values<double>()[1] == -40);
+  std::ofstream{csv} << "x,y\n1,2\n3,abc\n";
+  CHECK_THROWS_WITH_AS(train::dataset::from_csv(csv.string()),
+                       doctest::Contains(":3: 'abc' in column 'y' is not a number"),
+                       std::invalid_argument);
+  std::ofstream{csv} << "x,y\n1,2,3\n";
+  CHECK_THROWS_WITH_AS(train::dataset::from_csv(csv.string()),
+                       doctest::Contains(":2: 3 cells, the header has 2"), std::invalid_argument);
+  CHECK_THROWS_AS(train::dataset::from_csv((dir.path / "missing.csv").string()), hvactor::error);
+}
+
+TEST_CASE("a shard's byte form round-trips; truncated or garbled bytes are errors") {
+  auto ds = iota_rows(1000);
+  auto bytes = ds.to_bytes();
+  auto back = train::dataset::from_bytes(bytes);
+  CHECK(back.count() == 1000);
+  CHECK(back["id"].values<int64_t>()[999] == 999);
+  CHECK(back["x"].values<double>()[500] == 500.0);
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{10}, bytes.size() / 2, bytes.size() - 1}) {
+    std::vector<char> part(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(cut));
+    CHECK_THROWS_AS(train::dataset::from_bytes(part), hvactor::error);
+  }
+  std::mt19937 rng{3};
+  for (int i = 0; i < 300; ++i) {
+    auto garbled = bytes;
+    for (int k = 0; k < 4; ++k)
+      garbled[rng() % 64] = static_cast<char>(rng());
+    try {
+      auto d = train::dataset::from_bytes(garbled);
+      CHECK(d.count() >= 0);
+    } catch (const hvactor::error&) {
+      // Rejected, as it should be; anything else (a crash, bad_alloc) fails.
+    }
+  }
+}
+
+TEST_CASE("metrics and reports round-trip with their types") {
+  train::metrics m{{"loss", 0.25}, {"epoch", 3}, {"note", "hi"}, {"flag", true}};
+  auto back = train::decode_values(train::encode_values(m));
+  CHECK(back == m);
+  CHECK(back["epoch"].is_int());
+  CHECK(back["loss"].as_double() == 0.25);
+  CHECK(back["note"].as_string() == "hi");
+  CHECK_THROWS_AS(back["note"].as_double(), std::invalid_argument);
+  CHECK(back["epoch"].as_double() == 3.0);
+  auto [rm, ck] = train::decode_report(train::encode_report(m, true));
+  CHECK(rm == m);
+  CHECK(ck);
+  CHECK_THROWS_AS(train::decode_values({'\x05', 0, 0, 0}), hvactor::error);
+}
+
+TEST_CASE("checkpoint archives: a directory tree round-trips; unsafe paths are refused") {
+  scratch dir;
+  auto src = dir.path / "src";
+  fs::create_directories(src / "a" / "b");
+  fs::create_directories(src / "empty");
+  std::ofstream{src / "top.txt"} << "top";
+  std::string big(5'000'000, 'z');
+  std::ofstream{src / "a" / "b" / "big.bin", std::ios::binary} << big;
+  auto bytes = train::archive_directory(src);
+  auto out = dir.path / "out";
+  train::extract_archive(bytes, out);
+  CHECK(fs::is_directory(out / "empty"));
+  CHECK(fs::file_size(out / "a" / "b" / "big.bin") == big.size());
+  std::ifstream in{out / "top.txt"};
+  std::string text;
+  in >> text;
+  CHECK(text == "top");
+
+  // Chunked through a map, as through the store.
+  std::map<std::string, std::vector<char>> store;
+  train::put_chunked([&](const std::string& k, std::vector<char> v) { store[k] = std::move(v); },
+                     "ckpt/0", bytes);
+  CHECK(store.size() == 3); // two chunks of at most 4 MiB, and the count
+  auto back = train::get_chunked([&](const std::string& k) { return store.at(k); }, "ckpt/0");
+  CHECK(back == bytes);
+
+  // An archive naming "../escape" must not write outside the directory.
+  hvactor::byte_writer w;
+  w.raw("HVCK", 4);
+  w.u32(1);
+  w.u32(1);
+  w.u8(0);
+  w.str("../escape");
+  w.u64(1);
+  w.raw("x", 1);
+  CHECK_THROWS_AS(train::extract_archive(w.take(), dir.path / "evil"), hvactor::error);
+  CHECK(!fs::exists(dir.path / "escape"));
+  CHECK_THROWS_AS(train::archive_directory(dir.path / "missing"), hvactor::error);
+}

@@ -225,6 +225,11 @@ result trainer::fit() {
   fs::create_directories(st.run_dir, ec);
   if (ec)
     throw error(fmt::format("train: cannot create '{}': {}", st.run_dir.string(), ec.message()));
+  // A driver killed while it wrote a checkpoint left a partial one.
+  for (fs::directory_iterator it{st.run_dir, ec}, end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().starts_with(".partial_"))
+      fs::remove_all(it->path(), ec);
+  ec.clear();
   st.res = {};
   st.res.path = st.run_dir.string();
   st.iteration = 0;

@@ -69,12 +69,18 @@ constexpr size_t max_ports = 64;
 struct port_entry {
   std::atomic<uint16_t> port{0};
   std::atomic<size_t> connections{0};
+  // Bumped each time the entry is given to a port: a connection accepted
+  // under an earlier port of this entry must not be subtracted from the new
+  // one's count when it closes (it would wrap the count around, and every
+  // later connection would be refused as over the cap).
+  std::atomic<uint32_t> generation{0};
 };
 
 // One accepted connection on a guarded port; touched by the thread that
 // reads it (CAF's multiplexer) and by close().
 struct fd_slot {
   std::atomic<uint8_t> port_index{0}; // 1 + index into ports_, 0: untracked
+  uint32_t generation = 0;            // the entry's generation when accepted
   uint8_t header[basp_header_size];
   uint8_t header_fill = 0;
   uint32_t payload_left = 0;
@@ -359,6 +365,7 @@ int on_accepted(int listener, int fd, const sockaddr* peer_hint) {
   auto& slot = slots_[fd];
   slot.header_fill = 0;
   slot.payload_left = 0;
+  slot.generation = entry.generation.load();
   slot.port_index.store(static_cast<uint8_t>(index + 1));
   return fd;
 }
@@ -386,6 +393,7 @@ void watch(uint16_t port) {
   for (auto& entry : ports_) {
     uint16_t free = 0;
     if (entry.port.compare_exchange_strong(free, port)) {
+      ++entry.generation;
       entry.connections = 0;
       return;
     }
@@ -531,8 +539,11 @@ int close(int fd) {
   if (fd >= 0 && fd < max_tracked_fd) {
     auto& slot = slots_[fd];
     auto index = slot.port_index.exchange(0);
-    if (index != 0)
-      --ports_[index - 1u].connections;
+    if (index != 0) {
+      auto& entry = ports_[index - 1u];
+      if (entry.generation.load() == slot.generation)
+        --entry.connections;
+    }
   }
   return real(real_close_, "close")(fd);
 }

@@ -1,0 +1,208 @@
+// hvactor::train's own costs on the embedded cluster, each next to a peer
+// measured in the same run:
+//  - fit() of a loop that reports once vs the executor alone (start, run of
+//    an empty function, shutdown): what the trainer adds to a job;
+//  - report() without a checkpoint (every rank, lockstep with the driver)
+//    vs an hvd::barrier on the same workers (the cheapest collective sync);
+//  - report() with a checkpoint of S MiB: rank 0's report time, as MB/s,
+//    vs std::filesystem::copy of the same directory on this machine (what
+//    persisting a checkpoint locally costs at least);
+//  - get_dataset_shard() of an N-row float64 dataset vs reading the same
+//    bytes back from a file.
+//   train_overhead [--workers 2] [--reports 200] [--ckpt-mib 64] [--rows 4000000] [--repeats 5]
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include <hvactor/hvactor.hpp>
+
+namespace fs = std::filesystem;
+namespace train = hvactor::train;
+namespace hvd = hvactor::hvd;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs.empty() ? 0 : xs[xs.size() / 2];
+}
+
+int64_t cfg(const char* key) {
+  return train::get_context().config().at(key).as_int();
+}
+
+fs::path scratch_dir(const std::string& what) {
+  return fs::temp_directory_path()
+         / fmt::format("hvactor-train-bench-{}-{}-{}", ::getpid(), what, hvd::rank());
+}
+
+void write_file(const fs::path& p, size_t bytes) {
+  std::vector<char> data(bytes);
+  for (size_t i = 0; i < bytes; ++i)
+    data[i] = static_cast<char>(i * 2654435761u >> 13);
+  std::ofstream{p, std::ios::binary}.write(data.data(), static_cast<std::streamsize>(bytes));
+}
+
+void once_loop(train::context&) {
+  train::report({{"x", 1}});
+}
+
+void empty_fn() {
+}
+
+/// reports without a checkpoint, then barriers, on every rank; rank 0
+/// reports the medians.
+void sync_loop(train::context& ctx) {
+  hvd::init();
+  auto n = cfg("reports");
+  std::vector<double> rep, bar;
+  for (int64_t i = 0; i < n; ++i) {
+    auto t0 = clock_type::now();
+    train::report({{"i", i}});
+    rep.push_back(seconds_since(t0));
+    t0 = clock_type::now();
+    hvd::barrier();
+    bar.push_back(seconds_since(t0));
+  }
+  // One last report carries the medians.
+  train::report({{"report_us", median(rep) * 1e6}, {"barrier_us", median(bar) * 1e6}});
+  hvd::shutdown();
+  (void)ctx;
+}
+
+/// Rank 0 reports a checkpoint of ckpt_mib MiB, repeats times; also times
+/// a local copy of it.
+void ckpt_loop(train::context& ctx) {
+  auto mib = cfg("ckpt_mib");
+  auto dir = scratch_dir("ckpt");
+  fs::create_directories(dir);
+  write_file(dir / "model.bin", static_cast<size_t>(mib) << 20);
+  std::vector<double> rep, copy;
+  for (int64_t i = 0; i < cfg("repeats"); ++i) {
+    auto t0 = clock_type::now();
+    train::report({{"i", i}}, train::checkpoint::from_directory(dir.string()));
+    rep.push_back(seconds_since(t0));
+    if (ctx.world_rank() == 0) {
+      auto target = scratch_dir("copy");
+      fs::remove_all(target);
+      t0 = clock_type::now();
+      fs::copy(dir, target, fs::copy_options::recursive);
+      ::sync();
+      copy.push_back(seconds_since(t0));
+      fs::remove_all(target);
+    }
+  }
+  fs::remove_all(dir);
+  train::report({{"report_s", median(rep)}, {"copy_s", median(copy)}});
+}
+
+/// Times fetching the shard, and reading the same bytes from a file.
+void shard_loop(train::context&) {
+  auto t0 = clock_type::now();
+  auto& shard = train::get_dataset_shard("train");
+  auto fetch = seconds_since(t0);
+  auto bytes = shard["x"].size_bytes();
+  auto file = scratch_dir("shard");
+  write_file(file, bytes);
+  ::sync();
+  // Drop nothing from the page cache: the peer is the fastest local read.
+  t0 = clock_type::now();
+  std::vector<char> back(bytes);
+  std::ifstream{file, std::ios::binary}.read(back.data(), static_cast<std::streamsize>(bytes));
+  auto read = seconds_since(t0);
+  fs::remove(file);
+  train::report({{"fetch_s", fetch}, {"read_s", read}, {"bytes", static_cast<int64_t>(bytes)}});
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options cli{"train_overhead", "hvactor::train's costs next to their peers"};
+  cli.add_options()("workers", "workers", cxxopts::value<int>()->default_value("2"))(
+    "reports", "reports for the latency", cxxopts::value<int>()->default_value("200"))(
+    "ckpt-mib", "checkpoint size", cxxopts::value<int>()->default_value("64"))(
+    "rows", "dataset rows (float64)", cxxopts::value<int64_t>()->default_value("4000000"))(
+    "repeats", "repeats of the fit and checkpoint timings", cxxopts::value<int>()->default_value("5"));
+  hvactor::runtime rt{argc, argv, {.num_cpus = 8}};
+  std::vector<char*> rest;
+  for (auto& a : rt.args())
+    rest.push_back(const_cast<char*>(a.c_str()));
+  auto o = cli.parse(static_cast<int>(rest.size()), rest.data());
+  int workers = o["workers"].as<int>();
+  int repeats = o["repeats"].as<int>();
+  auto storage = fs::temp_directory_path() / fmt::format("hvactor-train-bench-{}", ::getpid());
+  auto run = [&](train::trainer::loop_fn loop, train::config c,
+                 std::map<std::string, train::dataset> ds = {}) {
+    train::trainer t{rt, loop,
+                     {.scaling = {.num_workers = workers},
+                      .datasets = std::move(ds),
+                      .run = {.name = "bench", .storage_path = storage.string(),
+                              .checkpoint = {.num_to_keep = 1}, .verbose = 0},
+                      .config = std::move(c)}};
+    auto r = t.fit();
+    if (r.error)
+      std::rethrow_exception(r.error);
+    return r;
+  };
+
+  fmt::print("hvactor::train overhead, {} workers, embedded cluster, {} repeats (medians)\n\n",
+             workers, repeats);
+  // fit() vs the executor alone.
+  std::vector<double> fit_s, exec_s;
+  for (int i = 0; i < repeats; ++i) {
+    auto t0 = clock_type::now();
+    run(&once_loop, {});
+    fit_s.push_back(seconds_since(t0));
+    t0 = clock_type::now();
+    hvactor::executor ex{rt, {}, {.num_workers = workers}};
+    ex.start();
+    ex.run(&empty_fn);
+    ex.shutdown();
+    exec_s.push_back(seconds_since(t0));
+  }
+  fmt::print("| what | hvactor::train | peer | ratio |\n|---|---|---|---|\n");
+  fmt::print("| fit() with one report vs executor start+run+shutdown | {:.0f} ms | {:.0f} ms | {:.2f}x |\n",
+             median(fit_s) * 1e3, median(exec_s) * 1e3, median(fit_s) / median(exec_s));
+
+  auto sync = run(&sync_loop, {{"reports", o["reports"].as<int>()}});
+  auto rep_us = sync.metrics.at("report_us").as_double();
+  auto bar_us = sync.metrics.at("barrier_us").as_double();
+  fmt::print("| report() without checkpoint vs hvd::barrier() | {:.0f} us | {:.0f} us | {:.2f}x |\n",
+             rep_us, bar_us, rep_us / bar_us);
+
+  auto mib = o["ckpt-mib"].as<int>();
+  auto ck = run(&ckpt_loop, {{"ckpt_mib", mib}, {"repeats", repeats}});
+  auto rep_s = ck.metrics.at("report_s").as_double();
+  auto copy_s = ck.metrics.at("copy_s").as_double();
+  fmt::print("| report() with a {} MiB checkpoint vs filesystem copy + sync | {:.0f} MB/s ({:.0f} ms) | {:.0f} MB/s ({:.0f} ms) | {:.2f}x |\n",
+             mib, mib * 1.048576 / rep_s, rep_s * 1e3, mib * 1.048576 / copy_s, copy_s * 1e3,
+             copy_s / rep_s);
+
+  auto rows = o["rows"].as<int64_t>();
+  std::vector<double> xs(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i)
+    xs[static_cast<size_t>(i)] = static_cast<double>(i);
+  auto ds = train::dataset::from_tensors({{"x", train::column{std::move(xs)}}});
+  auto sh = run(&shard_loop, {}, {{"train", ds}});
+  auto fetch = sh.metrics.at("fetch_s").as_double();
+  auto read = sh.metrics.at("read_s").as_double();
+  auto mb = static_cast<double>(sh.metrics.at("bytes").as_int()) / 1e6;
+  fmt::print("| get_dataset_shard() of {:.0f} MB (rank 0's share of {} rows) vs reading a file | {:.0f} MB/s ({:.0f} ms) | {:.0f} MB/s ({:.0f} ms) | {:.2f}x |\n",
+             mb, rows, mb / fetch, fetch * 1e3, mb / read, read * 1e3, read / fetch);
+  fs::remove_all(storage);
+  return 0;
+}

@@ -124,13 +124,15 @@ rendezvous_store::behavior_type store_impl(store_actor self) {
       return w.wait_promise;
     },
     [=](drop_atom, const std::string& scope) { self->state.scopes.erase(scope); },
-    [=](erase_atom, const std::string& scope, const std::string& prefix) {
+    [=](take_atom, const std::string& scope,
+        const std::string& key) -> caf::result<std::vector<char>> {
       auto s = self->state.scopes.find(scope);
-      if (s == self->state.scopes.end())
-        return;
-      auto& keys = s->second;
-      for (auto i = keys.lower_bound(prefix); i != keys.end() && i->first.starts_with(prefix);)
-        i = keys.erase(i);
+      if (s == self->state.scopes.end() || s->second.count(key) == 0)
+        return make_error(error_kind::rendezvous_timeout,
+                          fmt::format("rendezvous scope '{}': key '{}' is not set", scope, key));
+      auto value = std::move(s->second[key]);
+      s->second.erase(key);
+      return value;
     },
     [=](close_atom, const std::string& scope, const std::string& why) {
       auto& st = self->state;

@@ -161,10 +161,10 @@ struct trainer::impl {
   std::unique_ptr<progress> out;
 
   void run_attempt(int attempt, const checkpoint& resume);
-  void check_report_counts(caf::actor_system& sys, const proto::rendezvous_store& store,
+  void check_report_counts(caf::blocking_actor& self, const proto::rendezvous_store& store,
                            const std::string& scope, uint64_t next, int finished, int size);
-  void handle_report(job_session& session, const std::string& scope, uint64_t i, int size,
-                     int attempt);
+  void handle_report(caf::blocking_actor& self, const proto::rendezvous_store& store,
+                     const std::string& scope, uint64_t i, int size, int attempt);
   fs::path persist(const std::vector<char>& archive);
 };
 
@@ -285,10 +285,14 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   auto& sys = session.system();
   auto store = session.store();
   auto bound = wait_bound(opts.settings.timeout);
-  auto set = [&](const std::string& key, std::vector<char> value) {
-    auto ok = ask<bool>(sys, store, bound, proto::set_atom_v, scope, key, std::move(value));
-    if (!ok)
-      throw_caf_error(ok.error(), "train: the rendezvous store");
+  // The store is in this process: one request at a time costs no
+  // serialization.
+  set_batch set = [&](std::vector<std::pair<std::string, std::vector<char>>> entries) {
+    for (auto& [key, value] : entries) {
+      auto ok = ask<bool>(sys, store, bound, proto::set_atom_v, scope, key, std::move(value));
+      if (!ok)
+        throw_caf_error(ok.error(), "train: the rendezvous store");
+    }
   };
   auto size = ex.num_workers();
   train_spec spec;
@@ -310,6 +314,7 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   spec.report_limit_ms = std::chrono::milliseconds{knobs::train_report_limit}.count();
 
   auto calls = ex.run_remote(&run_worker, spec);
+  caf::scoped_actor self{sys};
   uint64_t next = 0;
   for (;;) {
     int finished = -1;
@@ -323,16 +328,16 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
     if (done == calls.size())
       break;
     if (finished >= 0)
-      check_report_counts(sys, store, scope, next, finished, size);
+      check_report_counts(*self, store, scope, next, finished, size);
     std::vector<std::string> wanted;
     for (int r = 0; r < size; ++r)
       wanted.push_back(keys::report(next, r));
-    auto all = ask<bool>(sys, store, knobs::train_poll + knobs::store_round_trip,
+    auto all = ask<bool>(*self, store, knobs::train_poll + knobs::store_round_trip,
                          proto::wait_atom_v, scope, proto::key_list{wanted},
                          caf::timespan{knobs::train_poll});
     if (!all)
       continue; // not yet: check the calls again
-    handle_report(session, scope, next, size, attempt);
+    handle_report(*self, store, scope, next, size, attempt);
     ++next;
   }
   ex.shutdown();
@@ -340,12 +345,12 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
 
 // A worker returned from the loop after `next` reports: a report `next`
 // from any other rank can never be acknowledged.
-void trainer::impl::check_report_counts(caf::actor_system& sys,
+void trainer::impl::check_report_counts(caf::blocking_actor& self,
                                         const proto::rendezvous_store& store,
                                         const std::string& scope, uint64_t next, int finished,
                                         int size) {
   for (int r = 0; r < size; ++r) {
-    auto there = ask<std::vector<char>>(sys, store, knobs::store_round_trip, proto::get_atom_v,
+    auto there = ask<std::vector<char>>(self, store, knobs::store_round_trip, proto::get_atom_v,
                                         scope, keys::report(next, r), caf::timespan{1ms});
     if (there)
       throw error(fmt::format(
@@ -355,22 +360,29 @@ void trainer::impl::check_report_counts(caf::actor_system& sys,
   }
 }
 
-void trainer::impl::handle_report(job_session& session, const std::string& scope, uint64_t i,
-                                  int size, int attempt) {
-  auto& sys = session.system();
-  auto store = session.store();
+void trainer::impl::handle_report(caf::blocking_actor& self,
+                                  const proto::rendezvous_store& store, const std::string& scope,
+                                  uint64_t i, int size, int attempt) {
   auto bound = wait_bound(opts.settings.timeout);
-  auto get = [&](const std::string& key) {
-    auto v = ask<std::vector<char>>(sys, store, bound + knobs::store_round_trip,
-                                    proto::get_atom_v, scope, key, caf::timespan{bound});
+  // Every key read here is set already (the wait saw the reports, and a
+  // chunked value's count is set after its chunks): take them out of the
+  // store, moved, not copied.
+  auto take = [&](const std::string& key) {
+    auto v = ask<std::vector<char>>(self, store, bound, proto::take_atom_v, scope, key);
     if (!v)
       throw_caf_error(v.error(), "train: the rendezvous store");
     return std::move(*v);
   };
+  get_batch take_many = [&](const std::vector<std::string>& keys) {
+    std::vector<std::vector<char>> out;
+    for (auto& k : keys)
+      out.push_back(take(k));
+    return out;
+  };
   std::vector<metrics> ranks;
   bool with_checkpoint = false;
   for (int r = 0; r < size; ++r) {
-    auto [m, ckpt] = decode_report(get(keys::report(i, r)));
+    auto [m, ckpt] = decode_report(take(keys::report(i, r)));
     if (r == 0)
       with_checkpoint = ckpt;
     ranks.push_back(std::move(m));
@@ -378,9 +390,7 @@ void trainer::impl::handle_report(job_session& session, const std::string& scope
   std::string failure;
   if (with_checkpoint) {
     try {
-      auto archive = get_chunked(get, keys::ckpt(i));
-      caf::anon_send(store, proto::erase_atom_v, scope, keys::ckpt(i) + "#");
-      auto dir = persist(archive);
+      auto dir = persist(get_chunked(take_many, keys::ckpt(i)));
       res.checkpoint = checkpoint::from_directory(dir.string());
     } catch (const std::exception& e) {
       failure = fmt::format("the driver could not persist the checkpoint of report {}: {}", i + 1,
@@ -400,7 +410,7 @@ void trainer::impl::handle_report(job_session& session, const std::string& scope
   res.worker_metrics_history.push_back(std::move(ranks));
   out->report(iteration, std::chrono::duration<double>(now - started).count(), res.metrics,
               size);
-  auto ok = ask<bool>(sys, store, bound, proto::set_atom_v, scope, keys::ack(i),
+  auto ok = ask<bool>(self, store, bound, proto::set_atom_v, scope, keys::ack(i),
                       std::vector<char>(failure.begin(), failure.end()));
   if (!ok)
     throw_caf_error(ok.error(), "train: the rendezvous store");

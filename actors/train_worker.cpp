@@ -43,6 +43,16 @@ struct worker_session {
     store->set(key, value);
   }
 
+  // Chunked values, pipelined.
+  get_batch get_many() {
+    return [this](const std::vector<std::string>& keys) { return store->get_many(keys, limit()); };
+  }
+  set_batch set_many() {
+    return [this](std::vector<std::pair<std::string, std::vector<char>>> entries) {
+      store->set_many(std::move(entries));
+    };
+  }
+
   void fill_context() {
     ctx.world_rank_ = env::get_int(env::rank, 0);
     ctx.world_size_ = env::get_int(env::size, 1);
@@ -104,8 +114,7 @@ const dataset& get_dataset_shard(const std::string& name) {
                                             "trainer has {})",
                                             name, names.empty() ? "none" : names));
   }
-  auto bytes = get_chunked([&](const std::string& k) { return s.get(k); },
-                           keys::data(name, s.ctx.world_rank()));
+  auto bytes = get_chunked(s.get_many(), keys::data(name, s.ctx.world_rank()));
   return s.shards.emplace(name, dataset::from_bytes(bytes)).first->second;
 }
 
@@ -114,7 +123,7 @@ checkpoint get_checkpoint() {
   if (!s.spec.has_resume)
     return {};
   if (!s.resume_fetched) {
-    auto bytes = get_chunked([&](const std::string& k) { return s.get(k); }, keys::resume);
+    auto bytes = get_chunked(s.get_many(), keys::resume);
     auto dir = s.scratch() / (s.spec.resume_name.empty() ? "checkpoint" : s.spec.resume_name);
     extract_archive(bytes, dir);
     s.resume = checkpoint::from_directory(dir.string());
@@ -131,8 +140,7 @@ void report(const metrics& m, const checkpoint& ckpt) {
   auto i = s.next_report++;
   bool with_checkpoint = s.ctx.world_rank() == 0 && static_cast<bool>(ckpt);
   if (with_checkpoint)
-    put_chunked([&](const std::string& k, std::vector<char> v) { s.set(k, std::move(v)); },
-                keys::ckpt(i), archive_directory(ckpt.path()));
+    put_chunked(s.set_many(), keys::ckpt(i), archive_directory(ckpt.path()));
   s.set(keys::report(i, s.ctx.world_rank()), encode_report(m, with_checkpoint));
   std::vector<char> ack;
   try {

@@ -47,7 +47,7 @@ int64_t cfg(const char* key) {
 
 fs::path scratch_dir(const std::string& what) {
   return fs::temp_directory_path()
-         / fmt::format("hvactor-train-bench-{}-{}-{}", ::getpid(), what, hvd::rank());
+         / fmt::format("hvactor-train-bench-{}-{}-{}", ::getpid(), what, train::get_context().world_rank());
 }
 
 void write_file(const fs::path& p, size_t bytes) {

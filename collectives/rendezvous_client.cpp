@@ -82,6 +82,65 @@ void rendezvous_client::wait(const std::vector<std::string>& keys,
 
 namespace {
 
+/// Receives the answers to `ids` (in order) from `self`'s mailbox, each
+/// within `timeout`; `on_value(i, value)` for each. Throws like request().
+template <class T, class F>
+void receive_all(caf::blocking_actor& self, const std::vector<caf::message_id>& ids,
+                 std::chrono::milliseconds timeout, const std::string& where,
+                 const std::string& what, F on_value) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    bool got = false;
+    caf::error err;
+    caf::blocking_actor::accept_one_cond until_one;
+    self.varargs_receive(
+      until_one, ids[i],
+      [&](T& value) {
+        on_value(i, std::move(value));
+        got = true;
+      },
+      [&](caf::error& e) { err = std::move(e); },
+      caf::after(wait_bound(timeout)) >> [] {});
+    if (got)
+      continue;
+    if (err && err.category() == error_category)
+      throw_caf_error(err, what);
+    throw error(fmt::format("rendezvous store at {}: {} failed: {}", where, what,
+                            err ? self.system().render(err) : std::string{"no answer in time"}));
+  }
+}
+
+} // namespace
+
+void rendezvous_client::set_many(std::vector<std::pair<std::string, std::vector<char>>> entries) {
+  caf::scoped_actor self{*impl_->sys};
+  std::vector<caf::message_id> ids;
+  for (auto& [key, value] : entries)
+    ids.push_back(
+      self->request(impl_->store, caf::infinite, proto::set_atom_v, scope_, key, std::move(value))
+        .id());
+  receive_all<bool>(*self, ids, timeout_ + knobs::store_round_trip, impl_->where,
+                    "set of " + std::to_string(ids.size()) + " keys", [](size_t, bool) {});
+}
+
+std::vector<std::vector<char>> rendezvous_client::get_many(const std::vector<std::string>& keys,
+                                                           std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{*impl_->sys};
+  std::vector<caf::message_id> ids;
+  for (auto& key : keys)
+    ids.push_back(self
+                    ->request(impl_->store, caf::infinite, proto::get_atom_v, scope_, key,
+                              caf::timespan{timeout})
+                    .id());
+  std::vector<std::vector<char>> out(keys.size());
+  receive_all<std::vector<char>>(
+    *self, ids, timeout + knobs::store_round_trip, impl_->where,
+    "get of " + std::to_string(ids.size()) + " keys",
+    [&](size_t i, std::vector<char> v) { out[i] = std::move(v); });
+  return out;
+}
+
+namespace {
+
 // Asks for the key again every watch period: a store wait is bounded.
 struct watch_state {
   static inline const char* name = "rendezvous_watch";

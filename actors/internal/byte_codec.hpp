@@ -36,6 +36,12 @@ public:
     u32(static_cast<uint32_t>(s.size()));
     raw(s.data(), s.size());
   }
+  /// Appends `n` bytes to fill in place; returns where they start.
+  char* grow(size_t n) {
+    auto at = out_.size();
+    out_.resize(at + n);
+    return out_.data() + at;
+  }
   std::vector<char> take() {
     return std::move(out_);
   }

@@ -78,11 +78,15 @@ std::vector<char> archive_directory(const std::filesystem::path& dir);
 /// malformed input or a path that would leave `dir`.
 void extract_archive(const std::vector<char>& bytes, const std::filesystem::path& dir);
 
-/// Puts `value` under `key` in chunks through `set(key, bytes)`.
-void put_chunked(const std::function<void(const std::string&, std::vector<char>)>& set,
-                 const std::string& key, const std::vector<char>& value);
-/// Reads a chunked value through `get(key)` (which waits for the key).
-std::vector<char> get_chunked(const std::function<std::vector<char>(const std::string&)>& get,
-                              const std::string& key);
+/// Sets several keys at once (pipelined where the store is remote).
+using set_batch = std::function<void(std::vector<std::pair<std::string, std::vector<char>>>)>;
+/// Reads several keys at once, each waited for.
+using get_batch = std::function<std::vector<std::vector<char>>(const std::vector<std::string>&)>;
+
+/// Puts `value` under `key` in chunks, knobs::train_chunks_in_flight at a
+/// time, the count last.
+void put_chunked(const set_batch& set, const std::string& key, const std::vector<char>& value);
+/// Reads a chunked value, knobs::train_chunks_in_flight chunks at a time.
+std::vector<char> get_chunked(const get_batch& get, const std::string& key);
 
 } // namespace hvactor::train

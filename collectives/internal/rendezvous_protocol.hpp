@@ -32,7 +32,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor_rendezvous, caf::first_custom_type_id)
   CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, drop_atom, "kv_drop")
   CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, expire_atom, "expire")
   CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, close_atom, "kv_close")
-  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, erase_atom, "kv_erase")
+  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, take_atom, "kv_take")
   CAF_ADD_TYPE_ID(hvactor_rendezvous, (hvactor::proto::key_list))
 CAF_END_TYPE_ID_BLOCK(hvactor_rendezvous)
 
@@ -47,9 +47,9 @@ using rendezvous_store = caf::typed_actor<
   caf::replies_to<wait_atom, std::string, key_list, caf::timespan>::with<bool>,
   // Forget every key of a scope.
   caf::reacts_to<drop_atom, std::string>,
-  // Forget the keys of a scope that start with a prefix (hvactor::train
-  // frees a persisted checkpoint's chunks).
-  caf::reacts_to<erase_atom, std::string, std::string>,
+  // The value of a key that is set now, removed from the store (moved out,
+  // not copied); an error when it is not set.
+  caf::replies_to<take_atom, std::string, std::string>::with<std::vector<char>>,
   // An elastic job's superseded generation: forget the scope's keys and
   // fail its waits, and every later request on it, with the text given.
   caf::reacts_to<close_atom, std::string, std::string>,

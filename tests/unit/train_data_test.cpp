@@ -218,10 +218,21 @@ TEST_CASE("checkpoint archives: a directory tree round-trips; unsafe paths are r
 
   // Chunked through a map, as through the store.
   std::map<std::string, std::vector<char>> store;
-  train::put_chunked([&](const std::string& k, std::vector<char> v) { store[k] = std::move(v); },
-                     "ckpt/0", bytes);
+  train::put_chunked(
+    [&](std::vector<std::pair<std::string, std::vector<char>>> entries) {
+      for (auto& [k, v] : entries)
+        store[k] = std::move(v);
+    },
+    "ckpt/0", bytes);
   CHECK(store.size() == 3); // two chunks of at most 4 MiB, and the count
-  auto back = train::get_chunked([&](const std::string& k) { return store.at(k); }, "ckpt/0");
+  auto back = train::get_chunked(
+    [&](const std::vector<std::string>& keys) {
+      std::vector<std::vector<char>> out;
+      for (auto& k : keys)
+        out.push_back(store.at(k));
+      return out;
+    },
+    "ckpt/0");
   CHECK(back == bytes);
 
   // An archive naming "../escape" must not write outside the directory.

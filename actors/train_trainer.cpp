@@ -9,6 +9,7 @@
 #include <ostream>
 #include <ctime>
 #include <filesystem>
+#include <mutex>
 #include <regex>
 
 #include <fmt/format.h>
@@ -93,6 +94,9 @@ int64_t next_checkpoint_index(const fs::path& dir) {
 
 /// The driver's progress output (Ray's trial progress): on a terminal one
 /// live line, rewritten per report; otherwise one plain line per report.
+/// The workers' own output lines come through here too ("(rank N) ..."),
+/// printed above the live line. Called from the fit thread and the job's
+/// coordinator: locked.
 class progress {
 public:
   progress(int verbose, std::string name, int workers)
@@ -107,30 +111,47 @@ public:
     for (auto& [k, v] : m)
       if (!is_auto(k))
         shown += fmt::format(" {}={}", k, v.to_string());
-    auto line = fmt::format("[{}] iter {} | {:.1f}s |{} | workers {}/{}", name_, iteration,
-                            elapsed, shown.empty() ? " -" : shown, alive, workers_);
-    if (tty_) {
-      std::fprintf(stdout, "\r\x1b[K%s", line.c_str());
-      live_ = true;
-    } else {
-      std::fprintf(stdout, "%s\n", line.c_str());
-    }
+    std::lock_guard<std::mutex> guard{mu_};
+    live_line_ = fmt::format("[{}] iter {} | {:.1f}s |{} | workers {}/{}", name_, iteration,
+                             elapsed, shown.empty() ? " -" : shown, alive, workers_);
+    if (tty_)
+      std::fprintf(stdout, "\r\x1b[K%s", live_line_.c_str());
+    else
+      std::fprintf(stdout, "%s\n", live_line_.c_str());
     std::fflush(stdout);
+  }
+
+  /// One line a worker wrote to its stdout (1) or stderr (2).
+  void worker_line(int rank, int stream, const std::string& text) {
+    std::lock_guard<std::mutex> guard{mu_};
+    bool redraw = tty_ && !live_line_.empty();
+    if (redraw)
+      std::fputs("\r\x1b[K", stdout);
+    auto* out = stream == 2 ? stderr : stdout;
+    std::fprintf(out, "(rank %d) %s\n", rank, text.c_str());
+    std::fflush(out);
+    if (redraw) {
+      std::fputs(live_line_.c_str(), stdout);
+      std::fflush(stdout);
+    }
   }
 
   void note(const std::string& text) {
     if (verbose_ <= 0)
       return;
     end_live();
+    std::lock_guard<std::mutex> guard{mu_};
     std::fprintf(stdout, "[%s] %s\n", name_.c_str(), text.c_str());
     std::fflush(stdout);
   }
 
   void end_live() {
-    if (live_) {
+    std::lock_guard<std::mutex> guard{mu_};
+    if (tty_ && !live_line_.empty()) {
       std::fputc('\n', stdout);
-      live_ = false;
+      std::fflush(stdout);
     }
+    live_line_.clear();
   }
 
   static bool is_auto(const std::string& k) {
@@ -139,11 +160,12 @@ public:
   }
 
 private:
+  std::mutex mu_;
   int verbose_;
   std::string name_;
   int workers_;
   bool tty_;
-  bool live_ = false;
+  std::string live_line_;
 };
 
 } // namespace
@@ -158,7 +180,7 @@ struct trainer::impl {
   result res;
   int64_t iteration = 0;
   std::chrono::steady_clock::time_point started, last_report;
-  std::unique_ptr<progress> out;
+  std::shared_ptr<progress> out;
 
   void run_attempt(int attempt, const checkpoint& resume);
   void check_report_counts(caf::blocking_actor& self, const proto::rendezvous_store& store,
@@ -234,7 +256,7 @@ result trainer::fit() {
   st.res.path = st.run_dir.string();
   st.iteration = 0;
   st.started = st.last_report = std::chrono::steady_clock::now();
-  st.out = std::make_unique<progress>(o.run.verbose, o.run.name, o.scaling.num_workers);
+  st.out = std::make_shared<progress>(o.run.verbose, o.run.name, o.scaling.num_workers);
   auto resume = o.resume_from_checkpoint;
   int failures = 0;
   for (int attempt = 0;; ++attempt) {
@@ -279,6 +301,12 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   eo.use_gpu = s.use_gpu;
   eo.gpus_per_worker = s.gpus_per_worker;
   executor ex{rt, opts.settings, eo};
+  // The workers' output reaches the driver line by line, so that it never
+  // tears the progress line.
+  executor_access::set_output(ex, proto::output_forward,
+                              [out = out](int rank, int stream, const std::string& line) {
+                                out->worker_line(rank, stream, line);
+                              });
   ex.start();
   auto& session = executor_access::session(ex);
   auto scope = executor_access::job(ex).job_id + "/train";

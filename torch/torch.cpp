@@ -185,6 +185,17 @@ column column_from(const at::Tensor& t, column_tag) {
   return column{type, std::move(inner), std::move(bytes)};
 }
 
+value value_from(const at::Tensor& t, value_tag) {
+  if (!t.defined() || t.numel() != 1)
+    throw std::invalid_argument(
+      "train::value: a metric tensor must hold one element: Got " +
+      (t.defined() ? std::to_string(t.numel()) : std::string{"an undefined tensor"}) + ".");
+  auto x = t.detach().to(torch::kCPU);
+  if (x.is_floating_point() || x.is_complex())
+    return x.to(torch::kDouble).item<double>();
+  return static_cast<int64_t>(x.to(torch::kLong).item<int64_t>());
+}
+
 at::Tensor column_to(const column& c, std::type_identity<at::Tensor>) {
   auto scalar = c.type() == dtype::float32   ? torch::kFloat
                 : c.type() == dtype::float64 ? torch::kDouble

@@ -33,6 +33,9 @@ namespace hvactor::train {
 
 // -- values: metrics and config ----------------------------------------------------
 
+/// Selects the adapters' value conversions (value_from) by ADL.
+struct value_tag {};
+
 /// One metric or config value: an integer, a real number or a text (the
 /// values of Ray's report and train_loop_config dicts).
 class value {
@@ -51,6 +54,14 @@ public:
   value(std::string x) : v_(std::move(x)) {
   }
   value(const char* x) : v_(std::string{x}) {
+  }
+  /// From any type an adapter converts (a one-element torch::Tensor with
+  /// hvactor/torch.hpp).
+  template <class T>
+    requires requires(const T& x) {
+      { value_from(x, value_tag{}) } -> std::same_as<value>;
+    }
+  value(const T& x) : value(value_from(x, value_tag{})) {
   }
 
   bool is_int() const noexcept {

@@ -238,7 +238,9 @@ void tensor_loop(train::context& ctx) {
     rows += x.size(0);
   }
   torch::Tensor all = shard["x"];
-  train::report({{"rank", ctx.world_rank()},
+  torch::Tensor loss = torch::tensor(0.5);
+  train::report({{"loss", loss},
+                 {"rank", ctx.world_rank()},
                  {"rows", rows},
                  {"first", all.numel() ? all[0][0][0].item<double>() : -1.0},
                  {"sum", sum}});
@@ -276,4 +278,8 @@ TEST_CASE("train::dataset::from_tensors: tensor shards reach every rank, batches
     total += ranks[k].at("sum").as_double();
   }
   CHECK(total == x.sum().item<double>() + label.sum().item<double>());
+  CHECK(ranks[0].at("loss").as_double() == 0.5);
+  // A metric tensor of more than one element is refused.
+  CHECK_THROWS_AS(train::value{torch::ones({2})}, std::invalid_argument);
+  CHECK(train::value{torch::tensor(3)}.is_int());
 }

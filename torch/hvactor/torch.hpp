@@ -73,6 +73,11 @@ namespace hvactor::train {
 /// data is copied (from the CPU, a GPU tensor is copied there first).
 column column_from(const at::Tensor& t, column_tag);
 
+/// A one-element tensor as a metric (report({{"loss", loss}})): an integer
+/// for integer and bool tensors, a real otherwise; std::invalid_argument
+/// for any other number of elements.
+value value_from(const at::Tensor& t, value_tag);
+
 /// A column as a CPU tensor of shape {rows, inner_shape...} and the
 /// column's dtype (a copy: the batch may be reused).
 at::Tensor column_to(const column& c, std::type_identity<at::Tensor>);

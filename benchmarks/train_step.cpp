@@ -2,7 +2,9 @@
 // 1024-1024-ReLU-1024-10, batch 32, SGD) through hvd::distributed_optimizer
 // on 1, 2 and 4 workers of the embedded local cluster, with tensor fusion on
 // (HOROVOD_FUSION_THRESHOLD default, 128 MiB) and off (threshold 0), and the
-// share of the step spent in the gradient allreduce (6 tensors, 8.4 MB).
+// share of the step spent in the gradient allreduce (6 tensors, 8.4 MB);
+// and with the allreduces overlapped with backward (distributed_optimizer's
+// overlap mode).
 //
 // Per step every rank times forward+backward (compute) and
 // distributed_optimizer::step() (allreduce + SGD update); the wrapped SGD
@@ -62,7 +64,7 @@ enum result_index : size_t {
 
 /// Runs in every worker; returns this rank's medians (ms), indexed by
 /// result_index.
-std::vector<double> train_worker(int32_t steps) {
+std::vector<double> train_worker(int32_t steps, bool overlap) {
   hvd::init();
   torch::set_num_threads(1); // N processes share the VM's cores
   torch::manual_seed(42);
@@ -71,7 +73,7 @@ std::vector<double> train_worker(int32_t steps) {
                             torch::nn::Linear(1024, 10));
   hvd::broadcast_parameters(net->parameters(), 0);
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01));
-  hvd::distributed_optimizer opt(sgd);
+  hvd::distributed_optimizer opt(sgd, 1, hvd::op::average, overlap);
 
   torch::manual_seed(1000 + hvd::rank()); // each rank its own batch
   auto x = torch::randn({batch, 1024});
@@ -208,30 +210,35 @@ int main(int argc, char** argv) {
                 "contend for CPU, so their step times are not a scaling measurement\n",
                 max_np, cores, cores);
   std::printf("fusion on: HOROVOD_FUSION_THRESHOLD default (128 MiB); off: "
-              "HOROVOD_FUSION_THRESHOLD=0 (one Gloo allreduce per gradient)\n");
+              "HOROVOD_FUSION_THRESHOLD=0 (one Gloo allreduce per gradient); both reduce at "
+              "step(); overlap: fusion on, each gradient's allreduce started during backward "
+              "(compute_ms then includes the overlapped communication)\n");
   std::printf("allreduce = distributed_optimizer::step() - wrapped SGD step alone; share = "
               "allreduce / step; eff = samples/s / (N * samples/s of N=1, same fusion)\n");
   std::printf("fused = the same gradients through allreduce_async+synchronize outside the "
               "optimizer; peer = one flat buffer of the same bytes through hvd::allreduce\n\n");
 
-  std::printf("| %7s | %6s | %8s | %10s | %12s | %7s | %9s | %5s | %8s | %8s | %7s |\n", "workers",
+  std::printf("| %7s | %7s | %8s | %10s | %12s | %7s | %9s | %5s | %8s | %8s | %7s |\n", "workers",
               "fusion", "step_ms", "compute_ms", "allreduce_ms", "share", "samples/s", "eff",
               "fused_ms", "peer_ms", "sgd_ms");
-  std::printf("|---------|--------|----------|------------|--------------|---------|-----------|----"
+  std::printf("|---------|---------|----------|------------|--------------|---------|-----------|----"
               "---|----------|----------|---------|\n");
   std::fflush(stdout);
 
-  double base[2] = {0, 0};
+  // Modes: fusion on, fusion off (both reducing at step()), and fusion on
+  // with the gradients' allreduces started during backward (overlap).
+  double base[3] = {0, 0, 0};
   double grad_bytes = 0, grad_tensors = 0;
   for (int n : nps) {
-    for (int f = 0; f < 2; ++f) {
-      bool fusion = f == 0;
+    for (int f = 0; f < 3; ++f) {
+      bool fusion = f != 1;
+      bool overlap = f == 2;
       hvactor::executor_options o{.num_workers = n};
       if (!fusion)
         o.extra_env_vars["HOROVOD_FUSION_THRESHOLD"] = "0";
       hvactor::executor ex{rt, hvactor::executor::create_settings({}), o};
       ex.start();
-      auto r = ex.run(&train_worker, static_cast<int32_t>(steps)).front();
+      auto r = ex.run(&train_worker, static_cast<int32_t>(steps), overlap).front();
       ex.shutdown();
       grad_bytes = r[r_bytes];
       grad_tensors = r[r_tensors];
@@ -240,9 +247,9 @@ int main(int argc, char** argv) {
       if (n == 1)
         base[f] = sps;
       std::string eff = base[f] > 0 ? fmt::format("{:.2f}", sps / (n * base[f])) : "n/a";
-      std::printf("| %7d | %6s | %8.2f | %10.2f | %12.2f | %6.1f%% | %9.0f | %5s | %8.2f | %8.2f | "
+      std::printf("| %7d | %7s | %8.2f | %10.2f | %12.2f | %6.1f%% | %9.0f | %5s | %8.2f | %8.2f | "
                   "%7.2f |\n",
-                  n, fusion ? "on" : "off", r[r_step], r[r_compute], allreduce,
+                  n, overlap ? "overlap" : fusion ? "on" : "off", r[r_step], r[r_compute], allreduce,
                   100 * allreduce / r[r_step], sps, eff.c_str(), r[r_fused], r[r_flat], r[r_sgd]);
       std::fflush(stdout);
     }

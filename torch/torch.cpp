@@ -3,10 +3,14 @@
 #include "hvactor/elastic.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
 
 namespace hvactor::hvd {
 
@@ -107,8 +111,74 @@ void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root) {
   opt.load(archive);
 }
 
+// The overlap hooks' shared state: which parameters' allreduces backward
+// started in this reducing pass. Hooks run on autograd's thread (the caller's
+// for CPU tensors) while step() runs on the caller's: locked.
+struct distributed_optimizer::overlap_state {
+  struct param {
+    torch::Tensor tensor;
+    std::string name;
+    std::shared_ptr<torch::autograd::Node> accumulator; // kept alive: it holds the hook
+    uintptr_t hook = 0;
+  };
+  std::mutex mu;
+  std::vector<param> params;
+  std::map<size_t, handle> started; // by index into params
+  op reduction = op::average;
+  /// Set by the optimizer: the next backward's gradients are the ones step()
+  /// reduces (every k-th pass).
+  bool reducing = true;
+
+  void start(size_t i) {
+    std::lock_guard<std::mutex> guard{mu};
+    if (!reducing)
+      return;
+    auto& p = params[i];
+    if (started.count(i))
+      throw error(fmt::format(
+        "hvd::distributed_optimizer: the gradient of {} was computed more than "
+        "backward_passes_per_step times before step(); raise backward_passes_per_step to "
+        "accumulate it locally",
+        p.name));
+    started.emplace(i, launch(p));
+  }
+
+  handle launch(param& p) {
+    torch::NoGradGuard no_grad;
+    auto g = p.tensor.grad();
+    if (!g.is_contiguous()) {
+      g = g.contiguous();
+      p.tensor.mutable_grad() = g;
+    }
+    auto type = dtype_of_tensor(g, "distributed_optimizer");
+    return detail::allreduce_async(g.data_ptr(), static_cast<size_t>(g.numel()), type, reduction,
+                                   p.name);
+  }
+};
+
+namespace {
+
+struct grad_ready_hook : torch::autograd::FunctionPostHook {
+  grad_ready_hook(std::weak_ptr<distributed_optimizer::overlap_state> st, size_t index)
+    : st_(std::move(st)), index_(index) {
+  }
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    if (auto st = st_.lock())
+      st->start(index_);
+    return outputs;
+  }
+
+private:
+  std::weak_ptr<distributed_optimizer::overlap_state> st_;
+  size_t index_;
+};
+
+} // namespace
+
 distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
-                                             int backward_passes_per_step, op reduction)
+                                             int backward_passes_per_step, op reduction,
+                                             bool overlap)
   : inner_(inner), passes_(backward_passes_per_step), reduction_(reduction) {
   if (passes_ < 1)
     throw std::invalid_argument(fmt::format(
@@ -116,6 +186,42 @@ distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
   if (reduction_ != op::average && reduction_ != op::sum)
     throw std::invalid_argument(
       "hvd::distributed_optimizer: gradients are combined with op::average or op::sum");
+  if (!overlap)
+    return;
+  overlap_ = std::make_shared<overlap_state>();
+  overlap_->reduction = reduction_;
+  overlap_->reducing = passes_ == 1;
+  int index = 0;
+  for (auto& group : inner_.param_groups())
+    for (auto& p : group.params()) {
+      ++index;
+      if (!p.requires_grad() || !p.is_leaf())
+        continue;
+      overlap_state::param entry{p, fmt::format("grad.{}", index), nullptr, 0};
+      entry.accumulator = torch::autograd::impl::grad_accumulator(p);
+      if (!entry.accumulator)
+        continue;
+      auto i = overlap_->params.size();
+      entry.hook = entry.accumulator->add_post_hook(
+        std::make_unique<grad_ready_hook>(std::weak_ptr<overlap_state>(overlap_), i));
+      overlap_->params.push_back(std::move(entry));
+    }
+}
+
+distributed_optimizer::~distributed_optimizer() {
+  if (!overlap_)
+    return;
+  // The parameters outlive this optimizer: take the hooks off, and let any
+  // allreduce still in flight finish before its gradient may go away.
+  for (auto& p : overlap_->params)
+    p.accumulator->del_post_hook(p.hook);
+  for (auto& [i, h] : overlap_->started) {
+    try {
+      synchronize(h);
+    } catch (const std::exception&) {
+      // A destructor must not throw; the error was the caller's to see.
+    }
+  }
 }
 
 void distributed_optimizer::zero_grad() {
@@ -124,7 +230,34 @@ void distributed_optimizer::zero_grad() {
 }
 
 bool distributed_optimizer::step() {
-  if (++calls_ % passes_ != 0)
+  ++calls_;
+  bool reduce = calls_ % passes_ == 0;
+  if (overlap_) {
+    std::map<size_t, handle> started;
+    {
+      std::lock_guard<std::mutex> guard{overlap_->mu};
+      started.swap(overlap_->started);
+      // The next backward reduces when the step after it does.
+      overlap_->reducing = (calls_ + 1) % passes_ == 0;
+    }
+    if (!reduce)
+      return false;
+    // Gradients backward did not produce (parameters unused by this graph,
+    // set by hand): reduced here, like the rest, in parameter order.
+    std::vector<handle> handles;
+    for (size_t i = 0; i < overlap_->params.size(); ++i) {
+      auto it = started.find(i);
+      if (it != started.end())
+        handles.push_back(std::move(it->second));
+      else if (overlap_->params[i].tensor.grad().defined())
+        handles.push_back(overlap_->launch(overlap_->params[i]));
+    }
+    for (auto& h : handles)
+      synchronize(h);
+    inner_.step();
+    return true;
+  }
+  if (!reduce)
     return false;
   // One async allreduce per gradient: the engine fuses them into as few
   // Gloo operations as the fusion threshold allows.

@@ -44,13 +44,15 @@ std::vector<float> flat(torch::nn::Linear& l) {
 
 // In a worker: Linear(2,2) seeded by rank, broadcast from 0, SGD lr 0.01
 // wrapped in the distributed optimizer; `passes` micro-batches per step.
-std::vector<float> train_linear(int steps, int passes) {
+std::vector<float> train_linear(int steps, int passes, bool overlap) {
   hvd::init();
   torch::manual_seed(hvd::rank() + 1); // different on every rank until broadcast
   torch::nn::Linear l(2, 2);
   hvd::broadcast_parameters(l->parameters(), 0);
   torch::optim::SGD sgd(l->parameters(), 0.01);
-  hvd::distributed_optimizer opt(sgd, passes);
+  hvd::distributed_optimizer opt(sgd, passes, hvd::op::average, overlap);
+  if (opt.overlapped() != overlap)
+    throw std::runtime_error("overlapped() does not say what was asked");
   auto [x, y] = shard_of(hvd::rank());
   auto xs = x.chunk(passes), ys = y.chunk(passes);
   for (int s = 0; s < steps; ++s)
@@ -143,6 +145,26 @@ std::vector<double> optimizer_state() {
   return sums;
 }
 
+// In a worker: two backward() calls before one step() with
+// backward_passes_per_step 1 (overlap): the error's text, or "" if none.
+std::string double_backward() {
+  hvd::init();
+  torch::nn::Linear l(2, 2);
+  torch::optim::SGD sgd(l->parameters(), 0.01);
+  hvd::distributed_optimizer opt(sgd);
+  std::string text;
+  try {
+    opt.zero_grad();
+    torch::mse_loss(l(torch::ones({1, 2})), torch::zeros({1, 2})).backward();
+    torch::mse_loss(l(torch::ones({1, 2})), torch::zeros({1, 2})).backward();
+  } catch (const std::exception& e) {
+    text = e.what();
+  }
+  opt.step();
+  hvd::shutdown();
+  return text;
+}
+
 hvactor::executor make(int n) {
   return hvactor::executor{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
                            {.num_workers = n}};
@@ -153,12 +175,14 @@ hvactor::executor make(int n) {
 TEST_SUITE("torch") {
 
 TEST_CASE("4 workers training Linear(2,2) with the distributed optimizer end with identical "
-          "parameters, equal to single-process training on the whole batch within 1e-5") {
-  for (int passes : {1, 2}) {
+          "parameters, equal to single-process training on the whole batch within 1e-5, with "
+          "gradients reduced during backward (overlap) and at step()") {
+  for (auto [passes, overlap] : {std::pair{1, true}, {2, true}, {1, false}, {2, false}}) {
     CAPTURE(passes);
+    CAPTURE(overlap);
     auto ex = make(4);
     ex.start();
-    auto per_rank = ex.run(&train_linear, 10, passes);
+    auto per_rank = ex.run(&train_linear, 10, passes, overlap);
     ex.shutdown();
     auto reference = train_single(4, 10, passes);
     REQUIRE(per_rank.size() == 4);
@@ -174,6 +198,15 @@ TEST_CASE("4 workers training Linear(2,2) with the distributed optimizer end wit
     torch::nn::Linear initial(2, 2);
     CHECK(flat(initial) != reference);
   }
+}
+
+TEST_CASE("overlap: a gradient computed twice before step() is an error from backward()") {
+  auto ex = make(2);
+  ex.start();
+  auto texts = ex.run(&double_backward);
+  ex.shutdown();
+  for (auto& t : texts)
+    CHECK(t.find("more than backward_passes_per_step times before step()") != std::string::npos);
 }
 
 TEST_CASE("allreduce, allgather and broadcast on tensors (non-contiguous, uneven first dims)") {

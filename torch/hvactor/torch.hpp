@@ -33,34 +33,55 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, int root);
 void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root);
 
 /// Horovod's DistributedOptimizer: wraps any torch::optim::Optimizer and
-/// averages the gradients of all its parameters across ranks (one fused
-/// allreduce batch) before the wrapped optimizer steps.
+/// averages the gradients of all its parameters across ranks before the
+/// wrapped optimizer steps.
+///
+/// With `overlap` (the default), each gradient's allreduce starts during
+/// backward(), as soon as autograd has accumulated it (a hook on every
+/// parameter's gradient accumulator, as Horovod's does), so communication
+/// overlaps the rest of backward; step() only waits for them. Without it,
+/// step() starts them all (one fused batch). Both give the same result.
 ///
 /// With backward_passes_per_step = k, gradients accumulate locally over k
 /// micro-batches: call zero_grad(), backward() and step() as usual for each
 /// one; only every k-th step() allreduces and applies, and zero_grad() only
-/// clears after such a step.
+/// clears after such a step. A gradient computed twice in one reducing pass
+/// (a parameter used twice in the graph with k = 1) throws hvactor::error
+/// from backward(): raise backward_passes_per_step.
 class distributed_optimizer {
 public:
   explicit distributed_optimizer(torch::optim::Optimizer& inner, int backward_passes_per_step = 1,
-                                 op reduction = op::average);
+                                 op reduction = op::average, bool overlap = true);
+  ~distributed_optimizer();
+
+  distributed_optimizer(const distributed_optimizer&) = delete;
+  distributed_optimizer& operator=(const distributed_optimizer&) = delete;
 
   /// Clears the gradients, unless they are accumulating (see above).
   void zero_grad();
 
-  /// Allreduces the gradients and steps the wrapped optimizer on every
-  /// k-th call; returns true when it did.
+  /// Allreduces the gradients (or waits for the ones backward started) and
+  /// steps the wrapped optimizer on every k-th call; returns true when it
+  /// did.
   bool step();
 
   torch::optim::Optimizer& inner() noexcept {
     return inner_;
   }
 
+  /// Whether gradients are reduced during backward().
+  bool overlapped() const noexcept {
+    return overlap_ != nullptr;
+  }
+
+  struct overlap_state;
+
 private:
   torch::optim::Optimizer& inner_;
   int passes_;
   op reduction_;
   long calls_ = 0;
+  std::shared_ptr<overlap_state> overlap_;
 };
 
 } // namespace hvactor::hvd

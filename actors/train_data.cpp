@@ -96,9 +96,14 @@ column::column(dtype type, std::vector<int64_t> inner_shape, std::vector<std::by
   if (static_cast<uint8_t>(type) > static_cast<uint8_t>(dtype::int64))
     throw std::invalid_argument("train::column: unknown dtype "
                                 + std::to_string(static_cast<int>(type)));
+  // A row's byte size must be a plain int64 (shapes from a peer's bytes
+  // could overflow it otherwise).
+  int64_t elements = 1, row_size = 0;
   for (auto d : inner_)
-    if (d < 0)
-      throw std::invalid_argument("train::column: negative dimension in a row's shape");
+    if (d < 0 || __builtin_mul_overflow(elements, d, &elements))
+      throw std::invalid_argument("train::column: a row's shape is negative or too large");
+  if (__builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(type)), &row_size))
+    throw std::invalid_argument("train::column: a row's shape is too large");
   auto row = row_bytes();
   if (row == 0) {
     if (!bytes.empty())
@@ -233,9 +238,8 @@ int64_t batch::rows() const noexcept {
 }
 
 int64_t batch_range::size() const noexcept {
-  if (drop_last_)
-    return rows_ / batch_size_;
-  return (rows_ + batch_size_ - 1) / batch_size_;
+  // Without rows + batch_size - 1, which overflows for a huge batch_size.
+  return rows_ / batch_size_ + (!drop_last_ && rows_ % batch_size_ != 0 ? 1 : 0);
 }
 
 batch_range::iterator batch_range::begin() const {

@@ -140,6 +140,11 @@ TEST_CASE("from_items, from_tensors, from_csv: the rows, and clear errors") {
   CHECK(images.slice(1, 3).rows() == 2);
   CHECK_THROWS_AS((train::column{train::dtype::float32, {3}, std::vector<std::byte>(5)}),
                   std::invalid_argument);
+  // A shape whose row size overflows (as a peer's bytes could announce).
+  CHECK_THROWS_AS((train::column{train::dtype::float64, {int64_t{1} << 40, int64_t{1} << 40}, {}}),
+                  std::invalid_argument);
+  // A huge batch size is one batch, not an overflow.
+  CHECK(iota_rows(10).iter_batches(INT64_MAX).size() == 1);
 
   scratch dir;
   auto csv = dir.path / "data.csv";

@@ -111,6 +111,8 @@ void receive_all(caf::blocking_actor& self, const std::vector<caf::message_id>& 
 
 } // namespace
 
+// Requests without a CAF timeout, like ask(): receive_all bounds every
+// answer (a CAF request timeout would linger in the blocking actor).
 void rendezvous_client::set_many(std::vector<std::pair<std::string, std::vector<char>>> entries) {
   caf::scoped_actor self{*impl_->sys};
   std::vector<caf::message_id> ids;

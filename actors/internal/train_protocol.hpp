@@ -51,6 +51,11 @@ typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
            x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms);
 }
 
+/// Throws std::out_of_range: `what` has no column `name` (naming the ones
+/// it has).
+[[noreturn]] void no_such_column(const std::map<std::string, column>& columns,
+                                 const std::string& name, const char* what);
+
 /// The entry point every worker runs: serves the loop's session.
 void run_worker(train_spec spec);
 

@@ -111,14 +111,17 @@ void receive_all(caf::blocking_actor& self, const std::vector<caf::message_id>& 
 
 } // namespace
 
-// Requests without a CAF timeout, like ask(): receive_all bounds every
-// answer (a CAF request timeout would linger in the blocking actor).
+// One fresh blocking actor per batch, so the requests' own timeouts (which
+// CAF 0.17 leaves behind as messages) die with it; receive_all bounds every
+// answer too.
 void rendezvous_client::set_many(std::vector<std::pair<std::string, std::vector<char>>> entries) {
   caf::scoped_actor self{*impl_->sys};
   std::vector<caf::message_id> ids;
   for (auto& [key, value] : entries)
     ids.push_back(
-      self->request(impl_->store, caf::infinite, proto::set_atom_v, scope_, key, std::move(value))
+      self
+        ->request(impl_->store, timeout_ + knobs::store_round_trip, proto::set_atom_v, scope_,
+                  key, std::move(value))
         .id());
   receive_all<bool>(*self, ids, timeout_ + knobs::store_round_trip, impl_->where,
                     "set of " + std::to_string(ids.size()) + " keys", [](size_t, bool) {});
@@ -130,8 +133,8 @@ std::vector<std::vector<char>> rendezvous_client::get_many(const std::vector<std
   std::vector<caf::message_id> ids;
   for (auto& key : keys)
     ids.push_back(self
-                    ->request(impl_->store, caf::infinite, proto::get_atom_v, scope_, key,
-                              caf::timespan{timeout})
+                    ->request(impl_->store, timeout + knobs::store_round_trip,
+                              proto::get_atom_v, scope_, key, caf::timespan{timeout})
                     .id());
   std::vector<std::vector<char>> out(keys.size());
   receive_all<std::vector<char>>(

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <filesystem>
 #include <map>
 
 #include "hvactor/event.hpp"
@@ -119,6 +120,10 @@ void start_workers(colocator_actor self) {
     auto job = st.req.job_id;
     auto node = st.res.node_id;
     auto on_exit = [handle, job, node, rank](process_exit ex) {
+      // On the reaper thread: what the worker left in its scratch dir goes
+      // with it (a SIGKILLed worker cleans nothing up itself).
+      std::error_code ec;
+      std::filesystem::remove_all(worker_scratch_dir(static_cast<int>(ex.pid)), ec);
       worker_exit report{job, rank, node, static_cast<int32_t>(ex.pid), ex.exit_code, ex.signal,
                          false, std::move(ex.stderr_tail)};
       caf::anon_send(handle, exited_atom_v, std::move(report));

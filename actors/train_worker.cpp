@@ -13,6 +13,7 @@
 #include "hvactor/errors.hpp"
 #include "internal/knobs.hpp"
 #include "internal/log.hpp"
+#include "internal/process.hpp"
 #include "internal/rendezvous_client.hpp"
 #include "internal/train_protocol.hpp"
 
@@ -64,12 +65,15 @@ struct worker_session {
     ctx.name_ = spec.name;
   }
 
+  // Under this process's scratch dir, which its colocator removes when the
+  // process ends, however it ends.
   const fs::path& scratch() {
     if (temp_dir.empty()) {
-      auto dir = fs::temp_directory_path()
-                 / fmt::format("hvactor-train-{}-{}", ::getpid(), std::random_device{}());
+      auto root = worker_scratch_dir(::getpid());
+      fs::create_directories(root);
+      fs::permissions(root, fs::perms::owner_all, fs::perm_options::replace);
+      auto dir = root / fmt::format("train-{}", std::random_device{}());
       fs::create_directories(dir);
-      fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
       temp_dir = dir;
     }
     return temp_dir;

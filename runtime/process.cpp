@@ -369,4 +369,8 @@ std::string find_program(const std::string& name) {
   throw std::invalid_argument(fmt::format("'{}' not found in PATH", name));
 }
 
+std::filesystem::path worker_scratch_dir(int pid) {
+  return std::filesystem::temp_directory_path() / ("hvactor-worker-" + std::to_string(pid));
+}
+
 } // namespace hvactor

@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -83,5 +84,11 @@ private:
   explicit child_process(std::shared_ptr<state> st);
   std::shared_ptr<state> state_;
 };
+
+/// A scratch directory for process `pid` (temp dir / hvactor-worker-<pid>):
+/// a worker puts what it unpacks there (hvactor::train's resume
+/// checkpoint), and its colocator removes it once it reaped the process, so
+/// nothing stays behind a SIGKILLed worker.
+std::filesystem::path worker_scratch_dir(int pid);
 
 } // namespace hvactor

@@ -21,6 +21,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::string fmt_list(const std::vector<std::string>& xs) {
+  std::string out;
+  for (auto& x : xs)
+    out += x + " ";
+  return out;
+}
+
 std::string describe(const command_result& r) {
   return "exit " + std::to_string(r.status.code) + " signal " + std::to_string(r.status.signal)
          + "\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
@@ -52,6 +59,16 @@ command_result train(const temp_dir& dir, std::vector<std::string> args,
   argv.insert(argv.end(), args.begin(), args.end());
   static int n = 0;
   return run_command(argv, dir.path() / ("driver-" + std::to_string(n++)), limit);
+}
+
+/// Scratch dirs of worker processes (hvactor::train unpacks resumed
+/// checkpoints there); their colocators remove them with the processes.
+std::vector<std::string> worker_scratch_dirs() {
+  std::vector<std::string> out;
+  for (auto& e : fs::directory_iterator{fs::temp_directory_path()})
+    if (e.path().filename().string().rfind("hvactor-worker-", 0) == 0)
+      out.push_back(e.path().string());
+  return out;
 }
 
 std::vector<std::string> checkpoints(const fs::path& run) {
@@ -159,6 +176,11 @@ TEST_CASE("a loop that throws: its text is the fit's error after max_failures re
   REQUIRE(history.size() == 1);
   CHECK(history[0]["epoch"] == "0");
   CHECK(r.out.find("failure 2 of 2") != std::string::npos);
+  // The restarted workers unpacked checkpoint 0 into their scratch dirs;
+  // the ones stopped at shutdown never cleaned up themselves.
+  bool cleaned = wait_until([] { return worker_scratch_dirs().empty(); }, 5s);
+  INFO(fmt_list(worker_scratch_dirs()));
+  CHECK(cleaned);
 }
 
 TEST_CASE("resume_from_checkpoint continues the epoch count in a new run") {

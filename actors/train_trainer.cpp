@@ -340,6 +340,7 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   spec.name = opts.run.name;
   spec.attempt = attempt;
   spec.report_limit_ms = std::chrono::milliseconds{knobs::train_report_limit}.count();
+  spec.timeout_ms = bound.count();
 
   auto calls = ex.run_remote(&run_worker, spec);
   caf::scoped_actor self{sys};

@@ -36,8 +36,8 @@ struct worker_session {
     return std::chrono::milliseconds{spec.report_limit_ms};
   }
 
-  std::vector<char> get(const std::string& key) {
-    return store->get(key, limit());
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds{spec.timeout_ms};
   }
 
   void set(const std::string& key, std::vector<char> value) {
@@ -46,7 +46,10 @@ struct worker_session {
 
   // Chunked values, pipelined.
   get_batch get_many() {
-    return [this](const std::vector<std::string>& keys) { return store->get_many(keys, limit()); };
+    // Shards and the resume checkpoint are in the store before the loop runs.
+    return [this](const std::vector<std::string>& keys) {
+      return store->get_many(keys, timeout());
+    };
   }
   set_batch set_many() {
     return [this](std::vector<std::pair<std::string, std::vector<char>>> entries) {
@@ -148,7 +151,7 @@ void report(const metrics& m, const checkpoint& ckpt) {
   s.set(keys::report(i, s.ctx.world_rank()), encode_report(m, with_checkpoint));
   std::vector<char> ack;
   try {
-    ack = s.get(keys::ack(i));
+    ack = s.store->get(keys::ack(i), s.limit()); // the other ranks may still be in their epoch
   } catch (const rendezvous_timeout&) {
     throw error(fmt::format(
       "train::report: report {} of rank {} was not acknowledged within {} ms: every worker "
@@ -168,7 +171,7 @@ void run_worker(train_spec spec) {
   if (host.empty() || port <= 0 || port > 65535)
     throw error("train: the worker has no rendezvous store address (HOROVOD_GLOO_RENDEZVOUS_*)");
   s.store = std::make_unique<collectives::rendezvous_client>(
-    host, static_cast<uint16_t>(port), s.spec.scope, s.limit());
+    host, static_cast<uint16_t>(port), s.spec.scope, s.timeout());
   auto loop = reinterpret_cast<void (*)(context&)>(
     const_cast<void*>(hvactor::detail::decode_code_address(s.spec.loop)));
   worker_session* none = nullptr;

@@ -43,12 +43,15 @@ struct train_spec {
   int32_t attempt = 0;
   /// Bound on one report's wait for the other ranks and the driver.
   int64_t report_limit_ms = 0;
+  /// Bound on everything else with the store (settings.timeout): reaching
+  /// it, sets, and reading what the driver put there before the loop began.
+  int64_t timeout_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
-           x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms);
+           x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms);
 }
 
 /// Throws std::out_of_range: `what` has no column `name` (naming the ones

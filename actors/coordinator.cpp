@@ -118,8 +118,14 @@ void spawn_workers(coord_actor self) {
       req.binary_hash = st.cfg.binary_hash;
     req.args = st.cfg.args;
     req.ranks.assign(a.ranks.begin(), a.ranks.end());
-    if (!st.cfg.launch)
+    if (!st.cfg.launch) {
       req.env = worker_env(st);
+      // The node sizes (or skips) the job's shared-memory segment by these
+      // before the workers get the rest of their environment.
+      for (auto& [key, value] : st.cfg.options.extra_env_vars)
+        if (key == env::shm || key == env::fusion_threshold)
+          req.env.entries.emplace_back(key, value);
+    }
     req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
     req.output = st.cfg.output;
     auto node = a.node_id;

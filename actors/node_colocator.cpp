@@ -2,8 +2,11 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "hvactor/event.hpp"
 #include "internal/actor_system.hpp"
@@ -12,6 +15,7 @@
 #include "internal/output_window.hpp"
 #include "internal/process.hpp"
 #include "internal/worker_env.hpp"
+#include "shm/segment.hpp"
 
 namespace hvactor {
 
@@ -64,8 +68,45 @@ void begin_stop(colocator_actor self, int sig) {
   finish_if_done(self);
 }
 
+// The setting `name` as the job's workers will see it: the request's env,
+// else this node's.
+std::optional<std::string> job_setting(const spawn_request& req, const char* name) {
+  for (auto& list : req.rank_env)
+    for (auto& [k, v] : list.entries)
+      if (k == name)
+        return v;
+  for (auto& [k, v] : req.env.entries)
+    if (k == name)
+      return v;
+  if (const char* v = std::getenv(name))
+    return std::string{v};
+  return std::nullopt;
+}
+
+// The job's shared-memory segment on this node (collectives/shm/): one slot
+// per worker started here (two or more; elastic jobs start workers one by
+// one and use Gloo), inherited by each as HVACTOR_SHM_FD; the memory
+// goes away with the last process that maps it. nullptr when the job turned
+// it off or the node cannot make one (the workers then use Gloo's TCP).
+std::shared_ptr<collectives::shm::segment> make_segment(const spawn_request& req) {
+  if (req.ranks.size() < 2 || job_setting(req, env::shm).value_or("1") == "0")
+    return nullptr;
+  size_t slot = knobs::shm_slot_bytes;
+  if (auto t = job_setting(req, env::fusion_threshold))
+    slot = std::clamp<size_t>(std::strtoull(t->c_str(), nullptr, 10), knobs::shm_min_slot_bytes,
+                              knobs::shm_slot_bytes);
+  try {
+    return collectives::shm::segment::create(static_cast<uint32_t>(req.ranks.size()), slot);
+  } catch (const std::exception& e) {
+    log::warn("job {}: no shared memory for its {} workers here ({}); they use Gloo's TCP",
+              req.job_id, req.ranks.size(), e.what());
+    return nullptr;
+  }
+}
+
 void start_workers(colocator_actor self) {
   auto& st = self->state;
+  auto segment = make_segment(st.req);
   // The node's whole reservation, as horovod.ray hands it out: every local
   // rank sees every GPU of its node's ranks (worker_env.hpp).
   auto cuda_devices = cuda_visible_devices(st.res.gpu_ids);
@@ -117,9 +158,16 @@ void start_workers(colocator_actor self) {
         caf::send_as(handle, coord, output_atom_v, rank, static_cast<int32_t>(stream), line);
       }
     };
+    if (segment) {
+      spec.inherit_fd = segment->fd();
+      spec.env.emplace_back(env::shm_fd, "4");
+    }
     auto job = st.req.job_id;
     auto node = st.res.node_id;
-    auto on_exit = [handle, job, node, rank](process_exit ex) {
+    auto on_exit = [handle, job, node, rank, segment](process_exit ex) {
+      // First: the worker's peers on this node stop waiting for it now.
+      if (segment)
+        segment->raise_abort(ex.pid, collectives::shm::abort_reason::exited);
       // On the reaper thread: what the worker left in its scratch dir goes
       // with it (a SIGKILLed worker cleans nothing up itself).
       std::error_code ec;

@@ -12,7 +12,7 @@
 #include "internal/device_setup.hpp"
 #include "internal/elastic_session.hpp"
 #include "internal/engine.hpp"
-#include "gloo/gloo_backend.hpp"
+#include "internal/host_backend.hpp"
 #include "internal/rendezvous_client.hpp"
 #include "internal/knobs.hpp"
 #include "hvactor/errors.hpp"
@@ -96,6 +96,11 @@ detail::engine_options engine_options_from_env() {
   // connects instead of silently taking the automatic choice.
   opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(
     env::get(env::gloo_allreduce).value_or(""), env::gloo_allreduce);
+  opts.paths.shm = env::get(env::shm).value_or("1") != "0";
+  opts.paths.hierarchical_allreduce = collectives::path_settings::parse_switch(
+    env::get(env::hierarchical_allreduce).value_or(""), env::hierarchical_allreduce);
+  opts.paths.hierarchical_allgather = collectives::path_settings::parse_switch(
+    env::get(env::hierarchical_allgather).value_or(""), env::hierarchical_allgather);
   return opts;
 }
 
@@ -118,8 +123,9 @@ connection connect(const topology& topo, int connection_no, const detail::engine
   auto scope = env::get(env::rendezvous_scope).value_or("default/0");
   auto client = std::make_unique<collectives::rendezvous_client>(
     *addr, static_cast<uint16_t>(port), scope, opts.timeout);
-  auto host = collectives::make_gloo_backend(topo, *client, fmt::format("gloo.{}", connection_no),
-                                             bind_host(*addr), opts.gloo_allreduce);
+  auto host = collectives::make_host_backend(
+    topo, *client, fmt::format("gloo.{}", connection_no), bind_host(*addr),
+    {.gloo_allreduce = opts.gloo_allreduce, .paths = opts.paths});
   return {std::move(host), std::move(client)};
 }
 
@@ -421,6 +427,12 @@ handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::stri
 
 bool gpu_available() {
   return is_initialized() && global().engine->device_backend() != nullptr;
+}
+
+std::string backend_info() {
+  auto& eng = current("backend_info");
+  std::lock_guard<std::mutex> lk{global().mu};
+  return eng.host_backend().describe();
 }
 
 std::string gpu_backend() {

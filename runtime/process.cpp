@@ -74,7 +74,8 @@ struct prepared_exec {
 };
 
 [[noreturn]] void exec_child(const char* path, const prepared_exec& prep, int err_fd,
-                             int stderr_fd, int stdout_fd, pid_t parent, int max_fd) {
+                             int stderr_fd, int stdout_fd, int inherit_fd, pid_t parent,
+                             int max_fd) {
   // Die with the thread that forked us (SIGKILL of the parent included).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent)
@@ -85,14 +86,21 @@ struct prepared_exec {
   ::dup2(stderr_fd, STDERR_FILENO);
   if (stdout_fd >= 0)
     ::dup2(stdout_fd, STDOUT_FILENO);
-  // Keep the exec-error pipe at fd 3 and close everything else we inherited
-  // (the parent's listening sockets must not leak into workers).
+  // Keep the exec-error pipe at fd 3, the inherited descriptor (if any) at
+  // fd 4, and close everything else we inherited (the parent's listening
+  // sockets must not leak into workers).
+  int keep = inherit_fd >= 0 ? ::fcntl(inherit_fd, F_DUPFD, 16) : -1;
   if (err_fd != 3) {
     ::dup2(err_fd, 3);
   }
   ::fcntl(3, F_SETFD, FD_CLOEXEC);
-  if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0) // kernels before 5.9, seccomp
-    for (int fd = 4; fd < max_fd; ++fd)
+  int first_closed = 4;
+  if (keep >= 0) {
+    ::dup2(keep, 4); // the copy at 4 is not close-on-exec
+    first_closed = 5;
+  }
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first_closed), ~0u, 0u) != 0)
+    for (int fd = first_closed; fd < max_fd; ++fd) // kernels before 5.9, seccomp
       ::close(fd);
   sigset_t none;
   sigemptyset(&none);
@@ -210,8 +218,8 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
     return;
   }
   if (pid == 0)
-    exec_child(spec.executable.c_str(), prep, err_pipe[1], out_pipe[1], std_pipe[1], parent,
-               max_fd);
+    exec_child(spec.executable.c_str(), prep, err_pipe[1], out_pipe[1], std_pipe[1],
+               spec.inherit_fd, parent, max_fd);
   ::close(err_pipe[1]);
   ::close(out_pipe[1]);
   if (std_pipe[1] >= 0)

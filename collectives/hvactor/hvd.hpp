@@ -32,6 +32,13 @@ void shutdown();
 
 bool is_initialized();
 
+/// Which path each host operation takes, e.g. "allreduce: shm, allgather:
+/// shm, broadcast: shm, barrier: shm, alltoall: gloo (2 ranks on n1 share
+/// its shared-memory segment, 4 MiB slots)"; "hierarchical" across nodes;
+/// "gloo" with the reason when neither applies. Throws not_started before
+/// init().
+std::string backend_info();
+
 int rank();
 int size();
 /// Index of this rank among the ranks on its node.

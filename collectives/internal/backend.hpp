@@ -50,8 +50,13 @@ public:
   virtual void alltoallv(const void* in, std::span<const int64_t> send_counts, void* out,
                          std::span<const int64_t> recv_counts, hvd::dtype t) = 0;
 
-  /// "gloo", "local", "nccl", "host-staged", ...
+  /// "gloo", "local", "shm", "hierarchical", "nccl", "host-staged", ...
   virtual const char* name() const = 0;
+
+  /// Which path each operation takes and why (hvd::backend_info()).
+  virtual std::string describe() const {
+    return name();
+  }
 
   // Memory of the buffers this backend reduces. Host backends keep the
   // defaults (plain memory, synchronous); device backends (nccl/) override

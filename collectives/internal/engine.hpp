@@ -16,6 +16,7 @@
 #include "internal/fusion_executor.hpp"
 #include "internal/algorithm.hpp"
 #include "internal/backend.hpp"
+#include "internal/host_paths.hpp"
 #include "internal/fusion_planner.hpp"
 #include "hvactor/hvd.hpp"
 #include "internal/name_check.hpp"
@@ -62,6 +63,9 @@ struct engine_options {
   /// Gloo's allreduce algorithm per message (HVACTOR_GLOO_ALLREDUCE):
   /// hvd::init hands it to the Gloo backend it creates.
   collectives::allreduce_algorithm_policy gloo_allreduce;
+  /// Shared memory and the hierarchical path (HVACTOR_SHM,
+  /// HOROVOD_HIERARCHICAL_ALLREDUCE/_ALLGATHER): for the host backend.
+  collectives::path_settings paths;
 };
 
 /// Runs the process's collectives in submission order (Horovod's

@@ -77,6 +77,16 @@ inline constexpr const char* check_names = "HVACTOR_CHECK_NAMES";
 inline constexpr const char* gloo_allreduce = "HVACTOR_GLOO_ALLREDUCE";
 /// Chrome trace of every collective (a path; "{rank}" names each rank's).
 inline constexpr const char* timeline = "HOROVOD_TIMELINE";
+/// "0": ranks on one node talk over Gloo's TCP instead of the node's
+/// shared-memory segment (default: shared memory when possible).
+inline constexpr const char* shm = "HVACTOR_SHM";
+/// The file descriptor of the node's shared-memory segment, inherited from
+/// the colocator (set by it; not a user setting).
+inline constexpr const char* shm_fd = "HVACTOR_SHM_FD";
+/// Horovod's switches: "1" forces, "0" forbids the hierarchical path
+/// (shared memory inside a node, Gloo across nodes); unset: automatic.
+inline constexpr const char* hierarchical_allreduce = "HOROVOD_HIERARCHICAL_ALLREDUCE";
+inline constexpr const char* hierarchical_allgather = "HOROVOD_HIERARCHICAL_ALLGATHER";
 /// NCCL's own switches that decide whether two ranks may share one GPU.
 inline constexpr const char* nccl_multi_rank_gpu = "NCCL_MULTI_RANK_GPU_ENABLE";
 inline constexpr const char* nccl_hostid = "NCCL_HOSTID";
@@ -304,6 +314,29 @@ inline constexpr auto store_round_trip = 1s;
 /// A watch on a rendezvous key (rank 0's wait for the driver's host
 /// updates) asks again this often: the store holds a wait this long.
 inline constexpr auto store_watch_period = 60s;
+
+/// Shared-memory collectives (collectives/shm/): each local rank owns two
+/// slots of this many bytes in its node's segment (one written while the
+/// other is read), so a message moves in chunks of local_size times this.
+/// Smaller when the job's fusion threshold is (never below the minimum);
+/// the segment's pages are only backed once touched.
+inline constexpr size_t shm_slot_bytes = size_t{4} << 20;
+inline constexpr size_t shm_min_slot_bytes = size_t{64} << 10;
+
+/// A waiting rank spins this long on a sequence word before it sleeps on
+/// the word's futex (when every local rank has a core of its own; with
+/// more ranks than cores it yields instead: the rank it waits for needs
+/// the core).
+inline constexpr auto shm_spin = std::chrono::microseconds{50};
+
+/// A sleeping rank wakes at least this often to look at the abort word
+/// and whether the rank it waits on still exists, in case no one woke it.
+inline constexpr auto shm_sleep_slice = 20ms;
+
+/// Allreduces up to this size (per rank) take the one-step path: every
+/// rank copies all of its data in and reduces every rank's copy; larger
+/// ones reduce-scatter then allgather (each rank reduces one slice).
+inline constexpr size_t shm_small_bytes = size_t{16} << 10;
 
 // -- elastic jobs --------------------------------------------------------------------
 

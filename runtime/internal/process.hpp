@@ -31,6 +31,9 @@ struct process_spec {
   bool capture_stdout = false;
   /// See on_line; empty: none.
   std::string event_marker;
+  /// A descriptor the child inherits as fd 4 (the node's shared-memory
+  /// segment); -1: none.
+  int inherit_fd = -1;
 };
 
 /// How a process ended.

@@ -1,0 +1,310 @@
+#include "internal/host_backend.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "gloo/gloo_backend.hpp"
+#include "hvactor/errors.hpp"
+#include "internal/knobs.hpp"
+#include "internal/log.hpp"
+#include "shm/communicator.hpp"
+
+namespace hvactor::collectives {
+
+namespace {
+
+// The segment the colocator handed down, or nullptr (none, or not usable:
+// then this rank reports segment 0 and the job runs over Gloo).
+std::shared_ptr<shm::segment> inherited_segment(int rank) {
+  auto fd_text = env::get(env::shm_fd);
+  if (!fd_text || fd_text->empty())
+    return nullptr;
+  int fd = std::atoi(fd_text->c_str());
+  try {
+    auto seg = shm::segment::attach(fd);
+    // The user's own child processes must not inherit it.
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return seg;
+  } catch (const std::exception& e) {
+    log::warn("hvd::init on rank {}: no shared memory ({}); using Gloo's TCP", rank, e.what());
+    return nullptr;
+  }
+}
+
+std::string mib(size_t bytes) {
+  return fmt::format("{:g} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+class host_backend : public backend {
+public:
+  host_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
+               const std::string& bind_host, const host_backend_options& opts)
+    : topo_(topo) {
+    gloo_ = make_gloo_backend(topo, client, prefix, bind_host, opts.gloo_allreduce);
+    auto seg = opts.paths.shm ? inherited_segment(topo.rank) : nullptr;
+    auto table = exchange_places(seg);
+    paths_ = host_paths::plan(table, topo.rank, opts.paths);
+    if (paths_.shm) {
+      shm::local_group g;
+      g.local_rank = topo.local_rank;
+      g.local_size = paths_.local_size;
+      g.ranks = paths_.local_ranks;
+      for (int r : g.ranks)
+        g.pids.push_back(static_cast<pid_t>(table[static_cast<size_t>(r)].pid));
+      g.rank = topo.rank;
+      g.size = topo.size;
+      g.host = topo.host;
+      comm_ = std::make_unique<shm::communicator>(seg, std::move(g), client.timeout());
+      if (topo.local_rank == 0)
+        comm_->reset();
+      // Nobody takes a step before the reset.
+      gloo_->barrier();
+    }
+    if (hierarchical()) {
+      topology cross{.rank = topo.cross_rank,
+                     .size = paths_.nodes,
+                     .local_rank = 0,
+                     .local_size = 1,
+                     .cross_rank = topo.cross_rank,
+                     .cross_size = paths_.nodes,
+                     .host = topo.host};
+      cross_ = make_gloo_backend(cross, client, fmt::format("{}/cross.{}", prefix, topo.local_rank),
+                                 bind_host, opts.gloo_allreduce);
+    }
+  }
+
+  void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) override {
+    if (count == 0)
+      return;
+    guarded([&] {
+      if (paths_.single_node)
+        comm_->allreduce(data, count, t, o);
+      else if (paths_.hierarchical_allreduce)
+        comm_->allreduce(data, count, t, o,
+                         [&](void* slice, size_t n) { cross_->allreduce(slice, n, t, o); });
+      else
+        gloo_->allreduce(data, count, t, o);
+    });
+  }
+
+  void allgatherv(const void* in, void* out, std::span<const size_t> counts,
+                  hvd::dtype t) override {
+    guarded([&] {
+      if (paths_.single_node)
+        local_allgatherv(in, out, counts, t);
+      else if (paths_.hierarchical_allgather)
+        hierarchical_allgatherv(in, out, counts, t);
+      else
+        gloo_->allgatherv(in, out, counts, t);
+    });
+  }
+
+  void broadcast(void* data, size_t count, hvd::dtype t, int root) override {
+    if (count == 0)
+      return;
+    guarded([&] {
+      auto bytes = count * hvd::size_of(t);
+      if (paths_.single_node) {
+        comm_->broadcast(data, bytes, local_index(root));
+      } else if (paths_.hierarchical_allreduce) {
+        // Across nodes among the ranks with the root's local rank, then
+        // inside every node from that rank.
+        auto root_local = static_cast<int>(root_place(root) % paths_.local_size);
+        auto root_cross = static_cast<int>(root_place(root) / paths_.local_size);
+        if (topo_.local_rank == root_local)
+          cross_->broadcast(data, count, t, root_cross);
+        comm_->broadcast(data, bytes, root_local);
+      } else {
+        gloo_->broadcast(data, count, t, root);
+      }
+    });
+  }
+
+  void barrier() override {
+    guarded([&] {
+      if (paths_.single_node) {
+        comm_->barrier();
+      } else if (hierarchical()) {
+        comm_->barrier();
+        cross_->barrier();
+        comm_->barrier();
+      } else {
+        gloo_->barrier();
+      }
+    });
+  }
+
+  void alltoallv(const void* in, std::span<const int64_t> send_counts, void* out,
+                 std::span<const int64_t> recv_counts, hvd::dtype t) override {
+    guarded([&] { gloo_->alltoallv(in, send_counts, out, recv_counts, t); });
+  }
+
+  const char* name() const override {
+    if (paths_.single_node)
+      return "shm";
+    return hierarchical() ? "hierarchical" : "gloo";
+  }
+
+  std::string describe() const override {
+    if (paths_.single_node)
+      return fmt::format("allreduce: shm, allgather: shm, broadcast: shm, barrier: shm, alltoall: "
+                         "gloo ({} ranks on {} share its shared-memory segment, {} slots)",
+                         paths_.local_size, topo_.host, mib(comm_->slot_bytes()));
+    if (hierarchical()) {
+      auto h = [](bool on) { return on ? "hierarchical" : "gloo"; };
+      return fmt::format("allreduce: {}, allgather: {}, broadcast: {}, barrier: hierarchical, "
+                         "alltoall: gloo ({} nodes x {} ranks: shared memory inside a node, Gloo "
+                         "across nodes)",
+                         h(paths_.hierarchical_allreduce), h(paths_.hierarchical_allgather),
+                         h(paths_.hierarchical_allreduce), paths_.nodes, paths_.local_size);
+    }
+    return fmt::format("allreduce: gloo, allgather: gloo, broadcast: gloo, barrier: gloo, "
+                       "alltoall: gloo ({})",
+                       paths_.why.empty() ? "one rank per node" : paths_.why);
+  }
+
+private:
+  bool hierarchical() const {
+    return paths_.hierarchical_allreduce || paths_.hierarchical_allgather;
+  }
+
+  // Every rank's segment and place, through the flat Gloo context.
+  std::vector<rank_place> exchange_places(const std::shared_ptr<shm::segment>& seg) {
+    rank_place mine{.segment = seg ? seg->header().id : 0,
+                    .slots = seg ? seg->header().slots : 0,
+                    .local_rank = topo_.local_rank,
+                    .local_size = topo_.local_size,
+                    .cross_rank = topo_.cross_rank,
+                    .cross_size = topo_.cross_size,
+                    .pid = ::getpid()};
+    static_assert(sizeof(rank_place) == 7 * sizeof(int64_t));
+    std::vector<rank_place> table(static_cast<size_t>(topo_.size));
+    std::vector<size_t> counts(table.size(), 7);
+    gloo_->allgatherv(&mine, table.data(), counts, hvd::dtype::int64);
+    return table;
+  }
+
+  int local_index(int world_rank) const {
+    for (size_t k = 0; k < paths_.local_ranks.size(); ++k)
+      if (paths_.local_ranks[k] == world_rank)
+        return static_cast<int>(k);
+    return 0;
+  }
+
+  // c * local_size + l of world rank `r`.
+  size_t root_place(int r) const {
+    for (size_t i = 0; i < paths_.world_of.size(); ++i)
+      if (paths_.world_of[i] == r)
+        return i;
+    return 0;
+  }
+
+  void local_allgatherv(const void* in, void* out, std::span<const size_t> counts,
+                        hvd::dtype t) {
+    auto esz = hvd::size_of(t);
+    std::vector<size_t> offsets(counts.size());
+    size_t at = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      offsets[r] = at;
+      at += counts[r] * esz;
+    }
+    std::vector<size_t> bytes, where;
+    for (int r : paths_.local_ranks) {
+      bytes.push_back(counts[static_cast<size_t>(r)] * esz);
+      where.push_back(offsets[static_cast<size_t>(r)]);
+    }
+    comm_->allgatherv(in, out, bytes, where);
+  }
+
+  // The blocks of this rank's local rank on every node (across nodes over
+  // Gloo), then every local rank's column (shared memory), then each block
+  // to its world rank's place.
+  void hierarchical_allgatherv(const void* in, void* out, std::span<const size_t> counts,
+                               hvd::dtype t) {
+    const size_t esz = hvd::size_of(t);
+    const int n = paths_.local_size, nodes = paths_.nodes;
+    auto world = [&](int c, int l) {
+      return static_cast<size_t>(paths_.world_of[static_cast<size_t>(c * n + l)]);
+    };
+    std::vector<size_t> column(static_cast<size_t>(nodes));
+    size_t column_count = 0;
+    for (int c = 0; c < nodes; ++c)
+      column_count += column[static_cast<size_t>(c)] = counts[world(c, topo_.local_rank)];
+    std::vector<size_t> bytes(static_cast<size_t>(n)), where(static_cast<size_t>(n));
+    size_t total = 0;
+    for (int l = 0; l < n; ++l) {
+      where[static_cast<size_t>(l)] = total;
+      for (int c = 0; c < nodes; ++c)
+        bytes[static_cast<size_t>(l)] += counts[world(c, l)] * esz;
+      total += bytes[static_cast<size_t>(l)];
+    }
+    if (total == 0)
+      return;
+    column_.resize(std::max<size_t>(column_count * esz, 1));
+    gathered_.resize(total);
+    cross_->allgatherv(in, column_.data(), column, t);
+    comm_->allgatherv(column_.data(), gathered_.data(), bytes, where);
+    std::vector<size_t> offsets(counts.size());
+    size_t at = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      offsets[r] = at;
+      at += counts[r] * esz;
+    }
+    auto* dst = static_cast<std::byte*>(out);
+    for (int l = 0; l < n; ++l) {
+      size_t from = where[static_cast<size_t>(l)];
+      for (int c = 0; c < nodes; ++c) {
+        auto r = world(c, l);
+        auto len = counts[r] * esz;
+        if (len > 0)
+          std::memcpy(dst + offsets[r], gathered_.data() + from, len);
+        from += len;
+      }
+    }
+  }
+
+  // Any failure: leave the segment and close every Gloo connection, so
+  // that local and remote peers fail now; later calls are refused.
+  template <class F>
+  void guarded(F&& f) {
+    if (!broken_.empty())
+      throw collective_error(fmt::format("hvd: operation refused on rank {} ({}): an earlier one "
+                                         "failed ({}); call hvd::shutdown() and hvd::init() to "
+                                         "reconnect",
+                                         topo_.rank, topo_.host, broken_));
+    try {
+      f();
+    } catch (const std::exception& e) {
+      broken_ = e.what();
+      if (comm_)
+        comm_->leave();
+      cross_.reset();
+      gloo_.reset();
+      throw;
+    }
+  }
+
+  topology topo_;
+  host_paths paths_;
+  std::unique_ptr<backend> gloo_;
+  std::unique_ptr<backend> cross_;
+  std::unique_ptr<shm::communicator> comm_;
+  std::vector<std::byte> column_, gathered_;
+  std::string broken_;
+};
+
+} // namespace
+
+std::unique_ptr<backend> make_host_backend(const topology& topo, rendezvous_client& client,
+                                           const std::string& prefix,
+                                           const std::string& bind_host,
+                                           const host_backend_options& opts) {
+  return std::make_unique<host_backend>(topo, client, prefix, bind_host, opts);
+}
+
+} // namespace hvactor::collectives

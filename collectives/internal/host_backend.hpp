@@ -1,0 +1,35 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "internal/algorithm.hpp"
+#include "internal/backend.hpp"
+#include "internal/host_paths.hpp"
+#include "internal/rendezvous_client.hpp"
+
+namespace hvactor::collectives {
+
+/// How hvd::init builds the host backend.
+struct host_backend_options {
+  allreduce_algorithm_policy gloo_allreduce;
+  path_settings paths;
+};
+
+/// The backend of host memory for a job of several processes: a Gloo
+/// context over all ranks (always: alltoall, and every op when nothing
+/// faster applies), the node's shared-memory segment (inherited from the
+/// colocator as HVACTOR_SHM_FD) for the ranks on one node, and, in a job
+/// on several nodes, one Gloo context per local rank across the nodes for
+/// the hierarchical path. Which path each operation takes is decided once,
+/// identically on every rank (host_paths), and reported by describe().
+/// A failure on any path makes this rank leave the segment and close its
+/// Gloo connections, so that its peers, here and on other nodes, fail at
+/// once rather than after their timeout.
+std::unique_ptr<backend> make_host_backend(const topology& topo, rendezvous_client& client,
+                                           const std::string& prefix,
+                                           const std::string& bind_host,
+                                           const host_backend_options& opts);
+
+} // namespace hvactor::collectives

@@ -1,0 +1,305 @@
+#include "shm/communicator.hpp"
+
+#include <immintrin.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "hvactor/errors.hpp"
+#include "internal/knobs.hpp"
+#include "shm/reduce.hpp"
+
+namespace hvactor::collectives::shm {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4,
+              "futex words must be plain 32-bit atomics");
+
+bool reached(uint32_t value, uint32_t step) {
+  return static_cast<int32_t>(value - step) >= 0;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0)
+    return static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  return CPU_COUNT(&set);
+}
+
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+} // namespace
+
+communicator::communicator(std::shared_ptr<segment> seg, local_group group,
+                           std::chrono::milliseconds timeout)
+  : seg_(std::move(seg)),
+    group_(std::move(group)),
+    timeout_(timeout),
+    slot_bytes_(seg_->header().slot_bytes),
+    oversubscribed_(group_.local_size > usable_cpus()) {
+}
+
+void communicator::reset() {
+  for (int k = 0; k < group_.local_size; ++k) {
+    seg_->words(k).posted.store(0);
+    seg_->words(k).reduced.store(0);
+    seg_->sleepers(k).posted.store(0);
+    seg_->sleepers(k).reduced.store(0);
+  }
+  seg_->header().abort_why.store(0);
+  seg_->header().abort_pid.store(0);
+}
+
+void communicator::leave() noexcept {
+  // A member's death the colocator reported says more than this rank's
+  // failure (which it probably caused): keep it.
+  auto current = seg_->header().abort_pid.load();
+  for (int k = 0; current != 0 && k < group_.local_size; ++k)
+    if (k != group_.local_rank && static_cast<uint32_t>(group_.pids[static_cast<size_t>(k)]) == current)
+      return;
+  seg_->raise_abort(::getpid(), abort_reason::failed);
+}
+
+uint32_t communicator::next_step() {
+  if (!broken_.empty())
+    throw collective_error(fmt::format("hvd: a shared-memory collective refused on rank {} ({}): "
+                                       "an earlier one failed ({}); call hvd::shutdown() and "
+                                       "hvd::init() to reconnect",
+                                       group_.rank, group_.host, broken_));
+  return ++step_;
+}
+
+void communicator::publish(word w, uint32_t step) {
+  auto& mine = seg_->words(group_.local_rank);
+  auto& sleepers = seg_->sleepers(group_.local_rank);
+  auto& value = w == word::posted ? mine.posted : mine.reduced;
+  auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
+  // seq_cst on both sides (here and in wait_one): either the sleeper sees
+  // the new value or this sees the sleeper, never neither.
+  value.store(step, std::memory_order_seq_cst);
+  if (waiting.load(std::memory_order_seq_cst) != 0)
+    futex_wake(value, INT_MAX);
+}
+
+void communicator::wait_all(word w, uint32_t step, const char* what) {
+  for (int k = 0; k < group_.local_size; ++k)
+    if (k != group_.local_rank)
+      wait_one(k, w, step, what);
+}
+
+void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
+  auto& words = seg_->words(k);
+  auto& value = w == word::posted ? words.posted : words.reduced;
+  if (reached(value.load(std::memory_order_acquire), step))
+    return;
+  if (!oversubscribed_) {
+    auto spin_end = clock_type::now() + knobs::shm_spin;
+    do {
+      for (int i = 0; i < 64; ++i) {
+        _mm_pause();
+        if (reached(value.load(std::memory_order_acquire), step))
+          return;
+      }
+      check_abort(what);
+    } while (clock_type::now() < spin_end);
+  } else {
+    // More ranks than cores: the awaited rank may need this core.
+    for (int i = 0; i < 4; ++i) {
+      ::sched_yield();
+      if (reached(value.load(std::memory_order_acquire), step))
+        return;
+    }
+    check_abort(what);
+  }
+  auto& sleepers = seg_->sleepers(k);
+  auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
+  auto start = clock_type::now();
+  auto deadline = start + timeout_;
+  auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(knobs::shm_sleep_slice);
+  for (int round = 1;; ++round) {
+    waiting.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t seen = value.load(std::memory_order_seq_cst);
+    if (!reached(seen, step))
+      futex_wait(value, seen, slice.count());
+    waiting.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(value.load(std::memory_order_acquire), step))
+      return;
+    check_abort(what);
+    // The colocator normally raises the abort word; a process gone
+    // without it (no colocator) is found here.
+    if (round % 5 == 0 && ::kill(group_.pids[static_cast<size_t>(k)], 0) != 0 && errno == ESRCH)
+      fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node no "
+                       "longer exists [shared memory]. The collectives stay unusable until "
+                       "hvd::shutdown() and hvd::init()",
+                       what, group_.rank, group_.size, group_.host, group_.ranks[k],
+                       group_.pids[k]),
+           k);
+    if (clock_type::now() >= deadline)
+      fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node did "
+                       "not take part within {:g} s [shared memory]; it stalls or runs a "
+                       "different collective. The collectives stay unusable until "
+                       "hvd::shutdown() and hvd::init()",
+                       what, group_.rank, group_.size, group_.host, group_.ranks[k],
+                       group_.pids[k], static_cast<double>(timeout_.count()) / 1000.0),
+           k);
+  }
+}
+
+void communicator::check_abort(const char* what) {
+  auto& h = seg_->header();
+  uint32_t pid = h.abort_pid.load(std::memory_order_acquire);
+  if (pid == 0 || pid == foreign_abort_)
+    return;
+  for (int k = 0; k < group_.local_size; ++k) {
+    if (k == group_.local_rank || static_cast<uint32_t>(group_.pids[k]) != pid)
+      continue;
+    bool exited = h.abort_why.load() == static_cast<uint32_t>(abort_reason::exited);
+    fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node {} "
+                     "[shared memory]. The collectives stay unusable until hvd::shutdown() and "
+                     "hvd::init()",
+                     what, group_.rank, group_.size, group_.host, group_.ranks[k], pid,
+                     exited ? "died (its node saw it exit)"
+                            : "left the collective: its own operation failed (see its error)"),
+         k);
+  }
+  foreign_abort_ = pid;
+}
+
+void communicator::fail(const std::string& msg, int peer_local) {
+  broken_ = msg;
+  leave();
+  throw collective_error(msg, group_.ranks[static_cast<size_t>(peer_local)]);
+}
+
+void communicator::allreduce(void* data, size_t count, hvd::dtype t, hvd::op o,
+                             const slice_hook& hook) {
+  const int n = group_.local_size, me = group_.local_rank;
+  const size_t esz = hvd::size_of(t);
+  if (count == 0)
+    return;
+  if (!hook && count * esz <= std::min(knobs::shm_small_bytes, slot_bytes_))
+    return allreduce_one_step(data, count, t, o);
+  const char* what = "hvd::allreduce (shared memory)";
+  std::vector<const void*> srcs(static_cast<size_t>(n));
+  const size_t chunk = slot_bytes_ / esz;
+  const size_t align = 64 / esz;
+  auto* base = static_cast<std::byte*>(data);
+  for (size_t off = 0; off < count; off += chunk) {
+    size_t m = std::min(chunk, count - off);
+    size_t part = round_up((m + static_cast<size_t>(n) - 1) / static_cast<size_t>(n), align);
+    auto lo = [&](int k) { return std::min(static_cast<size_t>(k) * part, m) * esz; };
+    auto len = [&](int k) { return std::min(static_cast<size_t>(k + 1) * part, m) * esz - lo(k); };
+    uint32_t s = next_step();
+    int set = static_cast<int>(s & 1);
+    std::byte* mine = seg_->data(set, me);
+    std::byte* here = base + off * esz;
+    for (int k = 0; k < n; ++k)
+      if (k != me && len(k) > 0)
+        std::memcpy(mine + lo(k), here + lo(k), len(k));
+    publish(word::posted, s);
+    wait_all(word::posted, s, what);
+    for (int k = 0; k < n; ++k)
+      srcs[static_cast<size_t>(k)] = (k == me ? here : seg_->data(set, k)) + lo(me);
+    size_t my_count = len(me) / esz;
+    if (hook) {
+      reduce(here + lo(me), nullptr, srcs.data(), n, my_count, t, o);
+      try {
+        hook(here + lo(me), my_count);
+      } catch (const std::exception& e) {
+        broken_ = e.what();
+        leave();
+        throw;
+      }
+      if (my_count > 0)
+        std::memcpy(mine + lo(me), here + lo(me), len(me));
+    } else {
+      reduce(here + lo(me), mine + lo(me), srcs.data(), n, my_count, t, o);
+    }
+    publish(word::reduced, s);
+    wait_all(word::reduced, s, what);
+    for (int k = 0; k < n; ++k)
+      if (k != me && len(k) > 0)
+        std::memcpy(here + lo(k), seg_->data(set, k) + lo(k), len(k));
+  }
+}
+
+// Small messages: one step. Every rank reduces all copies in rank order,
+// so every rank computes the same bits.
+void communicator::allreduce_one_step(void* data, size_t count, hvd::dtype t, hvd::op o) {
+  const int n = group_.local_size;
+  const size_t bytes = count * hvd::size_of(t);
+  uint32_t s = next_step();
+  int set = static_cast<int>(s & 1);
+  std::memcpy(seg_->data(set, group_.local_rank), data, bytes);
+  publish(word::posted, s);
+  wait_all(word::posted, s, "hvd::allreduce (shared memory)");
+  const void* srcs[256];
+  for (int k = 0; k < n; ++k)
+    srcs[k] = seg_->data(set, k);
+  reduce(data, nullptr, srcs, n, count, t, o);
+}
+
+void communicator::allgatherv(const void* in, void* out, std::span<const size_t> bytes,
+                              std::span<const size_t> offsets) {
+  const int n = group_.local_size, me = group_.local_rank;
+  size_t rounds = 0;
+  for (auto b : bytes)
+    rounds = std::max(rounds, (b + slot_bytes_ - 1) / slot_bytes_);
+  auto* dst = static_cast<std::byte*>(out);
+  auto* src = static_cast<const std::byte*>(in);
+  for (size_t j = 0; j < rounds; ++j) {
+    auto piece = [&](int k) {
+      size_t b = bytes[static_cast<size_t>(k)];
+      size_t from = std::min(j * slot_bytes_, b);
+      return std::pair{from, std::min(from + slot_bytes_, b) - from};
+    };
+    uint32_t s = next_step();
+    int set = static_cast<int>(s & 1);
+    if (auto [from, len] = piece(me); len > 0)
+      std::memcpy(seg_->data(set, me), src + from, len);
+    publish(word::posted, s);
+    wait_all(word::posted, s, "hvd::allgather (shared memory)");
+    for (int k = 0; k < n; ++k)
+      if (auto [from, len] = piece(k); k != me && len > 0)
+        std::memcpy(dst + offsets[static_cast<size_t>(k)] + from, seg_->data(set, k), len);
+  }
+  auto mine = bytes[static_cast<size_t>(me)];
+  if (mine > 0 && dst + offsets[static_cast<size_t>(me)] != src)
+    std::memmove(dst + offsets[static_cast<size_t>(me)], src, mine);
+}
+
+void communicator::broadcast(void* data, size_t bytes, int root) {
+  auto* p = static_cast<std::byte*>(data);
+  for (size_t from = 0; from < bytes; from += slot_bytes_) {
+    size_t len = std::min(slot_bytes_, bytes - from);
+    uint32_t s = next_step();
+    int set = static_cast<int>(s & 1);
+    if (group_.local_rank == root)
+      std::memcpy(seg_->data(set, root), p + from, len);
+    publish(word::posted, s);
+    wait_all(word::posted, s, "hvd::broadcast (shared memory)");
+    if (group_.local_rank != root)
+      std::memcpy(p + from, seg_->data(set, root), len);
+  }
+}
+
+void communicator::barrier() {
+  uint32_t s = next_step();
+  publish(word::posted, s);
+  wait_all(word::posted, s, "hvd::barrier (shared memory)");
+}
+
+} // namespace hvactor::collectives::shm

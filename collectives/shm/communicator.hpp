@@ -1,0 +1,112 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hvactor/collectives/types.hpp"
+#include "shm/segment.hpp"
+
+namespace hvactor::collectives::shm {
+
+/// The ranks of one job on one node that share a segment.
+struct local_group {
+  /// This rank's index in the group (its slot), and the group's size.
+  int local_rank = 0;
+  int local_size = 1;
+  /// World rank and pid of each local rank, by local rank.
+  std::vector<int> ranks;
+  std::vector<pid_t> pids;
+  /// This rank's world rank and the world size, for messages.
+  int rank = 0;
+  int size = 1;
+  std::string host;
+};
+
+/// Collectives among the ranks of one node through their segment: no
+/// syscall on the data path, one sequence word per rank and step.
+///
+/// Protocol. Every step s (counted from 1 on every rank; steps never
+/// overlap) uses data set s % 2. A rank writes its slot of that set, then
+/// publishes `posted = s`; whoever needs its data waits for that. Allreduce
+/// steps also publish `reduced = s` once the rank's slice is reduced. Every
+/// step waits until every rank posted s, and a rank posts s only after it
+/// finished reading step s - 1: so when a rank writes set s % 2 at step s,
+/// everyone has finished step s - 2, the last reader of that set.
+///
+/// Waiting: spin (knobs::shm_spin) when every local rank has a core, else
+/// yield; then sleep on the word's futex, waking every
+/// knobs::shm_sleep_slice to look at the abort word and whether the
+/// awaited process still exists. A raised abort word naming a local rank,
+/// or the timeout, throws collective_error naming the rank; after a
+/// failure the communicator refuses further work.
+///
+/// Threading: one call at a time (the engine's order).
+class communicator {
+public:
+  /// A hook that reduces this rank's slice further (hierarchical
+  /// allreduce: across nodes over Gloo) before the others copy it.
+  using slice_hook = std::function<void(void* data, size_t count)>;
+
+  communicator(std::shared_ptr<segment> seg, local_group group,
+               std::chrono::milliseconds timeout);
+
+  /// Zeroes the group's sequence words and the abort word (local rank 0,
+  /// while every local rank is inside hvd::init and none in a step).
+  void reset();
+
+  void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o, const slice_hook& hook = {});
+
+  /// Local rank k's `bytes[k]` bytes (this rank's from `in`) land at
+  /// out + offsets[k], for every k.
+  void allgatherv(const void* in, void* out, std::span<const size_t> bytes,
+                  std::span<const size_t> offsets);
+
+  /// Local rank `root`'s `bytes` to every local rank.
+  void broadcast(void* data, size_t bytes, int root);
+
+  void barrier();
+
+  /// Marks this rank as gone (its collective failed): every local peer
+  /// fails its current and next step at once.
+  void leave() noexcept;
+
+  const local_group& group() const noexcept {
+    return group_;
+  }
+
+  size_t slot_bytes() const noexcept {
+    return slot_bytes_;
+  }
+
+private:
+  enum class word { posted, reduced };
+
+  uint32_t next_step();
+  void publish(word w, uint32_t step);
+  void wait_all(word w, uint32_t step, const char* what);
+  void wait_one(int k, word w, uint32_t step, const char* what);
+  void check_abort(const char* what);
+  [[noreturn]] void fail(const std::string& msg, int peer_local);
+  void allreduce_one_step(void* data, size_t count, hvd::dtype t, hvd::op o);
+
+  std::shared_ptr<segment> seg_;
+  local_group group_;
+  std::chrono::milliseconds timeout_;
+  size_t slot_bytes_;
+  bool oversubscribed_;
+  uint32_t step_ = 0;
+  std::string broken_;
+  /// An abort pid already seen that is not a member (an earlier job
+  /// generation's worker): ignored without a lookup.
+  uint32_t foreign_abort_ = 0;
+};
+
+} // namespace hvactor::collectives::shm

@@ -1,0 +1,112 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace hvactor::collectives::shm {
+
+/// Why a segment's abort word was raised.
+enum class abort_reason : uint32_t {
+  none = 0,
+  /// The colocator reaped the process (it died or exited).
+  exited = 1,
+  /// The rank's own collective failed (a peer on another node died, a
+  /// timeout); it left the local group.
+  failed = 2,
+};
+
+/// One rank's sequence words: written only by that rank, read by the
+/// others; a cache line of its own.
+struct alignas(64) rank_words {
+  /// The last step whose data this rank has put into its slot.
+  std::atomic<uint32_t> posted{0};
+  /// The last step whose reduced slice this rank has published.
+  std::atomic<uint32_t> reduced{0};
+};
+
+/// How many ranks sleep on a rank's words (written by the sleepers); the
+/// owner wakes the futex only when someone sleeps.
+struct alignas(64) rank_sleepers {
+  std::atomic<uint32_t> posted{0};
+  std::atomic<uint32_t> reduced{0};
+};
+
+/// The segment's first bytes.
+struct alignas(64) segment_header {
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  uint32_t slots = 0;
+  uint64_t slot_bytes = 0;
+  /// Random, so that ranks can tell whether they got the same segment.
+  uint64_t id = 0;
+  uint64_t total_bytes = 0;
+  /// Raised by the colocator (a worker died) or by a failing rank: the pid
+  /// of the process that left, then the reason; both futex words.
+  alignas(64) std::atomic<uint32_t> abort_pid{0};
+  std::atomic<uint32_t> abort_why{0};
+};
+
+/// A node's shared memory for the collectives of one job's ranks there: a
+/// header, the ranks' sequence words, and two sets of one data slot per
+/// rank. The colocator creates it (an anonymous memfd: no name in
+/// /dev/shm, nothing left behind whoever dies) and hands its descriptor to
+/// the workers it starts (HVACTOR_SHM_FD); the memory goes away with the
+/// last process that maps it. Thread-safe: the words are atomics.
+class segment {
+public:
+  /// A new segment for `slots` ranks, `slot_bytes` per slot (rounded up to
+  /// a page). Throws hvactor::error naming the failing call.
+  static std::shared_ptr<segment> create(uint32_t slots, size_t slot_bytes);
+
+  /// Maps the segment behind `fd` (not taken over); throws hvactor::error
+  /// when it is not one (size, magic, version or layout do not match).
+  static std::shared_ptr<segment> attach(int fd);
+
+  ~segment();
+  segment(const segment&) = delete;
+  segment& operator=(const segment&) = delete;
+
+  /// The memfd (create()) or -1 (attach()).
+  int fd() const noexcept {
+    return fd_;
+  }
+
+  segment_header& header() const noexcept {
+    return *static_cast<segment_header*>(base_);
+  }
+
+  rank_words& words(int slot) const noexcept;
+  rank_sleepers& sleepers(int slot) const noexcept;
+
+  /// Slot `slot` of set `set` (0 or 1).
+  std::byte* data(int set, int slot) const noexcept;
+
+  /// Raises the abort word for `pid` and wakes every sleeper. Called by
+  /// the colocator when it reaped a worker, and by a rank that failed.
+  void raise_abort(pid_t pid, abort_reason why) noexcept;
+
+  /// Wakes every rank sleeping on a word of this segment.
+  void wake_all() noexcept;
+
+private:
+  segment(void* base, size_t bytes, int fd) : base_(base), bytes_(bytes), fd_(fd) {
+  }
+
+  void* base_;
+  size_t bytes_;
+  int fd_;
+};
+
+/// Bytes of a segment for `slots` ranks of `slot_bytes` each (page-rounded).
+size_t segment_bytes(uint32_t slots, size_t slot_bytes);
+
+/// futex(2) on a word of a shared mapping: wait while *word == expected,
+/// at most `timeout_ns`; wake up to `n` waiters.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int64_t timeout_ns) noexcept;
+void futex_wake(std::atomic<uint32_t>& word, int n) noexcept;
+
+} // namespace hvactor::collectives::shm

@@ -320,7 +320,7 @@ inline constexpr auto store_watch_period = 60s;
 /// other is read), so a message moves in chunks of local_size times this.
 /// Smaller when the job's fusion threshold is (never below the minimum);
 /// the segment's pages are only backed once touched.
-inline constexpr size_t shm_slot_bytes = size_t{4} << 20;
+inline constexpr size_t shm_slot_bytes = size_t{512} << 10;
 inline constexpr size_t shm_min_slot_bytes = size_t{64} << 10;
 
 /// A waiting rank spins this long on a sequence word before it sleeps on

@@ -85,8 +85,9 @@ public:
       if (paths_.single_node)
         comm_->allreduce(data, count, t, o);
       else if (paths_.hierarchical_allreduce)
-        comm_->allreduce(data, count, t, o,
-                         [&](void* slice, size_t n) { cross_->allreduce(slice, n, t, o); });
+        comm_->allreduce(data, count, t, o, [&](void* slice, size_t n) {
+          across([&] { cross_->allreduce(slice, n, t, o); });
+        });
       else
         gloo_->allreduce(data, count, t, o);
     });
@@ -117,7 +118,7 @@ public:
         auto root_local = static_cast<int>(root_place(root) % paths_.local_size);
         auto root_cross = static_cast<int>(root_place(root) / paths_.local_size);
         if (topo_.local_rank == root_local)
-          cross_->broadcast(data, count, t, root_cross);
+          across([&] { cross_->broadcast(data, count, t, root_cross); });
         comm_->broadcast(data, bytes, root_local);
       } else {
         gloo_->broadcast(data, count, t, root);
@@ -131,7 +132,7 @@ public:
         comm_->barrier();
       } else if (hierarchical()) {
         comm_->barrier();
-        cross_->barrier();
+        across([&] { cross_->barrier(); });
         comm_->barrier();
       } else {
         gloo_->barrier();
@@ -247,7 +248,7 @@ private:
       return;
     column_.resize(std::max<size_t>(column_count * esz, 1));
     gathered_.resize(total);
-    cross_->allgatherv(in, column_.data(), column, t);
+    across([&] { cross_->allgatherv(in, column_.data(), column, t); });
     comm_->allgatherv(column_.data(), gathered_.data(), bytes, where);
     std::vector<size_t> offsets(counts.size());
     size_t at = 0;
@@ -265,6 +266,25 @@ private:
           std::memcpy(dst + offsets[r], gathered_.data() + from, len);
         from += len;
       }
+    }
+  }
+
+  // A call on the Gloo context across nodes: its errors count ranks within
+  // that context (one per node); say which world ranks they are.
+  template <class F>
+  void across(F&& f) {
+    try {
+      f();
+    } catch (const collective_error& e) {
+      int peer = -1;
+      if (e.peer() >= 0)
+        peer = paths_.world_of[static_cast<size_t>(e.peer() * paths_.local_size + topo_.local_rank)];
+      throw collective_error(
+        fmt::format("{} (across nodes, among the ranks with local rank {}: this is world rank {} "
+                    "on {}, the peer{})",
+                    e.what(), topo_.local_rank, topo_.rank, topo_.host,
+                    peer >= 0 ? " is world rank " + std::to_string(peer) : " is not known"),
+        peer);
     }
   }
 

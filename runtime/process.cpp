@@ -266,11 +266,15 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
   };
   auto feed_err = [&](const char* d, size_t n) { tail.feed(d, n); };
   auto feed_out = [&](const char* d, size_t n) { out_lines->feed(d, n); };
+  // Readable the moment the child exits (Linux 5.3+): its death is seen at
+  // once (a worker's peers wait on it), not at the next poll timeout.
+  int exit_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   for (;;) {
-    if (pipe_open || std_open) {
-      pollfd pfds[2] = {{pipe_open ? out_pipe[0] : -1, POLLIN, 0},
-                        {std_open ? std_pipe[0] : -1, POLLIN, 0}};
-      ::poll(pfds, 2, 50);
+    if (pipe_open || std_open || exit_fd >= 0) {
+      pollfd pfds[3] = {{pipe_open ? out_pipe[0] : -1, POLLIN, 0},
+                        {std_open ? std_pipe[0] : -1, POLLIN, 0},
+                        {exit_fd, POLLIN, 0}};
+      ::poll(pfds, 3, 50);
       if (pipe_open)
         pipe_open = pump(out_pipe[0], feed_err);
       if (std_open)
@@ -288,6 +292,8 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
       break;
     }
   }
+  if (exit_fd >= 0)
+    ::close(exit_fd);
   // Drain what the child wrote before it died (grandchildren may keep the
   // pipe open: never wait for EOF here).
   for (int i = 0; pipe_open && i < 64; ++i) {

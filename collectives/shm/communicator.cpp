@@ -106,8 +106,7 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   if (reached(value.load(std::memory_order_acquire), step))
     return;
   if (!oversubscribed_) {
-    static const auto spin = std::chrono::microseconds{env::get_int("HVACTOR_SHM_SPIN_US", static_cast<int>(knobs::shm_spin.count()))};
-    auto spin_end = clock_type::now() + spin;
+    auto spin_end = clock_type::now() + knobs::shm_spin;
     do {
       for (int i = 0; i < 64; ++i) {
         _mm_pause();

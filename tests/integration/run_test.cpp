@@ -275,7 +275,7 @@ TEST_CASE("--timeline writes one Chrome trace (valid JSON) with a row of events 
   REQUIRE(trace.type == json::kind::array);
   std::set<int> ranks_with_ops;
   for (auto& e : trace.items)
-    if (e.str("ph") == "X" && e.str("name").rfind("GLOO_ALLREDUCE", 0) == 0)
+    if (e.str("ph") == "X" && e.str("name").rfind("SHM_ALLREDUCE", 0) == 0)
       ranks_with_ops.insert(static_cast<int>(e.num("pid")));
   CHECK(ranks_with_ops == std::set<int>{0, 1, 2});
 }

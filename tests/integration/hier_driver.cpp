@@ -1,0 +1,204 @@
+// The driver of hierarchical_test: jobs of num_hosts=H x num_workers_per_host=2
+// on a real hvactor-node cluster.
+//
+//   hier_driver --address A compare H
+//       the same collectives once with the automatic (hierarchical) path
+//       and once with HOROVOD_HIERARCHICAL_ALLREDUCE=0 (flat Gloo):
+//       INFO <rank> <hvd::backend_info()>      per rank and run
+//       EXACT <0|1>    integer sums, min, max, allgather, broadcast identical
+//       FPDIFF <max |hierarchical - flat|> over float averages
+//       SAME <0|1>     every rank got the same bits on the hierarchical path
+//   hier_driver --address A kill H VICTIM DIR
+//       every rank allreduces 8 MiB in a loop; rank VICTIM SIGKILLs itself
+//       300 ms in (writing DIR/killed); every other rank writes
+//       DIR/rank-R: "<kind> <peer> <monotonic ns> <message>"
+//   DONE at the end; exit code 0 unless something threw.
+
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <hvactor/hvactor.hpp>
+
+namespace hvd = hvactor::hvd;
+using namespace std::chrono_literals;
+
+namespace {
+
+void say(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+/// Integer results (exact on every path) and float averages, as doubles:
+/// sums/min/max of int64 over sizes that take several chunks, an allgather
+/// of different sizes per rank, broadcasts from a rank on each node.
+struct results {
+  std::vector<double> exact;
+  std::vector<double> floats;
+  std::string info;
+  template <class Inspector>
+  friend auto inspect(Inspector& f, results& x) {
+    return f(caf::meta::type_name("hier_results"), x.exact, x.floats, x.info);
+  }
+};
+
+results collect() {
+  hvd::init();
+  int me = hvd::rank(), n = hvd::size();
+  results out;
+  out.info = std::to_string(me) + " " + hvd::backend_info();
+  for (size_t count : {size_t{1}, size_t{13}, size_t{5000}, size_t{300001}})
+    for (auto o : {hvd::op::sum, hvd::op::min, hvd::op::max}) {
+      std::vector<int64_t> x(count);
+      for (size_t i = 0; i < count; ++i)
+        x[i] = static_cast<int64_t>((i * 2654435761ULL + static_cast<uint64_t>(me) * 40503) % 100003) - 50000;
+      hvd::allreduce(std::span<int64_t>(x), o);
+      out.exact.insert(out.exact.end(), x.begin(), x.end());
+    }
+  std::vector<int32_t> mine(static_cast<size_t>(me) * 30011 + 7);
+  for (size_t i = 0; i < mine.size(); ++i)
+    mine[i] = me * 1000 + static_cast<int32_t>(i % 1000);
+  auto all = hvd::allgather(std::span<const int32_t>(mine));
+  out.exact.insert(out.exact.end(), all.begin(), all.end());
+  for (int root : {0, 1, n - 1}) {
+    std::vector<int64_t> b(200003, me == root ? root + 5 : -1);
+    hvd::broadcast(std::span<int64_t>(b), root);
+    out.exact.insert(out.exact.end(), b.begin(), b.end());
+  }
+  hvd::barrier();
+  std::vector<float> f(500009);
+  uint64_t state = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(me + 1);
+  for (auto& v : f) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    v = static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5);
+  }
+  hvd::allreduce(std::span<float>(f), hvd::op::average);
+  out.floats.assign(f.begin(), f.end());
+  hvd::shutdown();
+  return out;
+}
+
+std::string allreduce_until_killed(int victim, std::string dir) {
+  hvd::init();
+  int me = hvd::rank();
+  if (me == victim)
+    std::thread([dir] {
+      std::this_thread::sleep_for(300ms);
+      std::ofstream{dir + "/killed.tmp"} << monotonic_ns();
+      std::filesystem::rename(dir + "/killed.tmp", dir + "/killed");
+      ::raise(SIGKILL);
+    }).detach();
+  std::vector<float> x(2 << 20, 1.0f);
+  std::string report;
+  try {
+    for (int i = 0; i < 100000; ++i)
+      hvd::allreduce(std::span<float>(x), hvd::op::sum);
+    report = "none -1 0 finished";
+  } catch (const hvactor::collective_error& e) {
+    report = "collective_error " + std::to_string(e.peer()) + " " + std::to_string(monotonic_ns())
+             + " " + e.what();
+  } catch (const std::exception& e) {
+    report = "other -1 " + std::to_string(monotonic_ns()) + " " + e.what();
+  }
+  for (auto& c : report)
+    if (c == '\n')
+      c = ' ';
+  auto path = dir + "/rank-" + std::to_string(me);
+  std::ofstream{path + ".tmp"} << report;
+  std::filesystem::rename(path + ".tmp", path);
+  return report;
+}
+
+hvactor::executor_options hosts(int h, std::map<std::string, std::string> env = {}) {
+  return {.num_hosts = h, .num_workers_per_host = 2, .extra_env_vars = std::move(env)};
+}
+
+hvactor::settings job_settings() {
+  return hvactor::executor::create_settings({.timeout = 10s, .placement_timeout = 10s});
+}
+
+int compare(hvactor::runtime& rt, int h) {
+  std::vector<results> hier, flat;
+  {
+    hvactor::executor ex{rt, job_settings(), hosts(h)};
+    ex.start();
+    hier = ex.run(&collect);
+    ex.shutdown();
+  }
+  {
+    hvactor::executor ex{rt, job_settings(), hosts(h, {{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}})};
+    ex.start();
+    flat = ex.run(&collect);
+    ex.shutdown();
+  }
+  for (auto& r : hier)
+    say("INFO hierarchical " + r.info);
+  for (auto& r : flat)
+    say("INFO flat " + r.info);
+  bool exact = true, same = true;
+  double diff = 0;
+  for (size_t r = 0; r < hier.size(); ++r) {
+    exact = exact && hier[r].exact == flat[r].exact;
+    same = same && hier[r].exact == hier[0].exact && hier[r].floats == hier[0].floats;
+    for (size_t i = 0; i < hier[r].floats.size(); ++i)
+      diff = std::max(diff, std::abs(hier[r].floats[i] - flat[r].floats[i]));
+  }
+  say("EXACT " + std::to_string(exact ? 1 : 0));
+  say("SAME " + std::to_string(same ? 1 : 0));
+  say("FPDIFF " + std::to_string(diff));
+  return 0;
+}
+
+int kill_one(hvactor::runtime& rt, int h, int victim, const std::string& dir) {
+  hvactor::executor ex{rt, job_settings(), hosts(h)};
+  ex.start();
+  try {
+    ex.run(&allreduce_until_killed, victim, dir);
+  } catch (const hvactor::error& e) {
+    say(std::string{"RUN "} + e.what());
+  }
+  ex.shutdown();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    hvactor::runtime rt{argc, argv};
+    auto args = rt.args();
+    if (args.size() >= 3 && args[1] == "compare") {
+      int rc = compare(rt, std::stoi(args[2]));
+      say("DONE");
+      return rc;
+    }
+    if (args.size() >= 5 && args[1] == "kill") {
+      int rc = kill_one(rt, std::stoi(args[2]), std::stoi(args[3]), args[4]);
+      say("DONE");
+      return rc;
+    }
+    std::fprintf(stderr, "usage: hier_driver --address A (compare H | kill H VICTIM DIR)\n");
+    return 2;
+  } catch (const std::exception& e) {
+    say(std::string{"ERROR "} + e.what());
+    return 1;
+  }
+}

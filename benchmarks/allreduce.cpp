@@ -11,6 +11,9 @@
 // against one grouped_allreduce. Method: allreduce_method.hpp.
 //
 //   allreduce --gpu [--np 1,2]   (device memory; see allreduce_gpu.hpp)
+//   allreduce --hierarchical [--max-bytes 67108864] [--budget-ms 300]
+//             (2 hvactor-node processes x 2 workers: hierarchical vs flat Gloo;
+//             see allreduce_hierarchical.hpp)
 //   allreduce --timeline-overhead [--np 2] [--timeline-rounds 6] [--timeline-iters 2000]
 //             (HOROVOD_TIMELINE off vs on; see allreduce_timeline.hpp)
 //   allreduce [--np 2,4] [--min-bytes 4] [--max-bytes 268435456] [--budget-ms 500]
@@ -36,6 +39,7 @@
 #include <hvactor/hvactor.hpp>
 
 #include "allreduce_gpu.hpp"
+#include "allreduce_hierarchical.hpp"
 #include "allreduce_method.hpp"
 #include "allreduce_mpi_peer.hpp"
 #include "allreduce_report.hpp"
@@ -66,6 +70,9 @@ struct config {
   bool timeline_overhead = false;
   int timeline_rounds = 6;
   int timeline_iters = 2000;
+  bool hierarchical = false;
+  bool hierarchical_child = false;
+  std::string node_binary;
 };
 
 #ifdef HVACTOR_MPI_BENCH
@@ -102,6 +109,11 @@ config parse(const std::vector<std::string>& args) {
     cxxopts::value<int>()->default_value("6"))(
     "timeline-iters", "allreduces per 4 KiB cell; a tenth at 1 MiB (--timeline-overhead)",
     cxxopts::value<int>()->default_value("2000"))(
+    "hierarchical", "instead: hierarchical vs flat Gloo on 2 hvactor-node processes x 2 "
+    "workers (sizes up to --max-bytes, default here 64 MiB)")(
+    "hierarchical-child", "internal: the driver of --hierarchical, joined to its cluster")(
+    "hvactor-node", "path of hvactor-node (--hierarchical)",
+    cxxopts::value<std::string>()->default_value(HVACTOR_NODE_BIN))(
     "h,help", "this text");
   std::vector<char*> argv;
   for (auto& a : args)
@@ -133,6 +145,11 @@ config parse(const std::vector<std::string>& args) {
   c.timeline_overhead = o.count("timeline-overhead") > 0;
   c.timeline_rounds = o["timeline-rounds"].as<int>();
   c.timeline_iters = o["timeline-iters"].as<int>();
+  c.hierarchical = o.count("hierarchical") > 0;
+  c.hierarchical_child = o.count("hierarchical-child") > 0;
+  c.node_binary = o["hvactor-node"].as<std::string>();
+  if ((c.hierarchical || c.hierarchical_child) && o.count("max-bytes") == 0)
+    c.max_bytes = size_t{64} << 20;
   return c;
 }
 
@@ -156,9 +173,10 @@ void combine(const std::vector<size_result>& ranks, const char* what, size_t byt
   }
   us = slowest;
   p50 = ranks.at(0).time.p50_us;
-  if (algorithm.empty())
+  auto gloo_path = [](const std::string& a) { return a == "ring" || a == "bcube"; };
+  if (algorithm.empty() || !gloo_path(ranks[0].algorithm))
     algorithm = ranks[0].algorithm;
-  else if (algorithm != ranks[0].algorithm)
+  else if (gloo_path(algorithm) && algorithm != ranks[0].algorithm)
     loud(fmt::format("{} ran {} at {} B, the other path {}", what, ranks[0].algorithm, bytes,
                      algorithm));
 }
@@ -287,6 +305,16 @@ int main(int argc, char** argv) {
   auto cfg = parse(rt.args());
   if (cfg.gpu)
     return run_gpu_benchmark(rt, cfg.nps, cfg.min_bytes, cfg.max_bytes, cfg.budget_ms);
+  if (cfg.hierarchical || cfg.hierarchical_child) {
+    hierarchical_config h{cfg.min_bytes, cfg.max_bytes, cfg.budget_ms, std::min(cfg.rounds, 2),
+                          cfg.timeout_s};
+    if (cfg.hierarchical_child)
+      return run_hierarchical_child(rt, h);
+    return run_hierarchical_parent(
+      cfg.node_binary, {"--min-bytes", std::to_string(cfg.min_bytes), "--max-bytes",
+                        std::to_string(cfg.max_bytes), "--budget-ms",
+                        fmt::format("{}", cfg.budget_ms), "--rounds", std::to_string(h.rounds)});
+  }
   if (cfg.timeline_overhead)
     return run_timeline_overhead(rt, cfg.nps, cfg.timeline_rounds, cfg.timeline_iters,
                                  cfg.timeout_s);

@@ -81,15 +81,23 @@ int allreduce_worker::hvd_init_timeline(std::string timeline) {
   return hvd_init();
 }
 
+std::string allreduce_worker::hvd_backend_info() {
+  return hvd::backend_info();
+}
+
 size_result allreduce_worker::hvd_measure(uint64_t bytes, double budget_ms) {
   auto algorithm = algorithm_policy().choose(bytes, hvd::size());
+  // The path hvd::allreduce takes ("allreduce: shm, ..."): Gloo's
+  // algorithm matters only on the Gloo path.
+  auto info = hvd::backend_info();
+  auto path = info.substr(11, info.find(',') - 11);
   std::vector<float> buf(bytes / sizeof(float));
   auto reduce = [](float* data, size_t count) {
     hvd::allreduce(std::span<float>{data, count}, hvd::op::sum);
   };
   auto barrier = [] { hvd::barrier(); };
   return {measure(reduce, barrier, buf.data(), buf.size(), hvd::rank(), hvd::size(), budget_ms),
-          collectives::to_string(algorithm)};
+          path == "gloo" ? collectives::to_string(algorithm) : path};
 }
 
 timing allreduce_worker::hvd_fixed(uint64_t bytes, int32_t iters, int32_t async) {

@@ -73,7 +73,11 @@ public:
   /// or unset when empty. Returns hvd::rank().
   int hvd_init_timeline(std::string timeline);
 
-  /// Measures hvd::allreduce (op::sum, in place) at `bytes` (floats).
+  /// hvd::backend_info() (after hvd_init).
+  std::string hvd_backend_info();
+
+  /// Measures hvd::allreduce (op::sum, in place) at `bytes` (floats); the
+  /// result's algorithm is Gloo's, or "shm" / "hierarchical".
   size_result hvd_measure(uint64_t bytes, double budget_ms);
 
   /// `iters` timed allreduces (op::sum, in place) of `bytes` (floats) after

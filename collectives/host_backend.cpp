@@ -85,9 +85,7 @@ public:
       if (paths_.single_node)
         comm_->allreduce(data, count, t, o);
       else if (paths_.hierarchical_allreduce)
-        comm_->allreduce(data, count, t, o, [&](void* slice, size_t n) {
-          across([&] { cross_->allreduce(slice, n, t, o); });
-        });
+        hierarchical_allreduce(data, count, t, o);
       else
         gloo_->allreduce(data, count, t, o);
     });
@@ -188,6 +186,20 @@ private:
     std::vector<size_t> counts(table.size(), 7);
     gloo_->allgatherv(&mine, table.data(), counts, hvd::dtype::int64);
     return table;
+  }
+
+  // Horovod's shape: reduce-scatter inside the node, one allreduce of each
+  // rank's slice across the nodes (every local rank drives its share of the
+  // network), allgather inside the node.
+  void hierarchical_allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) {
+    comm_->reduce_scatter(data, count, t, o);
+    auto mine = comm_->slice(count, t, topo_.local_rank);
+    if (mine.count > 0)
+      across([&] {
+        cross_->allreduce(static_cast<std::byte*>(data) + mine.begin * hvd::size_of(t),
+                          mine.count, t, o);
+      });
+    comm_->allgather_slices(data, count, t);
   }
 
   int local_index(int world_rank) const {

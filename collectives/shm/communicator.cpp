@@ -184,14 +184,16 @@ void communicator::fail(const std::string& msg, int peer_local) {
   throw collective_error(msg, group_.ranks[static_cast<size_t>(peer_local)]);
 }
 
-void communicator::allreduce(void* data, size_t count, hvd::dtype t, hvd::op o,
-                             const slice_hook& hook) {
+void communicator::allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) {
   const int n = group_.local_size, me = group_.local_rank;
   const size_t esz = hvd::size_of(t);
   if (count == 0)
     return;
-  if (!hook && count * esz <= std::min(knobs::shm_small_bytes, slot_bytes_))
+  if (count * esz <= std::min(knobs::shm_small_bytes, slot_bytes_))
     return allreduce_one_step(data, count, t, o);
+  // Chunks of a slot: each rank reduces its slice of the chunk from every
+  // rank's copy (reduce-scatter), publishes it, and copies the others'
+  // (allgather); the next chunk goes to the other set meanwhile.
   const char* what = "hvd::allreduce (shared memory)";
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const size_t chunk = slot_bytes_ / esz;
@@ -213,27 +215,67 @@ void communicator::allreduce(void* data, size_t count, hvd::dtype t, hvd::op o,
     wait_all(word::posted, s, what);
     for (int k = 0; k < n; ++k)
       srcs[static_cast<size_t>(k)] = (k == me ? here : seg_->data(set, k)) + lo(me);
-    size_t my_count = len(me) / esz;
-    if (hook) {
-      reduce(here + lo(me), nullptr, srcs.data(), n, my_count, t, o);
-      try {
-        hook(here + lo(me), my_count);
-      } catch (const std::exception& e) {
-        broken_ = e.what();
-        leave();
-        throw;
-      }
-      if (my_count > 0)
-        std::memcpy(mine + lo(me), here + lo(me), len(me));
-    } else {
-      reduce(here + lo(me), mine + lo(me), srcs.data(), n, my_count, t, o);
-    }
+    reduce(here + lo(me), mine + lo(me), srcs.data(), n, len(me) / esz, t, o);
     publish(word::reduced, s);
     wait_all(word::reduced, s, what);
     for (int k = 0; k < n; ++k)
       if (k != me && len(k) > 0)
         std::memcpy(here + lo(k), seg_->data(set, k) + lo(k), len(k));
   }
+}
+
+communicator::range communicator::slice(size_t count, hvd::dtype t, int k) const {
+  const size_t n = static_cast<size_t>(group_.local_size);
+  const size_t align = 64 / hvd::size_of(t);
+  size_t part = round_up((count + n - 1) / n, align);
+  size_t begin = std::min(static_cast<size_t>(k) * part, count);
+  return {begin, std::min(begin + part, count) - begin};
+}
+
+// The whole buffer's slices, a piece of each per step: a rank copies the
+// piece of every other rank's slice into its slot (at that rank's place),
+// and reduces its own piece from every slot.
+void communicator::reduce_scatter(void* data, size_t count, hvd::dtype t, hvd::op o) {
+  const int n = group_.local_size, me = group_.local_rank;
+  const size_t esz = hvd::size_of(t);
+  const size_t piece = std::max<size_t>(1, slot_bytes_ / static_cast<size_t>(n) / 64 * 64 / esz);
+  auto* base = static_cast<std::byte*>(data);
+  size_t longest = slice(count, t, 0).count;
+  std::vector<const void*> srcs(static_cast<size_t>(n));
+  for (size_t from = 0; from < longest; from += piece) {
+    auto part = [&](int k) {
+      auto r = slice(count, t, k);
+      size_t b = std::min(from, r.count);
+      return range{r.begin + b, std::min(piece, r.count - b)};
+    };
+    uint32_t s = next_step();
+    int set = static_cast<int>(s & 1);
+    std::byte* mine = seg_->data(set, me);
+    for (int k = 0; k < n; ++k)
+      if (auto p = part(k); k != me && p.count > 0)
+        std::memcpy(mine + static_cast<size_t>(k) * piece * esz, base + p.begin * esz,
+                    p.count * esz);
+    publish(word::posted, s);
+    wait_all(word::posted, s, "hvd::allreduce (shared-memory reduce-scatter)");
+    auto p = part(me);
+    for (int k = 0; k < n; ++k)
+      srcs[static_cast<size_t>(k)] =
+        k == me ? static_cast<const void*>(base + p.begin * esz)
+                : seg_->data(set, k) + static_cast<size_t>(me) * piece * esz;
+    reduce(base + p.begin * esz, nullptr, srcs.data(), n, p.count, t, o);
+  }
+}
+
+void communicator::allgather_slices(void* data, size_t count, hvd::dtype t) {
+  const size_t esz = hvd::size_of(t);
+  std::vector<size_t> bytes, offsets;
+  for (int k = 0; k < group_.local_size; ++k) {
+    auto r = slice(count, t, k);
+    bytes.push_back(r.count * esz);
+    offsets.push_back(r.begin * esz);
+  }
+  auto mine = slice(count, t, group_.local_rank);
+  allgatherv(static_cast<std::byte*>(data) + mine.begin * esz, data, bytes, offsets);
 }
 
 // Small messages: one step. Every rank reduces all copies in rank order,

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -51,10 +50,6 @@ struct local_group {
 /// Threading: one call at a time (the engine's order).
 class communicator {
 public:
-  /// A hook that reduces this rank's slice further (hierarchical
-  /// allreduce: across nodes over Gloo) before the others copy it.
-  using slice_hook = std::function<void(void* data, size_t count)>;
-
   communicator(std::shared_ptr<segment> seg, local_group group,
                std::chrono::milliseconds timeout);
 
@@ -62,7 +57,22 @@ public:
   /// while every local rank is inside hvd::init and none in a step).
   void reset();
 
-  void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o, const slice_hook& hook = {});
+  void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o);
+
+  /// The elements of `data` that local rank k owns in slice(count, t, k).
+  struct range {
+    size_t begin = 0;
+    size_t count = 0;
+  };
+  range slice(size_t count, hvd::dtype t, int k) const;
+
+  /// Leaves this rank's slice of `data` (slice(count, t, local_rank))
+  /// reduced over the local ranks; the rest of `data` is scratch.
+  void reduce_scatter(void* data, size_t count, hvd::dtype t, hvd::op o);
+
+  /// Every rank's slice of `data` to every rank (after reduce_scatter and
+  /// whatever each did to its slice: the hierarchical allreduce).
+  void allgather_slices(void* data, size_t count, hvd::dtype t);
 
   /// Local rank k's `bytes[k]` bytes (this rank's from `in`) land at
   /// out + offsets[k], for every k.

@@ -49,6 +49,18 @@ void fusion_executor::run(backend& b, std::span<const fusion_item> items) {
       timeline_->record(batch_event(items, b.name()), timeline_phase::op, t0, timeline_->now());
     return;
   }
+  if (!first.device) {
+    parts_.clear();
+    for (auto& item : items)
+      parts_.push_back({item.data, item.op->count});
+    if (b.allreduce_parts(parts_, first.type, backend_reduction(first.reduction))) {
+      for (auto& item : items)
+        apply_average(b, item.data, item.op->count, item.op->type, item.op->reduction, ranks_);
+      if (timeline_)
+        timeline_->record(batch_event(items, b.name()), timeline_phase::op, t0, timeline_->now());
+      return;
+    }
+  }
   size_t total = 0;
   for (auto& item : items)
     total += fusion_planner::padded(item.op->count * elem);

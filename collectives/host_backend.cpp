@@ -91,6 +91,13 @@ public:
     });
   }
 
+  bool allreduce_parts(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o) override {
+    if (!paths_.single_node)
+      return false;
+    guarded([&] { comm_->allreduce(parts, t, o); });
+    return true;
+  }
+
   void allgatherv(const void* in, void* out, std::span<const size_t> counts,
                   hvd::dtype t) override {
     guarded([&] {

@@ -23,6 +23,12 @@ struct topology {
   std::string host;
 };
 
+/// One tensor of a fused allreduce: `count` elements at `data`.
+struct buffer_part {
+  void* data = nullptr;
+  size_t count = 0;
+};
+
 /// The transport under the hvd API: one implementation per library (Gloo,
 /// NCCL). Calls come from one thread at a time, in the same order on every
 /// rank. A failure throws an hvactor error naming the operation, this rank
@@ -34,6 +40,16 @@ public:
   /// In-place elementwise reduction; `o` is never op::average (the caller
   /// divides).
   virtual void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) = 0;
+
+  /// Allreduces the concatenation of `parts` (one dtype) in place without
+  /// a fusion buffer, when this backend can copy each part in and out
+  /// itself (shared memory); returns false, having done nothing, when it
+  /// cannot (the caller packs a fusion buffer instead). The same on every
+  /// rank for the same job.
+  virtual bool allreduce_parts(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o) {
+    (void)parts, (void)t, (void)o;
+    return false;
+  }
 
   /// Concatenates every rank's `in` into `out` in rank order; `counts[r]`
   /// is rank r's element count.

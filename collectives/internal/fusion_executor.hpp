@@ -67,6 +67,7 @@ private:
   int ranks_;
   timeline* timeline_;
   std::vector<char> buffer_;
+  std::vector<buffer_part> parts_;
 };
 
 } // namespace hvactor::collectives

@@ -185,12 +185,19 @@ void communicator::fail(const std::string& msg, int peer_local) {
 }
 
 void communicator::allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) {
+  buffer_part whole{data, count};
+  allreduce(std::span<const buffer_part>(&whole, 1), t, o);
+}
+
+void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o) {
   const int n = group_.local_size, me = group_.local_rank;
   const size_t esz = hvd::size_of(t);
+  view_.assign(parts, esz);
+  const size_t count = view_.bytes() / esz;
   if (count == 0)
     return;
   if (count * esz <= std::min(knobs::shm_small_bytes, slot_bytes_))
-    return allreduce_one_step(data, count, t, o);
+    return allreduce_one_step(count, t, o);
   // Chunks of a slot: each rank reduces its slice of the chunk from every
   // rank's copy (reduce-scatter), publishes it, and copies the others'
   // (allgather); the next chunk goes to the other set meanwhile.
@@ -198,7 +205,6 @@ void communicator::allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) 
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const size_t chunk = slot_bytes_ / esz;
   const size_t align = 64 / esz;
-  auto* base = static_cast<std::byte*>(data);
   for (size_t off = 0; off < count; off += chunk) {
     size_t m = std::min(chunk, count - off);
     size_t part = round_up((m + static_cast<size_t>(n) - 1) / static_cast<size_t>(n), align);
@@ -207,20 +213,30 @@ void communicator::allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) 
     uint32_t s = next_step();
     int set = static_cast<int>(s & 1);
     std::byte* mine = seg_->data(set, me);
-    std::byte* here = base + off * esz;
+    const size_t base = off * esz;
     for (int k = 0; k < n; ++k)
       if (k != me && len(k) > 0)
-        std::memcpy(mine + lo(k), here + lo(k), len(k));
+        view_.gather(base + lo(k), len(k), mine + lo(k));
+    // This rank's own slice is read in place when it lies in one buffer.
+    std::byte* own = view_.contiguous(base + lo(me), len(me));
+    if (own == nullptr && len(me) > 0)
+      view_.gather(base + lo(me), len(me), mine + lo(me));
     publish(word::posted, s);
     wait_all(word::posted, s, what);
     for (int k = 0; k < n; ++k)
-      srcs[static_cast<size_t>(k)] = (k == me ? here : seg_->data(set, k)) + lo(me);
-    reduce(here + lo(me), mine + lo(me), srcs.data(), n, len(me) / esz, t, o);
+      srcs[static_cast<size_t>(k)] =
+        k == me ? (own ? own : mine + lo(me)) : seg_->data(set, k) + lo(me);
+    if (own) {
+      reduce(own, mine + lo(me), srcs.data(), n, len(me) / esz, t, o);
+    } else {
+      reduce(mine + lo(me), nullptr, srcs.data(), n, len(me) / esz, t, o);
+      view_.scatter(mine + lo(me), base + lo(me), len(me));
+    }
     publish(word::reduced, s);
     wait_all(word::reduced, s, what);
     for (int k = 0; k < n; ++k)
       if (k != me && len(k) > 0)
-        std::memcpy(here + lo(k), seg_->data(set, k) + lo(k), len(k));
+        view_.scatter(seg_->data(set, k) + lo(k), base + lo(k), len(k));
   }
 }
 
@@ -280,18 +296,24 @@ void communicator::allgather_slices(void* data, size_t count, hvd::dtype t) {
 
 // Small messages: one step. Every rank reduces all copies in rank order,
 // so every rank computes the same bits.
-void communicator::allreduce_one_step(void* data, size_t count, hvd::dtype t, hvd::op o) {
+void communicator::allreduce_one_step(size_t count, hvd::dtype t, hvd::op o) {
   const int n = group_.local_size;
   const size_t bytes = count * hvd::size_of(t);
   uint32_t s = next_step();
   int set = static_cast<int>(s & 1);
-  std::memcpy(seg_->data(set, group_.local_rank), data, bytes);
+  view_.gather(0, bytes, seg_->data(set, group_.local_rank));
   publish(word::posted, s);
   wait_all(word::posted, s, "hvd::allreduce (shared memory)");
   const void* srcs[256];
   for (int k = 0; k < n; ++k)
     srcs[k] = seg_->data(set, k);
-  reduce(data, nullptr, srcs, n, count, t, o);
+  if (auto* out = view_.contiguous(0, bytes)) {
+    reduce(out, nullptr, srcs, n, count, t, o);
+  } else {
+    small_.resize(bytes);
+    reduce(small_.data(), nullptr, srcs, n, count, t, o);
+    view_.scatter(small_.data(), 0, bytes);
+  }
 }
 
 void communicator::allgatherv(const void* in, void* out, std::span<const size_t> bytes,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hvactor/collectives/types.hpp"
+#include "shm/parts_view.hpp"
 #include "shm/segment.hpp"
 
 namespace hvactor::collectives::shm {
@@ -59,6 +60,10 @@ public:
 
   void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o);
 
+  /// Allreduces the concatenation of `parts` in place, copying each part
+  /// in and out itself (a fused batch without a fusion buffer).
+  void allreduce(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o);
+
   /// The elements of `data` that local rank k owns in slice(count, t, k).
   struct range {
     size_t begin = 0;
@@ -105,7 +110,7 @@ private:
   void wait_one(int k, word w, uint32_t step, const char* what);
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);
-  void allreduce_one_step(void* data, size_t count, hvd::dtype t, hvd::op o);
+  void allreduce_one_step(size_t count, hvd::dtype t, hvd::op o);
 
   std::shared_ptr<segment> seg_;
   local_group group_;
@@ -113,6 +118,10 @@ private:
   size_t slot_bytes_;
   bool oversubscribed_;
   uint32_t step_ = 0;
+  /// The buffers of the allreduce in progress.
+  parts_view view_;
+  /// The one-step path's result when the buffers are several.
+  std::vector<std::byte> small_;
   std::string broken_;
   /// An abort pid already seen that is not a member (an earlier job
   /// generation's worker): ignored without a lookup.

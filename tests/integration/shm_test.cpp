@@ -233,6 +233,26 @@ std::string every_op_and_dtype() {
       found.add("fused async allreduce is wrong");
       break;
     }
+  // A fused batch larger than a slot (default slots): many chunks whose
+  // slices cross tensor boundaries.
+  std::vector<std::vector<int64_t>> big(8);
+  handles.clear();
+  for (size_t t = 0; t < big.size(); ++t) {
+    big[t].resize(50001 + t);
+    for (size_t i = 0; i < big[t].size(); ++i)
+      big[t][i] = static_cast<int64_t>((i + t * 7) % 1000) * (hvd::rank() + 1);
+    handles.push_back(hvd::allreduce_async(std::span<int64_t>(big[t]), hvd::op::max,
+                                           "big" + std::to_string(t)));
+  }
+  for (auto& h : handles)
+    hvd::synchronize(h);
+  for (size_t t = 0; t < big.size(); ++t)
+    for (size_t i = 0; i < big[t].size(); ++i)
+      if (big[t][i] != static_cast<int64_t>((i + t * 7) % 1000) * hvd::size()) {
+        found.add("fused max of tensor " + std::to_string(t) + " is wrong at " + std::to_string(i));
+        t = big.size();
+        break;
+      }
   return found.report();
 }
 

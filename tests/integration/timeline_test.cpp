@@ -105,12 +105,17 @@ struct temp_dir {
 
 /// Runs traced_collectives on `n` workers with HOROVOD_TIMELINE=`pattern`
 /// and checks every rank's file and their merge.
-void check_job(int n, const std::string& pattern, const std::filesystem::path& dir) {
+/// `shm`: the ranks share their node's memory (the fused batch is reduced
+/// in place, no fusion buffer: SHM_ALLREDUCE spans), else HVACTOR_SHM=0
+/// (Gloo through the fusion buffer: MEMCPY_IN/OUT spans around GLOO_...).
+void check_job(int n, const std::string& pattern, const std::filesystem::path& dir, bool shm) {
   hvactor::executor ex{test_runtime(),
                        hvactor::executor::create_settings({.timeout = 20s, .placement_timeout = 20s}),
                        {.num_workers = n,
                         .extra_env_vars = {{"HOROVOD_TIMELINE", pattern},
-                                           {"HOROVOD_CYCLE_TIME", "2000"}}}};
+                                           {"HOROVOD_CYCLE_TIME", "2000"},
+                                           {"HVACTOR_SHM", shm ? "1" : "0"}}}};
+  const std::string op = shm ? "SHM_" : "GLOO_";
   ex.start();
   auto reports = ex.run(&traced_collectives);
   ex.shutdown();
@@ -130,7 +135,8 @@ void check_job(int n, const std::string& pattern, const std::filesystem::path& d
     for (auto& e : evs) {
       pids.insert(static_cast<int>(e.num("pid")));
       auto* args = e.find("args");
-      if (e.str("name") == "MEMCPY_IN_FUSION_BUFFER" && args && args->num("fused") == 3
+      if (e.str("name") == (shm ? op + "ALLREDUCE" : "MEMCPY_IN_FUSION_BUFFER") && args
+          && args->num("fused") == 3
           && args->str("tensors") == "grad/0,grad/1,grad/2" && args->num("bytes") == 2400)
         fused_copy = true;
       if (e.str("name") == "process_name" && args
@@ -139,20 +145,20 @@ void check_job(int n, const std::string& pattern, const std::filesystem::path& d
     }
     CHECK(pids == std::set<int>{r});
     CHECK(named_row);
-    CHECK(fused_copy);
+    CHECK(fused_copy); // the fused batch's span names its 3 tensors
     auto names = count_names(evs);
     CHECK(names["QUEUE"] >= 1);
     CHECK(names["NEGOTIATE"] >= 1);
-    CHECK(names["MEMCPY_OUT_FUSION_BUFFER"] >= 1);
-    CHECK(names["SHM_ALLREDUCE"] >= 2); // the synchronous one and the fused batch (one node: shared memory)
-    CHECK(names["SHM_ALLGATHER"] == 1);
-    CHECK(names["SHM_BROADCAST"] == 1);
+    CHECK(names["MEMCPY_OUT_FUSION_BUFFER"] == (shm ? 0 : names["MEMCPY_IN_FUSION_BUFFER"]));
+    CHECK(names[op + "ALLREDUCE"] >= 2); // the synchronous one and the fused batch
+    CHECK(names[op + "ALLGATHER"] == 1);
+    CHECK(names[op + "BROADCAST"] == 1);
   }
   auto merged = (dir / "merged.json").string();
   hvactor::collectives::merge_timelines(files, merged);
   std::set<int> pids;
   for (auto& e : parse_events(merged))
-    if (e.str("name") == "SHM_ALLREDUCE")
+    if (e.str("name") == op + "ALLREDUCE")
       pids.insert(static_cast<int>(e.num("pid")));
   REQUIRE(pids.size() == static_cast<size_t>(n));
   CHECK(*pids.begin() == 0);
@@ -165,16 +171,18 @@ TEST_SUITE("timeline") {
 
 TEST_CASE("with HOROVOD_TIMELINE=<dir>/tl.{rank}.json every rank of 2 and 4 writes a valid "
           "trace of its collectives, and the merge holds every rank") {
-  for (int n : {2, 4}) {
-    CAPTURE(n);
-    temp_dir dir;
-    check_job(n, (dir.path / "tl.{rank}.json").string(), dir.path);
-  }
+  for (int n : {2, 4})
+    for (bool shm : {true, false}) {
+      CAPTURE(n);
+      CAPTURE(shm);
+      temp_dir dir;
+      check_job(n, (dir.path / "tl.{rank}.json").string(), dir.path, shm);
+    }
 }
 
 TEST_CASE("with HOROVOD_TIMELINE=<dir>/tl.json rank 0 writes tl.json and rank r tl.json.rank<r>") {
   temp_dir dir;
-  check_job(4, (dir.path / "tl.json").string(), dir.path);
+  check_job(4, (dir.path / "tl.json").string(), dir.path, true);
   CHECK(std::filesystem::exists(dir.path / "tl.json.rank3"));
 }
 

@@ -233,41 +233,48 @@ void run_world(hvactor::runtime& rt, const config& cfg, int n, std::FILE* csv) {
   s.timeout = std::chrono::seconds{cfg.timeout_s};
   hvactor::executor ex{rt, s, {.num_workers = n}};
   ex.start<allreduce_worker>();
-  // Both paths stay connected and alternate size by size, round by round:
-  // this machine's noise (4 ms scheduler ticks, other jobs) then hits both
-  // alike, and each cell is the best of the rounds.
+  auto best = [](opt& acc, opt v) {
+    if (v && (!acc || *v < *acc))
+      acc = v;
+  };
+  // Raw Gloo first, on its own, then its context is closed: Gloo's loop
+  // threads spin for a while after bcube calls, and on 2 cores they slowed
+  // hvactor's shared-memory calls that ran next to them by up to 4x (the
+  // two paths used to alternate size by size). Each cell is the best of
+  // the rounds.
   std::optional<temp_dir> store;
   if (cfg.gloo) {
     store.emplace();
-    fmt::print("# raw gloo: gloo::allreduce on a context of its own, FileStore {}\n", store->path);
+    fmt::print("# raw gloo: gloo::allreduce on a context of its own, FileStore {}; measured "
+               "first, then closed\n",
+               store->path);
     ex.execute(&allreduce_worker::gloo_connect, store->path, int64_t{cfg.timeout_s} * 1000);
-  }
-  ex.execute(&allreduce_worker::hvd_init);
-  fmt::print("# each cell: best of {} rounds, hvactor and raw gloo interleaved\n", cfg.rounds);
-  print_header(cfg.mpi_tcp);
-  for (auto& [bytes, r] : rows) {
-    auto best = [](opt& acc, opt v) {
-      if (v && (!acc || *v < *acc))
-        acc = v;
-    };
-    for (int round = 0; round < cfg.rounds; ++round) {
-      opt us, p50;
-      if (cfg.gloo) {
+    for (int round = 0; round < cfg.rounds; ++round)
+      for (auto& [bytes, r] : rows) {
+        opt us, p50;
         auto g = ex.execute(&allreduce_worker::gloo_measure, uint64_t{bytes}, cfg.budget_ms);
         combine(g, "raw gloo", bytes, us, p50, r.algorithm);
         best(r.gloo_us, us);
         best(r.gloo_p50, p50);
       }
+    ex.execute(&allreduce_worker::gloo_close);
+  }
+  ex.execute(&allreduce_worker::hvd_init);
+  fmt::print("# hvactor: {}\n", ex.execute(&allreduce_worker::hvd_backend_info).at(0));
+  fmt::print("# each cell: best of {} rounds\n", cfg.rounds);
+  for (int round = 0; round < cfg.rounds; ++round)
+    for (auto& [bytes, r] : rows) {
+      opt us, p50;
       auto h = ex.execute(&allreduce_worker::hvd_measure, uint64_t{bytes}, cfg.budget_ms);
       combine(h, "hvactor", bytes, us, p50, r.algorithm);
       best(r.hv_us, us);
       best(r.hv_p50, p50);
     }
+  print_header(cfg.mpi_tcp);
+  for (auto& [bytes, r] : rows) {
     print_row(cfg.mpi_tcp, n, r);
     csv_row(csv, n, "allreduce", bytes, r.algorithm, r.hv_us, r.hv_p50, &r);
   }
-  if (cfg.gloo)
-    ex.execute(&allreduce_worker::gloo_close);
   print_latency(cfg.mpi_tcp, rows);
 
   opt speedup;

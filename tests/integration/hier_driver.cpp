@@ -31,6 +31,8 @@
 
 #include <hvactor/hvactor.hpp>
 
+#include "victim_allreduce.hpp"
+
 namespace hvd = hvactor::hvd;
 using namespace std::chrono_literals;
 
@@ -41,11 +43,6 @@ void say(const std::string& line) {
   std::fflush(stdout);
 }
 
-int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 /// Integer results (exact on every path) and float averages, as doubles:
 /// sums/min/max of int64 over sizes that take several chunks, an allgather
@@ -96,36 +93,6 @@ results collect() {
   return out;
 }
 
-std::string allreduce_until_killed(int victim, std::string dir) {
-  hvd::init();
-  int me = hvd::rank();
-  if (me == victim)
-    std::thread([dir] {
-      std::this_thread::sleep_for(300ms);
-      std::ofstream{dir + "/killed.tmp"} << monotonic_ns();
-      std::filesystem::rename(dir + "/killed.tmp", dir + "/killed");
-      ::raise(SIGKILL);
-    }).detach();
-  std::vector<float> x(2 << 20, 1.0f);
-  std::string report;
-  try {
-    for (int i = 0; i < 100000; ++i)
-      hvd::allreduce(std::span<float>(x), hvd::op::sum);
-    report = "none -1 0 finished";
-  } catch (const hvactor::collective_error& e) {
-    report = "collective_error " + std::to_string(e.peer()) + " " + std::to_string(monotonic_ns())
-             + " " + e.what();
-  } catch (const std::exception& e) {
-    report = "other -1 " + std::to_string(monotonic_ns()) + " " + e.what();
-  }
-  for (auto& c : report)
-    if (c == '\n')
-      c = ' ';
-  auto path = dir + "/rank-" + std::to_string(me);
-  std::ofstream{path + ".tmp"} << report;
-  std::filesystem::rename(path + ".tmp", path);
-  return report;
-}
 
 hvactor::executor_options hosts(int h, std::map<std::string, std::string> env = {}) {
   return {.num_hosts = h, .num_workers_per_host = 2, .extra_env_vars = std::move(env)};
@@ -171,7 +138,7 @@ int kill_one(hvactor::runtime& rt, int h, int victim, const std::string& dir) {
   hvactor::executor ex{rt, job_settings(), hosts(h)};
   ex.start();
   try {
-    ex.run(&allreduce_until_killed, victim, dir);
+    ex.run(&hvactor::test::allreduce_until_killed, victim, dir);
   } catch (const hvactor::error& e) {
     say(std::string{"RUN "} + e.what());
   }

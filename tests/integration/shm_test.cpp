@@ -29,6 +29,8 @@
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
+#include "victim_allreduce.hpp"
+
 #include "hvd_session.hpp"
 #include "test_main.hpp"
 #include "test_support.hpp"
@@ -48,11 +50,6 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 class problems {
 public:
@@ -283,37 +280,6 @@ std::vector<double> mixed_results() {
   return out;
 }
 
-/// Allreduces 8 MiB until it fails; `victim` SIGKILLs itself from another
-/// thread after 300 ms, in the middle of one. The others write
-/// "<kind> <peer> <ns since the kill> <message>" to dir/rank-R.
-std::string allreduce_until_killed(int victim, std::string dir) {
-  session s;
-  int me = hvd::rank();
-  if (me == victim)
-    std::thread([dir] {
-      std::this_thread::sleep_for(300ms);
-      std::ofstream{dir + "/killed.tmp"} << monotonic_ns();
-      std::filesystem::rename(dir + "/killed.tmp", dir + "/killed");
-      ::raise(SIGKILL);
-    }).detach();
-  std::vector<float> x(2 << 20, 1.0f);
-  std::string report;
-  try {
-    for (int i = 0; i < 100000; ++i)
-      hvd::allreduce(std::span<float>(x), hvd::op::sum);
-    report = "none 0 0 finished without an error";
-  } catch (const hvactor::collective_error& e) {
-    auto at = monotonic_ns();
-    report = "collective_error " + std::to_string(e.peer()) + " " + std::to_string(at) + " "
-             + e.what();
-  } catch (const std::exception& e) {
-    report = std::string{"other -1 0 "} + e.what();
-  }
-  std::ofstream{dir + "/rank-" + std::to_string(me) + ".tmp"} << report;
-  std::filesystem::rename(dir + "/rank-" + std::to_string(me) + ".tmp",
-                          dir + "/rank-" + std::to_string(me));
-  return report;
-}
 
 int segment_fd_mode() {
   return std::getenv("HVACTOR_SHM_FD") ? std::atoi(std::getenv("HVACTOR_SHM_FD")) : -1;
@@ -450,7 +416,7 @@ TEST_CASE("a rank SIGKILLed inside a shared-memory allreduce fails every other r
     auto pids = ex.worker_pids();
     int victim = n - 1;
     try {
-      ex.run(&allreduce_until_killed, victim, dir.string());
+      ex.run(&hvactor::test::allreduce_until_killed, victim, dir.string());
     } catch (const hvactor::error&) {
       // The victim's death.
     }

@@ -226,6 +226,10 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
                 st.head_host, st.head_port, caf::to_string(dm.reason),
                 knobs::rejoin_interval.count());
       st.registry = nullptr;
+      if (st.cfg.on_head_lost && !st.cfg.registry && !st.stopping) {
+        st.cfg.on_head_lost();
+        return;
+      }
       if (!st.cfg.registry && !st.stopping && !st.rejoining) {
         st.rejoining = true;
         rejoin(self);

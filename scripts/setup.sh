@@ -27,6 +27,12 @@ packages=(
   # The Open MPI peer of benchmarks/allreduce (optional in CMake).
   libopenmpi-dev
   openmpi-bin
+  # hvactor-run inside Slurm allocations; the tests start an emulated
+  # 3-node Slurm cluster on this machine (tests/slurm/).
+  slurmctld
+  slurmd
+  slurm-client
+  munge
 )
 if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then
   packages+=(libtorch-dev)

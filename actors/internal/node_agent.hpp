@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +28,10 @@ struct node_agent_config {
   tls::config tls;
   /// The registry beside this agent (the head), if any.
   proto::node_registry registry;
+  /// Called (on the agent's thread) when the head is lost, instead of
+  /// rejoining it: hvactor-node --exit-on-head-loss stops the node (a Slurm
+  /// step ends with the hvactor-run that hosted the head).
+  std::function<void()> on_head_lost;
 };
 
 /// Spawns the agent that owns this node's resources: it answers info,

@@ -2,6 +2,7 @@
 // driver: it only calls hvd::init()).
 //   run_program ranks        allreduce, "rank R of N sum S", a stderr line, an event
 //   run_program fail R       the same, then rank R exits with status 3
+//   run_program where        the same, then "where rank=R host=H local=L cvd=C"
 //   run_program sleep        prints "pid P", then sleeps 60 s
 //   run_program lines MIB    prints MIB MiB of 100-byte lines "RANK SEQ xxx" (no hvd::init)
 
@@ -41,6 +42,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::fprintf(stderr, "stderr of rank %d\n", rank);
   hvactor::log::event({{"rank", std::to_string(rank)}, {"loss", "0.25"}});
+  if (mode == "where") {
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    std::printf("where rank=%d host=%s local=%d cvd=%s\n", rank,
+                std::getenv("HOROVOD_HOSTNAME") ? std::getenv("HOROVOD_HOSTNAME") : "?",
+                hvd::local_rank(), cvd ? cvd : "-");
+    std::fflush(stdout);
+  }
   hvd::shutdown();
   if (mode == "fail" && argc > 2 && rank == std::atoi(argv[2]))
     return 3;

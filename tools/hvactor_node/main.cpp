@@ -80,6 +80,11 @@ int main(int argc, char** argv) {
     ("tls-ca", "the cluster CA certificate (PEM)", cxxopts::value<std::string>())
     ("insecure", "listen on a non-loopback address without TLS (anyone who reaches the port "
                  "can run programs here)")
+    ("slurm", "inside a Slurm step (automatic when SLURM_STEP_ID and SLURMD_NODENAME are "
+              "set): node id, CPUs, GPUs and work dir from the step")
+    ("exit-on-head-loss", "stop (exit 0) when the head goes away instead of rejoining it")
+    ("tls-dir", "take --tls-ca DIR/ca.pem and --tls-cert/--tls-key DIR/<node id>.pem/.key",
+     cxxopts::value<std::string>())
     ("connect-timeout", "seconds to wait for the head when joining (default 10)",
      cxxopts::value<int>())
     ("dir", "certs: output directory (the CA is created there once and reused)",
@@ -156,6 +161,20 @@ int main(int argc, char** argv) {
     o.insecure = res.count("insecure") > 0;
     if (res.count("connect-timeout"))
       o.connect_timeout_s = std::max(1, res["connect-timeout"].as<int>());
+    o.exit_on_head_loss = res.count("exit-on-head-loss") > 0;
+    std::string tls_dir = res.count("tls-dir") ? res["tls-dir"].as<std::string>() : "";
+    bool in_step = std::getenv("SLURM_STEP_ID") && std::getenv("SLURMD_NODENAME");
+    if (command.empty() && (res.count("slurm") || in_step || !tls_dir.empty())) {
+      hvactor::node_tool::slurm_explicit given{res.count("node-id") > 0,
+                                               res.count("num-cpus") > 0,
+                                               res.count("gpu-ids") + res.count("num-gpus") > 0,
+                                               res.count("work-dir") > 0,
+                                               res.count("tls-cert") + res.count("tls-key") > 0};
+      if (res.count("slurm") || in_step)
+        hvactor::node_tool::apply_slurm_defaults(o, given, tls_dir);
+      else
+        hvactor::node_tool::apply_slurm_defaults(o, {true, true, true, true, given.tls}, tls_dir);
+    }
     if (command == "status") {
       if (o.address.empty())
         throw std::invalid_argument("status needs --address HEAD:PORT");

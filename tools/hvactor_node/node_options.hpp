@@ -27,7 +27,21 @@ struct node_options {
   bool insecure = false;
   /// Seconds to wait for the head when joining.
   int connect_timeout_s = 10;
+  /// Stop (exit 0) when the head goes away instead of rejoining it.
+  bool exit_on_head_loss = false;
 };
+
+/// hvactor-node --slurm (and automatically inside a Slurm step): fills what
+/// the command line left unset from the step's environment: node id from
+/// SLURMD_NODENAME, CPUs from SLURM_CPUS_PER_TASK (else SLURM_CPUS_ON_NODE),
+/// GPU ids from the step's CUDA_VISIBLE_DEVICES (none when unset), a
+/// per-job work dir, and with `tls_dir` the node's certificate
+/// DIR/<node id>.pem. Prints each choice and its source to stderr. Throws
+/// std::invalid_argument when SLURMD_NODENAME is missing.
+struct slurm_explicit {
+  bool node_id = false, cpus = false, gpus = false, work_dir = false, tls = false;
+};
+void apply_slurm_defaults(node_options& o, const slurm_explicit& given, const std::string& tls_dir);
 
 /// Runs a head or a node until SIGTERM/SIGINT; returns the exit code.
 int serve(node_options opts);

@@ -125,6 +125,12 @@ int serve(node_options o) {
     node.work_dir = o.work_dir;
     node.tls = o.tls;
     node.registry = registry;
+    auto head_lost = std::make_shared<std::atomic<bool>>(false);
+    if (o.exit_on_head_loss && !o.head)
+      node.on_head_lost = [head_lost] {
+        *head_lost = true;
+        ::kill(::getpid(), SIGTERM);
+      };
     agent = spawn_node_agent(*sys, node);
     auto agent_port = publish(caf::actor_cast<caf::actor>(agent), o.head ? 0 : o.port,
                               "node agent");
@@ -167,6 +173,8 @@ int serve(node_options o) {
     if (*died) {
       log::error("the node's agent or registry failed (see above); stopping the node");
       rc = 1;
+    } else if (*head_lost) {
+      log::info("the head went away (--exit-on-head-loss): stopping the node and its workers");
     } else {
       log::info("received {}: stopping the node and its workers", ::strsignal(sig));
     }

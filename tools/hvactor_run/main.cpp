@@ -10,12 +10,16 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
 #include "internal/launcher.hpp"
+#include "internal/slurm.hpp"
+#include "slurm_cluster.hpp"
+#include "slurm_mode.hpp"
 #include "hvactor/runtime.hpp"
 #include "internal/knobs.hpp"
 
@@ -108,6 +112,13 @@ int main(int argc, char** argv) {
     ("tls-key", "this launcher's private key (PEM)", cxxopts::value<std::string>())
     ("tls-ca", "the cluster CA (PEM)", cxxopts::value<std::string>())
     ("insecure", "join a non-loopback cluster without TLS")
+    ("launcher", "auto | local | slurm: inside a Slurm allocation (SLURM_JOB_ID set, no "
+                 "--address) hvactor-run starts the cluster on the allocated nodes itself",
+     cxxopts::value<std::string>()->default_value("auto"))
+    ("driver", "Slurm: bring the cluster up, then run the program once as an executor-API "
+               "driver (HVACTOR_ADDRESS set) instead of -np copies of it")
+    ("bind", "Slurm: the address the head listens on (default: the address of this host that "
+             "reaches the nodes)", cxxopts::value<std::string>())
     ("h,help", "print this help");
   // clang-format on
   std::vector<char*> args;
@@ -147,7 +158,29 @@ int main(int argc, char** argv) {
     }
     if (res.count("elastic-timeout"))
       o.elastic_timeout = int_option(res, "elastic-timeout", 1);
-    if (o.np <= 0 && !o.num_hosts && !o.min_np)
+    // Inside a Slurm allocation without --address: hvactor-run starts the
+    // cluster there, and the allocation gives the defaults (horovodrun's
+    // LSF mode).
+    auto launcher_mode = res["launcher"].as<std::string>();
+    if (launcher_mode != "auto" && launcher_mode != "local" && launcher_mode != "slurm")
+      throw std::invalid_argument("--launcher must be auto, local or slurm (got '" + launcher_mode
+                                  + "')");
+    bool has_address = res.count("address") || std::getenv(hvactor::env::address) != nullptr;
+    std::optional<hvactor::slurm::allocation> alloc;
+    if (launcher_mode == "slurm" || (launcher_mode == "auto" && !has_address))
+      alloc = hvactor::slurm::allocation_from_env();
+    if (launcher_mode == "slurm" && !alloc)
+      throw std::invalid_argument("--launcher slurm: not inside a Slurm allocation (SLURM_JOB_ID "
+                                  "and SLURM_JOB_NODELIST are not set)");
+    if (alloc && has_address)
+      throw std::invalid_argument("--launcher slurm starts its own cluster: drop --address");
+    bool driver = res.count("driver") > 0;
+    if (driver && !alloc)
+      throw std::invalid_argument("--driver needs a Slurm allocation (run it under salloc or "
+                                  "sbatch)");
+    if (alloc && !driver)
+      hvactor::run_tool::apply_allocation(*alloc, o, res.count("gpus-per-worker") > 0);
+    if (o.np <= 0 && !o.num_hosts && !o.min_np && !driver)
       throw std::invalid_argument("-np N is required (or --num-hosts H --per-host K, or --min-np "
                                   "N for an elastic job)");
     if (res.count("cpus-per-worker"))
@@ -174,9 +207,35 @@ int main(int argc, char** argv) {
     for (auto* name : {"address", "tls-cert", "tls-key", "tls-ca"})
       if (res.count(name))
         rt_args.insert(rt_args.end(), {std::string{"--"} + name, res[name].as<std::string>()});
+    // Ctrl-C / SIGTERM: stop every rank on every node, then exit. Blocked
+    // before any thread starts, so only the waiter below sees them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    static std::atomic<int> stop{0};
+    std::thread{[stop_signals] {
+      int sig = 0;
+      if (sigwait(&stop_signals, &sig) == 0)
+        stop = sig;
+    }}.detach();
+    std::optional<hvactor::run_tool::slurm_cluster> cluster;
+    if (alloc) {
+      hvactor::run_tool::slurm_cluster_options copts{hvactor::run_tool::node_binary(),
+                                                    res.count("bind") ? res["bind"].as<std::string>()
+                                                                      : std::string{},
+                                                    timeout};
+      cluster.emplace(*alloc, copts);
+      rt_args.insert(rt_args.end(), {"--address", cluster->address()});
+      for (auto& a : cluster->driver_tls_args())
+        rt_args.push_back(a);
+      if (driver)
+        return hvactor::run_tool::run_driver(o, *cluster, stop);
+    }
     if (res.count("num-cpus")) {
       rt_args.insert(rt_args.end(), {"--num-cpus", std::to_string(int_option(res, "num-cpus", 1))});
-    } else if (!res.count("address") && std::getenv(hvactor::env::address) == nullptr) {
+    } else if (!has_address && !alloc) {
       // Local mode (horovodrun -np N on one machine): N slots even when the
       // machine has fewer cores.
       int slots = std::max({o.np, o.num_hosts.value_or(1) * o.per_host.value_or(1),
@@ -187,19 +246,6 @@ int main(int argc, char** argv) {
     }
     if (res.count("insecure"))
       rt_args.push_back("--insecure");
-    // Ctrl-C / SIGTERM: stop every rank on every node, then exit. Blocked
-    // before any thread starts, so only the waiter below sees them.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    std::atomic<int> stop{0};
-    std::thread{[&stop, stop_signals] {
-      int sig = 0;
-      if (sigwait(&stop_signals, &sig) == 0)
-        stop = sig;
-    }}.detach();
     std::vector<char*> rt_argv;
     for (auto& a : rt_args)
       rt_argv.push_back(a.data());

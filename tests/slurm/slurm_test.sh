@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# slurm_test.sh BUILD_DIR: hvactor-run on a real (emulated) Slurm cluster of
+# 3 nodes with 2 CPUs and 2 fake GPUs each, brought up by slurm-up.sh and torn
+# down by pid. Skips (77) without root or without Slurm's daemons.
+#   1. salloc -N3 --ntasks-per-node=2: 6 ranks, 2 per node (n1, n2, n3),
+#      local ranks 0 and 1 on each, CUDA_VISIBLE_DEVICES from Slurm
+#   2. a rank exiting 3 makes salloc exit 3, naming the rank
+#   3. sbatch, polled with squeue: ExitCode=0:0 and every rank in the output
+#   4. hvactor-run --driver: an executor program with num_hosts=3
+#   5. scancel of a running job leaves no hvactor process
+#   6. a node whose hvactor-node cannot start is named within --timeout
+#   7. nothing is left: no hvactor-node, no rank, no per-job TLS directory
+set -uo pipefail
+B=$(realpath "${1:?build dir}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+RUN="$B/tools/hvactor-run"; PROG="$B/tests/integration/run_program"
+DRIVER="$B/tests/integration/cluster_driver"
+if [ "$(id -u)" != 0 ] || ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  echo "SKIP: needs root and slurmctld/slurmd/munge (scripts/setup.sh installs them)"; exit 77
+fi
+D=$(mktemp -d /tmp/hvactor-slurm.XXXXXX)
+trap '"$HERE/slurm-down.sh" "$D"; rm -rf "$D"' EXIT
+# Ports of our own, so that a second run on the machine does not collide.
+export SLURM_TEST_CTLD_PORT=$((20000 + RANDOM % 5000)) SLURM_TEST_SLURMD_PORT=$((30000 + RANDOM % 5000))
+SLURM_TEST_GPUS=2 "$HERE/slurm-up.sh" "$D" 3 2 || { echo "FAIL: slurm-up"; exit 1; }
+export SLURM_CONF=$D/slurm.conf
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+
+# 1. placement and environment
+out=$(timeout 120 salloc -N3 --ntasks-per-node=2 --cpus-per-task=1 --gres=gpu:2 \
+      "$RUN" -- "$PROG" where 2>"$D/1.err"); rc=$?
+echo "$out" | sed 's/^/  | /'
+where=$(echo "$out" | grep -o 'where rank=.*' | sort)
+if [ "$rc" != 0 ]; then fail "1: salloc exit $rc: $(tail -5 "$D/1.err")"
+elif [ "$(echo "$where" | grep -c .)" != 6 ]; then fail "1: $(echo "$where" | grep -c .) ranks, want 6"
+else
+  hosts=$(echo "$where" | grep -o 'host=[^ ]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+  locals=$(echo "$where" | sed 's/.*host=\([^ ]*\) local=\([^ ]*\).*/\1:\2/' | sort | tr '\n' ' ')
+  cvds=$(echo "$where" | grep -o 'cvd=[^ ]*' | sort -u | tr '\n' ' ')
+  [ "$hosts" = " 2 host=n1; 2 host=n2; 2 host=n3;" ] || fail "1: hosts $hosts"
+  [ "$locals" = "n1:0 n1:1 n2:0 n2:1 n3:0 n3:1 " ] || fail "1: local ranks $locals"
+  [ "$cvds" = "cvd=0,1 " ] || fail "1: CUDA_VISIBLE_DEVICES $cvds"
+  ok "1: 6 ranks, 2 per node, local ranks 0/1, CUDA_VISIBLE_DEVICES 0,1"
+fi
+
+# 2. exit status
+timeout 120 salloc -N3 --ntasks-per-node=1 "$RUN" -- "$PROG" fail 1 >"$D/2.out" 2>"$D/2.err"; rc=$?
+if [ "$rc" = 3 ] && grep -q "rank 1" "$D/2.err"; then ok "2: salloc exit 3 naming rank 1"
+else fail "2: exit $rc, stderr: $(tail -3 "$D/2.err")"; fi
+
+# 3. batch job polled with squeue
+jid=$(sbatch --parsable -N3 --ntasks-per-node=1 -o "$D/%j.out" --wrap "$RUN -- $PROG ranks")
+for _ in $(seq 600); do [ -z "$(squeue -h -j "$jid" -o %i 2>/dev/null)" ] && break; sleep 0.1; done
+code=$(scontrol show job "$jid" 2>/dev/null | grep -o 'ExitCode=[0-9:]*' | head -1)
+lines=$(grep -c 'sum 3' "$D/$jid.out" 2>/dev/null)
+if [ "$code" = "ExitCode=0:0" ] && [ "$lines" = 3 ]; then ok "3: sbatch job $jid $code, 3 ranks"
+else fail "3: job $jid $code, $lines rank lines: $(tail -5 "$D/$jid.out")"; fi
+
+# 4. an executor-API driver
+timeout 120 salloc -N3 --ntasks-per-node=1 "$RUN" --driver -- "$DRIVER" hosts 3 1 >"$D/4.out" 2>"$D/4.err"; rc=$?
+nodes=$(grep '^NODES' "$D/4.out" | tr ' ' '\n' | grep -v NODES | sort | tr '\n' ' ')
+if [ "$rc" = 0 ] && [ "$nodes" = "n1 n2 n3 " ] && grep -q '^DONE' "$D/4.out"; then ok "4: --driver ran num_hosts=3 on n1 n2 n3"
+else fail "4: exit $rc, NODES '$nodes': $(tail -5 "$D/4.err")"; fi
+
+# 5. scancel mid-run
+jid=$(sbatch --parsable -N3 --ntasks-per-node=1 -o "$D/%j.out" --wrap "$RUN -- $PROG sleep")
+for _ in $(seq 300); do [ "$(grep -c '^\[1,[0-9]\]<stdout>:pid' "$D/$jid.out" 2>/dev/null)" = 3 ] && break; sleep 0.1; done
+pids=$(grep -o '<stdout>:pid [0-9]*' "$D/$jid.out" | awk '{print $2}' | tr '\n' ' ')
+scancel "$jid"
+for _ in $(seq 300); do [ -z "$(squeue -h -j "$jid" -o %i 2>/dev/null)" ] && break; sleep 0.1; done
+sleep 1
+left=$(pgrep -f "$PROG sleep" | tr '\n' ' ')
+nodes_left=$(pgrep -f "hvactor-node --slurm" | tr '\n' ' ')
+if [ -n "$pids" ] && [ -z "$left" ] && [ -z "$nodes_left" ]; then ok "5: scancel left no rank ($pids) and no hvactor-node"
+else fail "5: ranks '$pids', left: ranks '$left' nodes '$nodes_left'"; fi
+
+# 6. one node's hvactor-node cannot start
+cat > "$D/broken-node.sh" <<EOF
+#!/usr/bin/env bash
+[ "\$SLURMD_NODENAME" = n3 ] && { echo "hvactor-node: not installed on n3" >&2; exit 127; }
+exec "$B/tools/hvactor-node" "\$@"
+EOF
+chmod +x "$D/broken-node.sh"
+start=$(date +%s)
+HVACTOR_NODE_BINARY="$D/broken-node.sh" timeout 120 salloc -N3 --ntasks-per-node=1 \
+  "$RUN" --timeout 20 -- "$PROG" ranks >"$D/6.out" 2>"$D/6.err"; rc=$?
+took=$(( $(date +%s) - start ))
+if [ "$rc" != 0 ] && grep -q "hvactor-node on node n3 of Slurm job .* failed before joining" "$D/6.err" \
+   && grep -q "not installed on n3" "$D/6.err" && [ "$took" -lt 30 ]; then
+  ok "6: exit $rc in ${took}s: $(grep 'failed before joining' "$D/6.err" | head -1 | cut -c1-160)"
+else fail "6: exit $rc in ${took}s: $(tail -3 "$D/6.err")"; fi
+
+# 7. nothing left
+sleep 1
+left=$(pgrep -f "hvactor-node --slurm|hvactor-node --head --port 0|$PROG" | tr '\n' ' ')
+[ -z "$left" ] && ok "7: no hvactor process left" || fail "7: left: $left ($(ps -o pid,args -p ${left// /,} 2>/dev/null | tail -n +2))"
+ls -d "$HOME"/.hvactor/slurm-* >/dev/null 2>&1 && fail "7: per-job TLS directories left in $HOME/.hvactor"
+
+echo "slurm_test: $failures failure(s)"
+[ "$failures" = 0 ]

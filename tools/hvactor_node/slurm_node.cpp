@@ -1,0 +1,92 @@
+// hvactor-node inside a Slurm step: the node's identity and resources from
+// the step's environment (notes/slurm.md 4.2). Every choice is printed with
+// its source, so that a wrong one is visible in the step's output.
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "hvactor/settings.hpp"
+#include "internal/net.hpp"
+#include "node_options.hpp"
+
+namespace hvactor::node_tool {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int positive(const char* name, const char* value) {
+  char* end = nullptr;
+  long n = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || n < 0 || n > 1 << 20)
+    throw std::invalid_argument(fmt::format("--slurm: {}={} is not a CPU count", name, value));
+  return static_cast<int>(n);
+}
+
+} // namespace
+
+void apply_slurm_defaults(node_options& o, const slurm_explicit& given,
+                          const std::string& tls_dir) {
+  std::vector<std::string> said;
+  if (!given.node_id) {
+    const char* name = env("SLURMD_NODENAME");
+    if (name == nullptr)
+      throw std::invalid_argument("--slurm: SLURMD_NODENAME is not set; run hvactor-node inside "
+                                  "an srun step, or give --node-id");
+    o.node_id = name;
+    hvactor::validate_node_id(o.node_id);
+    said.push_back(fmt::format("node id {} (SLURMD_NODENAME)", o.node_id));
+  }
+  if (!given.cpus) {
+    for (const char* name : {"SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"})
+      if (const char* v = env(name)) {
+        o.num_cpus = positive(name, v);
+        said.push_back(fmt::format("{} CPUs ({})", o.num_cpus, name));
+        break;
+      }
+  }
+  if (!given.gpus) {
+    // The GPUs Slurm gave this step; the CUDA runtime might see others'.
+    o.gpu_ids.clear();
+    if (const char* v = env("CUDA_VISIBLE_DEVICES")) {
+      try {
+        o.gpu_ids = hvactor::parse_gpu_ids(v);
+      } catch (const std::invalid_argument&) {
+        // UUIDs or MIG names: offer them by position.
+        int n = 1;
+        for (const char* c = v; *c; ++c)
+          n += *c == ',';
+        for (int i = 0; i < n; ++i)
+          o.gpu_ids.push_back(i);
+      }
+      said.push_back(fmt::format("GPUs {} (CUDA_VISIBLE_DEVICES)", v));
+    } else {
+      said.push_back("no GPU (CUDA_VISIBLE_DEVICES unset)");
+    }
+  }
+  if (!given.work_dir) {
+    const char* job = env("SLURM_JOB_ID");
+    o.work_dir = fmt::format("/tmp/hvactor-{}/slurm-{}/{}", ::getuid(), job ? job : "0",
+                             o.node_id.empty() ? net::host_name() : o.node_id);
+    said.push_back("work dir " + o.work_dir);
+  }
+  if (!tls_dir.empty() && !given.tls) {
+    auto id = o.node_id.empty() ? net::host_name() : o.node_id;
+    o.tls.certificate = fmt::format("{}/{}.pem", tls_dir, id);
+    o.tls.key = fmt::format("{}/{}.key", tls_dir, id);
+    if (o.tls.cafile.empty())
+      o.tls.cafile = tls_dir + "/ca.pem";
+    said.push_back(fmt::format("TLS identity {}/{}.pem", tls_dir, id));
+  }
+  if (!said.empty())
+    fmt::print(stderr, "hvactor-node: {}\n", fmt::join(said, ", "));
+}
+
+} // namespace hvactor::node_tool

@@ -1,0 +1,308 @@
+#include "slurm_cluster.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+
+#include "hvactor/errors.hpp"
+#include "internal/actor_system.hpp"
+#include "internal/cert_authority.hpp"
+#include "internal/interfaces.hpp"
+#include "internal/log.hpp"
+#include "internal/net.hpp"
+#include "internal/system_config.hpp"
+#include "internal/transport.hpp"
+
+namespace hvactor::run_tool {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+/// What the children's monitor threads report.
+struct slurm_cluster::shared {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string head_address;
+  bool head_exited = false;
+  bool step_exited = false;
+  std::string step_exit;
+  /// Nodes whose task srun reported as failed.
+  std::set<std::string> failed;
+  /// The last lines of the step's stderr (srun's and the nodes').
+  std::deque<std::string> step_lines;
+  std::vector<std::string> head_tail;
+
+  void add_step_line(const std::string& line) {
+    std::lock_guard<std::mutex> lk{mu};
+    step_lines.push_back(line);
+    if (step_lines.size() > 20)
+      step_lines.pop_front();
+    static const std::regex task_failed{R"(srun: error: ([^:\s]+): task)"};
+    std::smatch m;
+    if (std::regex_search(line, m, task_failed))
+      failed.insert(m[1].str());
+    cv.notify_all();
+  }
+
+  std::string step_tail() {
+    std::string out;
+    for (auto& l : step_lines)
+      out += "\n  " + l;
+    return out;
+  }
+};
+
+namespace {
+
+std::string self_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string{} : exe.parent_path().string();
+}
+
+// The address the head listens on: one the nodes can reach.
+std::string choose_bind(const slurm::allocation& alloc, const std::string& given) {
+  if (!given.empty())
+    return given;
+  for (auto& node : alloc.nodes) {
+    try {
+      return net::local_address_towards(node);
+    } catch (const std::exception&) {
+      // Not resolvable from here (emulated nodes); try the next.
+    }
+  }
+  return net::local_address_towards(net::host_name());
+}
+
+} // namespace
+
+std::string node_binary() {
+  if (const char* v = std::getenv("HVACTOR_NODE_BINARY"); v && *v)
+    return v;
+  auto beside = self_dir() + "/hvactor-node";
+  if (::access(beside.c_str(), X_OK) == 0)
+    return beside;
+  // tools/hvactor-run in a build tree sits beside tools/hvactor-node too.
+  return find_program("hvactor-node");
+}
+
+slurm_cluster::slurm_cluster(const slurm::allocation& alloc, slurm_cluster_options opts)
+  : opts_(std::move(opts)), state_(std::make_shared<shared>()) {
+  bind_ = choose_bind(alloc, opts_.bind);
+  fmt::print(stderr, "hvactor-run: Slurm job {}: {} node{} ({}); head on {} (the address of "
+                     "this host that reaches them{})\n",
+             alloc.job_id, alloc.nodes.size(), alloc.nodes.size() == 1 ? "" : "s",
+             fmt::join(alloc.nodes, ","), bind_, opts_.bind.empty() ? "" : ", from --bind");
+  try {
+    if (!net::is_loopback(bind_)) {
+      // Off loopback the job is mutual TLS: a CA of its own, a certificate
+      // per node, for the head and for the driver, on the shared home.
+      const char* home = std::getenv("HOME");
+      tls_dir_ = fmt::format("{}/.hvactor/slurm-{}", home ? home : "/tmp", alloc.job_id);
+      std::filesystem::create_directories(std::filesystem::path{tls_dir_}.parent_path());
+      auto names = alloc.nodes;
+      names.insert(names.end(), {"head", "driver"});
+      tls::make_certificates(tls_dir_, names, {"IP:" + bind_});
+    }
+    start_head(alloc);
+    start_nodes(alloc);
+    wait_for_nodes(alloc);
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+slurm_cluster::~slurm_cluster() {
+  stop();
+}
+
+std::vector<std::string> slurm_cluster::driver_tls_args() const {
+  if (tls_dir_.empty())
+    return {};
+  return {"--tls-cert", tls_dir_ + "/driver.pem", "--tls-key", tls_dir_ + "/driver.key",
+          "--tls-ca", tls_dir_ + "/ca.pem"};
+}
+
+std::vector<std::pair<std::string, std::string>> slurm_cluster::driver_tls_env() const {
+  if (tls_dir_.empty())
+    return {};
+  return {{env::tls_certificate, tls_dir_ + "/driver.pem"},
+          {env::tls_key, tls_dir_ + "/driver.key"},
+          {env::tls_cafile, tls_dir_ + "/ca.pem"}};
+}
+
+void slurm_cluster::start_head(const slurm::allocation& alloc) {
+  process_spec spec;
+  spec.executable = opts_.node_binary;
+  spec.args = {opts_.node_binary, "--head", "--port", "0", "--bind", bind_, "--node-ip", bind_,
+               "--num-cpus", "0", "--num-gpus", "0", "--node-id", "hvactor-run-" + alloc.job_id,
+               "--work-dir",
+               fmt::format("/tmp/hvactor-{}/slurm-{}/head", ::getuid(), alloc.job_id)};
+  if (!tls_dir_.empty())
+    spec.args.insert(spec.args.end(), {"--tls-cert", tls_dir_ + "/head.pem", "--tls-key",
+                                       tls_dir_ + "/head.key", "--tls-ca", tls_dir_ + "/ca.pem"});
+  spec.capture_stdout = true;
+  spec.echo_stderr = false;
+  auto st = state_;
+  spec.on_line = [st](int stream, const std::string& line) {
+    static const std::regex listening{R"(listening on (\S+):(\d+) )"};
+    std::smatch m;
+    if (stream == 1 && std::regex_search(line, m, listening)) {
+      std::lock_guard<std::mutex> lk{st->mu};
+      st->head_address = m[1].str() + ":" + m[2].str();
+      st->cv.notify_all();
+    }
+  };
+  head_ = child_process::start(spec, [st](process_exit ex) {
+    std::lock_guard<std::mutex> lk{st->mu};
+    st->head_exited = true;
+    st->head_tail = std::move(ex.stderr_tail);
+    st->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lk{state_->mu};
+  if (!state_->cv.wait_for(lk, opts_.timeout,
+                           [&] { return !state_->head_address.empty() || state_->head_exited; })
+      || state_->head_address.empty())
+    throw error(fmt::format("the head ({} --head) did not start within {} s{}: {}",
+                            opts_.node_binary, opts_.timeout.count(),
+                            state_->head_exited ? " (it exited)" : "",
+                            fmt::join(state_->head_tail, " | ")));
+  address_ = state_->head_address;
+}
+
+void slurm_cluster::start_nodes(const slurm::allocation& alloc) {
+  auto n = std::to_string(alloc.nodes.size());
+  process_spec spec;
+  spec.executable = find_program("srun");
+  // An explicit --ntasks: srun must not take the job's SLURM_NTASKS
+  // (notes/slurm.md 1.7). --overlap: the user's own steps share the nodes.
+  spec.args = {"srun", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--overlap",
+               "--kill-on-bad-exit=0", "--job-name=hvactor-node"};
+  if (!alloc.cpus.empty())
+    spec.args.push_back(
+      fmt::format("--cpus-per-task={}", *std::min_element(alloc.cpus.begin(), alloc.cpus.end())));
+  if (alloc.gpus_per_node > 0)
+    spec.args.push_back(fmt::format("--gres=gpu:{}", alloc.gpus_per_node));
+  spec.args.insert(spec.args.end(),
+                   {opts_.node_binary, "--slurm", "--address", address_, "--exit-on-head-loss",
+                    "--connect-timeout", std::to_string(opts_.timeout.count())});
+  if (!tls_dir_.empty())
+    spec.args.insert(spec.args.end(), {"--tls-dir", tls_dir_});
+  spec.capture_stdout = true;
+  spec.echo_stderr = false;
+  auto st = state_;
+  spec.on_line = [st](int stream, const std::string& line) {
+    if (stream == 2)
+      st->add_step_line(line);
+    else
+      log::debug("srun: {}", line);
+  };
+  spec.stderr_tail_lines = 0;
+  log::info("starting the nodes: {}", fmt::join(spec.args, " "));
+  step_ = child_process::start(spec, [st](process_exit ex) {
+    std::lock_guard<std::mutex> lk{st->mu};
+    st->step_exited = true;
+    st->step_exit = describe_exit(ex.exit_code, ex.signal);
+    st->cv.notify_all();
+  });
+}
+
+void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
+  auto [host, port] = net::parse_host_port(address_, "head");
+  tls::config tls;
+  if (!tls_dir_.empty())
+    tls = {tls_dir_ + "/driver.pem", tls_dir_ + "/driver.key", tls_dir_ + "/ca.pem", {}};
+  caf::actor_system_config cfg;
+  configure_system(cfg, 2, tls);
+  caf::actor_system sys{cfg};
+  auto deadline = clock_type::now() + opts_.timeout;
+  auto found = transport::connect(sys, host, port, opts_.timeout);
+  if (!found)
+    throw error(fmt::format("cannot reach the head at {}: {}", address_, sys.render(found.error())));
+  auto registry = caf::actor_cast<proto::node_registry>(std::move(*found));
+  std::set<std::string> joined;
+  for (;;) {
+    auto listed = ask<proto::cluster_view>(sys, registry, 5s, proto::list_atom_v);
+    if (listed) {
+      joined.clear();
+      for (auto& node : listed->nodes)
+        joined.insert(node.node_id);
+    }
+    std::vector<std::string> missing, present;
+    for (auto& node : alloc.nodes)
+      (joined.count(node) ? present : missing).push_back(node);
+    if (missing.empty())
+      return;
+    std::unique_lock<std::mutex> lk{state_->mu};
+    bool failed = !state_->failed.empty() || state_->step_exited;
+    if (!state_->failed.empty())
+      throw error(fmt::format(
+        "hvactor-node on node{} {} of Slurm job {} failed before joining the head at {} "
+        "(joined: {}). Last lines of the srun step:{}",
+        state_->failed.size() == 1 ? "" : "s", fmt::join(state_->failed, ", "), alloc.job_id,
+        address_,
+        present.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(present, ", ")),
+        state_->step_tail()));
+    if (failed || clock_type::now() >= deadline) {
+      std::string why =
+        !state_->failed.empty()
+          ? fmt::format("the hvactor-node task on {} failed", fmt::join(state_->failed, ", "))
+        : state_->step_exited ? "the srun step ended (" + state_->step_exit + ")"
+                              : fmt::format("not within {} s", opts_.timeout.count());
+      throw error(fmt::format(
+        "node{} {} of Slurm job {} never joined the head at {}: {}; joined: {}. Last lines of "
+        "the srun step:{}",
+        missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), alloc.job_id, address_, why,
+        present.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(present, ", ")),
+        state_->step_tail()));
+    }
+    state_->cv.wait_for(lk, 200ms);
+  }
+}
+
+void slurm_cluster::stop() {
+  auto wait_gone = [](const std::shared_ptr<child_process>& p, std::chrono::milliseconds limit) {
+    auto end = clock_type::now() + limit;
+    while (p && p->running() && clock_type::now() < end)
+      std::this_thread::sleep_for(20ms);
+    return !p || !p->running();
+  };
+  // Closing the head ends every node (--exit-on-head-loss), and so the
+  // step. Never SIGTERM srun first: it SIGKILLs the tasks (notes 1.7).
+  if (head_)
+    head_->signal(SIGTERM);
+  if (step_ && !wait_gone(step_, 15s)) {
+    log::warn("the srun step of the nodes did not end after the head closed; signalling it");
+    step_->signal(SIGTERM);
+    if (!wait_gone(step_, 5s))
+      step_->signal(SIGKILL);
+    wait_gone(step_, 5s);
+  }
+  if (head_ && !wait_gone(head_, 5s)) {
+    head_->signal(SIGKILL);
+    wait_gone(head_, 5s);
+  }
+  head_.reset();
+  step_.reset();
+  if (!tls_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tls_dir_, ec);
+    tls_dir_.clear();
+  }
+}
+
+} // namespace hvactor::run_tool

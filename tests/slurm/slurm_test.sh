@@ -8,7 +8,8 @@
 #   3. sbatch, polled with squeue: ExitCode=0:0 and every rank in the output
 #   4. hvactor-run --driver: an executor program with num_hosts=3
 #   5. scancel of a running job leaves no hvactor process
-#   6. a node whose hvactor-node cannot start is named within --timeout
+#   6. a node whose hvactor-node cannot start is named at once
+#   8. off loopback (this host's own address): per-job CA, mutual TLS
 #   7. nothing is left: no hvactor-node, no rank, no per-job TLS directory
 set -uo pipefail
 B=$(realpath "${1:?build dir}")
@@ -91,6 +92,19 @@ if [ "$rc" != 0 ] && grep -q "hvactor-node on node n3 of Slurm job .* failed bef
    && grep -q "not installed on n3" "$D/6.err" && [ "$took" -lt 30 ]; then
   ok "6: exit $rc in ${took}s: $(grep 'failed before joining' "$D/6.err" | head -1 | cut -c1-160)"
 else fail "6: exit $rc in ${took}s: $(tail -3 "$D/6.err")"; fi
+
+# 8. off loopback: the head on this host's own address, a per-job CA, every
+#    connection mutual TLS (hvactor-node refuses a non-loopback address
+#    without TLS, so a run that works used it), the CA removed afterwards
+ip=$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
+if [ -n "$ip" ]; then
+  timeout 120 salloc -N3 --ntasks-per-node=1 "$RUN" --bind "$ip" -- "$PROG" ranks >"$D/8.out" 2>"$D/8.err"; rc=$?
+  if [ "$rc" = 0 ] && [ "$(grep -c 'sum 3' "$D/8.out")" = 3 ] && grep -q "head on $ip" "$D/8.err"; then
+    ok "8: head on $ip with a per-job CA, 3 ranks"
+  else fail "8: exit $rc: $(tail -5 "$D/8.err")"; fi
+else
+  echo "skip 8: no non-loopback IPv4 address"
+fi
 
 # 7. nothing left
 sleep 1

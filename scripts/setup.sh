@@ -33,6 +33,11 @@ packages=(
   slurmd
   slurm-client
   munge
+  # hvactor-up: its cluster file (YAML), and ssh; the tests run a real sshd
+  # on 127.0.0.1.
+  libyaml-cpp-dev
+  openssh-client
+  openssh-server
 )
 if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then
   packages+=(libtorch-dev)

@@ -13,18 +13,14 @@
 #include <set>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/actor_system.hpp"
 #include "internal/cert_authority.hpp"
-#include "internal/interfaces.hpp"
 #include "internal/log.hpp"
 #include "internal/net.hpp"
-#include "internal/system_config.hpp"
-#include "internal/transport.hpp"
+#include "internal/knobs.hpp"
+#include "registry_probe.hpp"
 
 namespace hvactor::run_tool {
 
@@ -222,26 +218,15 @@ void slurm_cluster::start_nodes(const slurm::allocation& alloc) {
 }
 
 void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
-  auto [host, port] = net::parse_host_port(address_, "head");
   tls::config tls;
   if (!tls_dir_.empty())
     tls = {tls_dir_ + "/driver.pem", tls_dir_ + "/driver.key", tls_dir_ + "/ca.pem", {}};
-  caf::actor_system_config cfg;
-  configure_system(cfg, 2, tls);
-  caf::actor_system sys{cfg};
   auto deadline = clock_type::now() + opts_.timeout;
-  auto found = transport::connect(sys, host, port, opts_.timeout);
-  if (!found)
-    throw error(fmt::format("cannot reach the head at {}: {}", address_, sys.render(found.error())));
-  auto registry = caf::actor_cast<proto::node_registry>(std::move(*found));
+  tool::registry_probe probe{address_, tls, opts_.timeout};
   std::set<std::string> joined;
   for (;;) {
-    auto listed = ask<proto::cluster_view>(sys, registry, 5s, proto::list_atom_v);
-    if (listed) {
-      joined.clear();
-      for (auto& node : listed->nodes)
-        joined.insert(node.node_id);
-    }
+    if (auto ids = probe.node_ids(); !ids.empty())
+      joined = {ids.begin(), ids.end()};
     std::vector<std::string> missing, present;
     for (auto& node : alloc.nodes)
       (joined.count(node) ? present : missing).push_back(node);

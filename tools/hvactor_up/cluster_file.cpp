@@ -1,0 +1,190 @@
+#include "cluster_file.hpp"
+
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "hvactor/settings.hpp"
+
+namespace hvactor::up_tool {
+
+namespace {
+
+struct reader {
+  std::string path;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw std::invalid_argument(fmt::format("{}: {}: {}", path, key, why));
+  }
+
+  void only(const YAML::Node& map, const std::string& where, std::set<std::string> allowed) const {
+    if (!map.IsMap())
+      fail(where, "must be a mapping");
+    for (auto kv : map) {
+      auto key = kv.first.as<std::string>();
+      if (!allowed.count(key))
+        fail(where.empty() ? key : where + "." + key,
+             fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
+    }
+  }
+
+  std::string text(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar())
+      fail(key, "must be a string");
+    return n.as<std::string>();
+  }
+
+  int number(const YAML::Node& n, const std::string& key, int min, int max) const {
+    int v = 0;
+    try {
+      v = n.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(key, "must be an integer");
+    }
+    if (v < min || v > max)
+      fail(key, fmt::format("must be in {}..{} (got {})", min, max, v));
+    return v;
+  }
+
+  std::vector<std::string> commands(const YAML::Node& n, const std::string& key) const {
+    std::vector<std::string> out;
+    if (!n)
+      return out;
+    if (!n.IsSequence())
+      fail(key, "must be a list of commands");
+    for (size_t i = 0; i < n.size(); ++i)
+      out.push_back(text(n[i], fmt::format("{}[{}]", key, i)));
+    return out;
+  }
+
+  machine entry(const YAML::Node& n, const std::string& key, int ssh_port) const {
+    machine m;
+    m.ssh_port = ssh_port;
+    if (n.IsScalar()) {
+      m.ip = n.as<std::string>();
+    } else {
+      only(n, key, {"ip", "node_id", "num_cpus", "num_gpus", "ssh_port"});
+      if (!n["ip"])
+        fail(key + ".ip", "is required");
+      m.ip = text(n["ip"], key + ".ip");
+      if (n["node_id"])
+        m.node_id = text(n["node_id"], key + ".node_id");
+      if (n["num_cpus"])
+        m.num_cpus = number(n["num_cpus"], key + ".num_cpus", 0, 1 << 20);
+      if (n["num_gpus"])
+        m.num_gpus = number(n["num_gpus"], key + ".num_gpus", 0, 1024);
+      if (n["ssh_port"])
+        m.ssh_port = number(n["ssh_port"], key + ".ssh_port", 1, 65535);
+    }
+    if (m.ip.empty() || m.ip.find_first_of(" \t\n'\"`$;&|<>") != std::string::npos)
+      fail(key, fmt::format("'{}' is not an address", m.ip));
+    return m;
+  }
+};
+
+std::string home_path(std::string p) {
+  if (p.rfind("~/", 0) == 0)
+    if (const char* home = std::getenv("HOME"))
+      p = std::string{home} + p.substr(1);
+  return p;
+}
+
+} // namespace
+
+std::vector<machine> cluster_file::machines() const {
+  std::vector<machine> out{head};
+  out.insert(out.end(), workers.begin(), workers.end());
+  return out;
+}
+
+cluster_file read_cluster_file(const std::string& path) {
+  reader r{path};
+  YAML::Node doc;
+  try {
+    doc = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw std::invalid_argument(fmt::format("{}: cannot read the cluster file", path));
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument(fmt::format("{}: not valid YAML: {}", path, e.what()));
+  }
+  r.only(doc, "", {"cluster_name", "provider", "auth", "setup_commands", "head_setup_commands",
+                   "worker_setup_commands", "hvactor"});
+  cluster_file c;
+  if (!doc["cluster_name"])
+    r.fail("cluster_name", "is required");
+  c.name = r.text(doc["cluster_name"], "cluster_name");
+  try {
+    hvactor::validate_node_id(c.name);
+  } catch (const std::invalid_argument& e) {
+    r.fail("cluster_name", e.what());
+  }
+  auto auth = doc["auth"];
+  if (!auth)
+    r.fail("auth", "is required (ssh_user, ssh_private_key)");
+  r.only(auth, "auth", {"ssh_user", "ssh_private_key", "ssh_port"});
+  if (!auth["ssh_user"])
+    r.fail("auth.ssh_user", "is required");
+  c.ssh_user = r.text(auth["ssh_user"], "auth.ssh_user");
+  if (auth["ssh_private_key"])
+    c.ssh_key = home_path(r.text(auth["ssh_private_key"], "auth.ssh_private_key"));
+  int ssh_port = auth["ssh_port"] ? r.number(auth["ssh_port"], "auth.ssh_port", 1, 65535) : 22;
+  auto provider = doc["provider"];
+  if (!provider)
+    r.fail("provider", "is required (type: local, head_ip, worker_ips)");
+  r.only(provider, "provider", {"type", "head_ip", "worker_ips"});
+  if (provider["type"] && r.text(provider["type"], "provider.type") != "local")
+    r.fail("provider.type", "only 'local' (machines you already have) is supported");
+  if (!provider["head_ip"])
+    r.fail("provider.head_ip", "is required");
+  c.head = r.entry(provider["head_ip"], "provider.head_ip", ssh_port);
+  c.head.head = true;
+  if (c.head.node_id.empty())
+    c.head.node_id = "head";
+  if (auto workers = provider["worker_ips"]) {
+    if (!workers.IsSequence())
+      r.fail("provider.worker_ips", "must be a list");
+    for (size_t i = 0; i < workers.size(); ++i) {
+      auto m = r.entry(workers[i], fmt::format("provider.worker_ips[{}]", i), ssh_port);
+      if (m.node_id.empty())
+        m.node_id = m.ip;
+      c.workers.push_back(m);
+    }
+  }
+  std::set<std::string> ids;
+  for (auto& m : c.machines()) {
+    try {
+      hvactor::validate_node_id(m.node_id);
+    } catch (const std::invalid_argument& e) {
+      r.fail("node_id", e.what());
+    }
+    if (!ids.insert(m.node_id).second)
+      r.fail("provider", fmt::format("node id '{}' is used twice; give workers on one machine "
+                                     "distinct node_id values",
+                                     m.node_id));
+  }
+  c.setup_commands = r.commands(doc["setup_commands"], "setup_commands");
+  c.head_setup_commands = r.commands(doc["head_setup_commands"], "head_setup_commands");
+  c.worker_setup_commands = r.commands(doc["worker_setup_commands"], "worker_setup_commands");
+  if (auto h = doc["hvactor"]) {
+    r.only(h, "hvactor", {"port", "node_binary", "tls", "timeout"});
+    if (h["port"])
+      c.port = r.number(h["port"], "hvactor.port", 1, 65535);
+    if (h["node_binary"])
+      c.node_binary = r.text(h["node_binary"], "hvactor.node_binary");
+    if (h["tls"]) {
+      try {
+        c.tls = h["tls"].as<bool>();
+      } catch (const YAML::Exception&) {
+        r.fail("hvactor.tls", "must be true or false");
+      }
+    }
+    if (h["timeout"])
+      c.timeout_s = r.number(h["timeout"], "hvactor.timeout", 1, 3600);
+  }
+  return c;
+}
+
+} // namespace hvactor::up_tool

@@ -168,6 +168,17 @@ void connect_agents(coord_actor self, cluster_view view) {
       if (self->state.agents_by_node.count(info.node_id))
         ordered.push_back({info.node_id, info.total.cpus, info.total.gpus, info.free.cpus,
                            info.free.gpus});
+    auto& prefer = self->state.cfg.node_order;
+    if (!prefer.empty()) {
+      auto rank_of = [&](const node_resources& n) {
+        auto i = std::find(prefer.begin(), prefer.end(), n.node_id);
+        return static_cast<size_t>(i - prefer.begin());
+      };
+      std::stable_sort(ordered.begin(), ordered.end(),
+                       [&](const node_resources& a, const node_resources& b) {
+                         return rank_of(a) < rank_of(b);
+                       });
+    }
     reserve_plan(self, std::move(ordered));
   };
   auto& view_ref = *shared_view;

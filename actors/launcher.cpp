@@ -143,6 +143,7 @@ int launcher::run(const std::atomic<int>& stop) {
   if (!st.rt.binary_hash.empty())
     cfg.binary_hash = sha256_file(st.program);
   cfg.launch = true;
+  cfg.node_order = st.o.node_order;
   auto printer = st.printer;
   cfg.on_output = [printer](int rank, int stream, const std::string& line) {
     printer->line(rank, stream, line);

@@ -77,6 +77,10 @@ struct coordinator_config {
   /// The job's rendezvous store (elastic jobs publish each generation's
   /// assignments there).
   proto::rendezvous_store store;
+  /// Nodes to use first, in this order (hvactor-run in a Slurm allocation:
+  /// the allocation's order, so rank 0 is on its first node); the others
+  /// follow in join order.
+  std::vector<std::string> node_order;
 };
 
 /// Spawns the coordinator of one job (protocol: interfaces.hpp); the

@@ -39,6 +39,8 @@ struct launch_options {
   std::optional<int> reset_limit;
   std::optional<std::pair<int, int>> cooldown_range;
   std::optional<int> elastic_timeout;
+  /// Nodes to place ranks on first, in this order (Slurm: the allocation's).
+  std::vector<std::string> node_order;
 };
 
 /// hvactor-run's engine: gang-schedules `np` slots through the same

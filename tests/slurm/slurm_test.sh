@@ -2,8 +2,9 @@
 # slurm_test.sh BUILD_DIR: hvactor-run on a real (emulated) Slurm cluster of
 # 3 nodes with 2 CPUs and 2 fake GPUs each, brought up by slurm-up.sh and torn
 # down by pid. Skips (77) without root or without Slurm's daemons.
-#   1. salloc -N3 --ntasks-per-node=2: 6 ranks, 2 per node (n1, n2, n3),
-#      local ranks 0 and 1 on each, CUDA_VISIBLE_DEVICES from Slurm
+#   1. salloc -N3 --ntasks-per-node=2: 6 ranks, 2 per node (n1, n2, n3) in
+#      the allocation's order, local ranks 0 and 1 on each,
+#      CUDA_VISIBLE_DEVICES from Slurm
 #   2. a rank exiting 3 makes salloc exit 3, naming the rank
 #   3. sbatch, polled with squeue: ExitCode=0:0 and every rank in the output
 #   4. hvactor-run --driver: an executor program with num_hosts=3
@@ -43,6 +44,8 @@ else
   [ "$hosts" = " 2 host=n1; 2 host=n2; 2 host=n3;" ] || fail "1: hosts $hosts"
   [ "$locals" = "n1:0 n1:1 n2:0 n2:1 n3:0 n3:1 " ] || fail "1: local ranks $locals"
   [ "$cvds" = "cvd=0,1 " ] || fail "1: CUDA_VISIBLE_DEVICES $cvds"
+  order=$(echo "$where" | sed 's/where rank=\([0-9]*\) host=\([^ ]*\).*/\1:\2/' | sort -n | tr '\n' ' ')
+  [ "$order" = "0:n1 1:n1 2:n2 3:n2 4:n3 5:n3 " ] || fail "1: rank order $order (want the allocation's)"
   ok "1: 6 ranks, 2 per node, local ranks 0/1, CUDA_VISIBLE_DEVICES 0,1"
 fi
 

@@ -49,6 +49,8 @@ void apply_allocation(const slurm::allocation& alloc, launch_options& o, bool gp
     o.np = *o.num_hosts * o.per_host.value_or(1);
   if (alloc.gpus_per_node > 0 && !gpus_given)
     o.gpus_per_worker = 1;
+  // Rank 0 on the allocation's first node, as srun and mpirun place them.
+  o.node_order = alloc.nodes;
   fmt::print(stderr, "hvactor-run: {} rank{}{} from the allocation{}\n", o.np,
              o.np == 1 ? "" : "s",
              o.num_hosts ? fmt::format(" ({} per node)", o.per_host.value_or(1)) : "",

@@ -160,6 +160,8 @@ cluster_file read_cluster_file(const std::string& path) {
     } catch (const std::invalid_argument& e) {
       r.fail("node_id", e.what());
     }
+    if (m.node_id == "driver")
+      r.fail("node_id", "'driver' is reserved (the driver's certificate)");
     if (!ids.insert(m.node_id).second)
       r.fail("provider", fmt::format("node id '{}' is used twice; give workers on one machine "
                                      "distinct node_id values",

@@ -38,6 +38,10 @@ packages=(
   libyaml-cpp-dev
   openssh-client
   openssh-server
+  # deploy/kubernetes' checks: the manifests' command lines on loopback
+  # (python3-yaml) and their style (yamllint).
+  python3-yaml
+  yamllint
 )
 if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then
   packages+=(libtorch-dev)

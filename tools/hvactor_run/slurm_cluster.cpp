@@ -11,6 +11,8 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <sstream>
+#include <future>
 #include <thread>
 
 #include <fmt/format.h>
@@ -259,6 +261,49 @@ void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
   }
 }
 
+namespace {
+
+// Runs a Slurm command, its output discarded, for at most 10 s; its stdout.
+std::string run_quietly(std::vector<std::string> argv) {
+  process_spec spec;
+  try {
+    spec.executable = find_program(argv.front());
+  } catch (const std::exception&) {
+    return {};
+  }
+  spec.args = std::move(argv);
+  spec.capture_stdout = true;
+  spec.echo_stderr = false;
+  auto out = std::make_shared<std::string>();
+  spec.on_line = [out](int stream, const std::string& line) {
+    if (stream == 1)
+      *out += line + "\n";
+  };
+  std::promise<void> done;
+  auto ended = done.get_future();
+  auto child = child_process::start(spec, [&done](process_exit) { done.set_value(); });
+  if (ended.wait_for(10s) != std::future_status::ready) {
+    child->signal(SIGKILL);
+    ended.wait();
+  }
+  return *out;
+}
+
+} // namespace
+
+// "JOB.STEP" of the nodes' step (named hvactor-node), from squeue.
+std::string slurm_cluster::step_id() const {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr)
+    return {};
+  auto out = run_quietly({"squeue", "-h", "-s", "-j", job, "-o", "%i %j"});
+  std::istringstream in{out};
+  for (std::string id, name; in >> id >> name;)
+    if (name == "hvactor-node")
+      return id;
+  return {};
+}
+
 void slurm_cluster::stop() {
   auto wait_gone = [](const std::shared_ptr<child_process>& p, std::chrono::milliseconds limit) {
     auto end = clock_type::now() + limit;
@@ -271,11 +316,17 @@ void slurm_cluster::stop() {
   if (head_)
     head_->signal(SIGTERM);
   if (step_ && !wait_gone(step_, 15s)) {
-    log::warn("the srun step of the nodes did not end after the head closed; signalling it");
-    step_->signal(SIGTERM);
-    if (!wait_gone(step_, 5s))
-      step_->signal(SIGKILL);
-    wait_gone(step_, 5s);
+    // scancel --signal=TERM on the step: its tasks get SIGTERM (and stop
+    // their workers); only then srun itself.
+    log::warn("the srun step of the nodes did not end after the head closed; scancel it");
+    if (auto id = step_id(); !id.empty())
+      run_quietly({"scancel", "--signal=TERM", id});
+    if (!wait_gone(step_, 5s)) {
+      step_->signal(SIGTERM);
+      if (!wait_gone(step_, 5s))
+        step_->signal(SIGKILL);
+      wait_gone(step_, 5s);
+    }
   }
   if (head_ && !wait_gone(head_, 5s)) {
     head_->signal(SIGKILL);

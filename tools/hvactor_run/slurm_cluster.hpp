@@ -59,6 +59,7 @@ private:
   void start_head(const slurm::allocation& alloc);
   void start_nodes(const slurm::allocation& alloc);
   void wait_for_nodes(const slurm::allocation& alloc);
+  std::string step_id() const;
 
   slurm_cluster_options opts_;
   std::string bind_;

@@ -236,7 +236,9 @@ void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
       return;
     std::unique_lock<std::mutex> lk{state_->mu};
     bool failed = !state_->failed.empty() || state_->step_exited;
-    if (!state_->failed.empty())
+    if (!state_->failed.empty()) {
+      // The failed task's own last words may still be on their way.
+      state_->cv.wait_for(lk, 300ms);
       throw error(fmt::format(
         "hvactor-node on node{} {} of Slurm job {} failed before joining the head at {} "
         "(joined: {}). Last lines of the srun step:{}",
@@ -244,6 +246,7 @@ void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
         address_,
         present.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(present, ", ")),
         state_->step_tail()));
+    }
     if (failed || clock_type::now() >= deadline) {
       std::string why =
         !state_->failed.empty()

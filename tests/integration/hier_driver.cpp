@@ -142,6 +142,17 @@ int kill_one(hvactor::runtime& rt, int h, int victim, const std::string& dir) {
   } catch (const hvactor::error& e) {
     say(std::string{"RUN "} + e.what());
   }
+  // The survivors report their errors to files; stopping the job before
+  // they did would kill them mid-report (the call fails at the victim's
+  // death already).
+  for (int i = 0; i < 300; ++i) {
+    bool all = true;
+    for (int r = 0; r < 2 * h; ++r)
+      all = all && (r == victim || std::filesystem::exists(dir + "/rank-" + std::to_string(r)));
+    if (all)
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
   ex.shutdown();
   return 0;
 }

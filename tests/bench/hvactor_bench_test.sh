@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# hvactor_bench_test.sh BUILD_DIR: hvactor-bench's collective subcommands on
+# the embedded cluster, checked (#wrong 0), their JSON validated against the
+# documented fields, the CSV's columns, and clear errors for bad options.
+set -uo pipefail
+B=$(realpath "${1:?build dir}"); BENCH="$B/tools/hvactor-bench"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+for kind in allreduce allgather broadcast; do
+  for np in 2 3; do
+    if timeout 120 "$BENCH" "$kind" -np "$np" -b 4 -e 2M -f 8 --iters 5 -w 2 --check \
+         --json "$T/$kind.json" --csv "$T/$kind.csv" > "$T/$kind.out" 2>&1; then
+      python3 - "$T/$kind.json" "$kind" "$np" <<'PY' || fail "$kind -np $np: JSON"
+import json, sys
+d = json.load(open(sys.argv[1])); kind, np = sys.argv[2], int(sys.argv[3])
+assert d["tool"] == "hvactor-bench" and d["subcommand"] == kind
+m = d["machine"]
+for k in ("cpu_model", "cores", "hostname", "hvactor_version", "gloo_version", "nccl_version",
+          "cuda_version", "node_ids", "path"):
+    assert k in m, k
+assert len(m["node_ids"]) == np
+s = d["settings"]
+assert s["ranks"] == np and s["check"] is True and s["iters"] == 5
+sizes = [r["size"] for r in d["results"]]
+assert sizes == [4, 32, 256, 2048, 16384, 131072, 1048576], sizes
+for r in d["results"]:
+    for k in ("size", "count", "type", "redop", "time_us", "algbw", "busbw", "wrong", "samples_us"):
+        assert k in r, k
+    assert r["wrong"] == 0 and r["time_us"] > 0 and len(r["samples_us"]) == 5
+    assert r["count"] == r["size"] // 4
+print("ok: %s -np %d: %d sizes, JSON fields present, #wrong 0" % (kind, np, len(sizes)))
+PY
+      [ "$(head -1 "$T/$kind.csv")" = "size,count,type,redop,time_us,algbw,busbw,wrong" ] \
+        || fail "$kind: CSV header $(head -1 "$T/$kind.csv")"
+    else
+      fail "$kind -np $np: $(tail -3 "$T/$kind.out")"
+    fi
+  done
+done
+# The Gloo path too, and its path is reported.
+timeout 120 "$BENCH" allreduce -np 2 -e 64K --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
+  && grep -q "# path: allreduce: gloo" "$T/g.out" && echo "ok: --backend gloo runs Gloo" \
+  || fail "--backend gloo: $(tail -3 "$T/g.out")"
+# Bad options: exit 2 with a message naming the option.
+check_bad() { # expected-text args...
+  local want=$1; shift
+  "$BENCH" "$@" > "$T/bad.out" 2>&1; local rc=$?
+  if [ "$rc" = 2 ] && grep -q -- "$want" "$T/bad.out"; then echo "ok: $* -> $(head -1 "$T/bad.out")"
+  else fail "$* -> exit $rc: $(cat "$T/bad.out")"; fi
+}
+check_bad "unknown subcommand 'allreduc'" allreduc
+check_bad "-np must be in" allreduce -np 0
+check_bad "-e 12Q: not a size" allreduce -e 12Q
+check_bad "-e must not be below -b" allreduce -b 1M -e 4K
+check_bad "--backend must be" allreduce --backend mpi
+check_bad "-f must be in" broadcast -f 1
+"$BENCH" allreduce --help > "$T/help.out" 2>&1 && grep -q -- "--check" "$T/help.out" \
+  && echo "ok: allreduce --help" || fail "allreduce --help"
+echo "hvactor_bench_test: $failures failure(s)"
+[ "$failures" = 0 ]

@@ -42,6 +42,8 @@ packages=(
   # (python3-yaml) and their style (yamllint).
   python3-yaml
   yamllint
+  # hvactor-bench --plot.
+  gnuplot-nox
 )
 if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then
   packages+=(libtorch-dev)

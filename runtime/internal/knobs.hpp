@@ -326,8 +326,10 @@ inline constexpr size_t shm_min_slot_bytes = size_t{64} << 10;
 /// A waiting rank spins this long on a sequence word before it sleeps on
 /// the word's futex (when every local rank has a core of its own; with
 /// more ranks than cores it yields instead: the rank it waits for needs
-/// the core).
-inline constexpr auto shm_spin = std::chrono::microseconds{50};
+/// the core). Longer than a sleeping core's wake-up: with 50 us, two ranks
+/// fell into a convoy on this VM, each waking the other ~55 us late, every
+/// small allreduce 50-100 us instead of 0.4 (hvactor-bench found it).
+inline constexpr auto shm_spin = std::chrono::microseconds{1000};
 
 /// A sleeping rank wakes at least this often to look at the abort word
 /// and whether the rank it waits on still exists, in case no one woke it.

@@ -80,7 +80,10 @@ rank_point measure_point(std::string kind, uint64_t bytes, int32_t iters, int32_
     p.wrong = c.check();
   for (int i = 0; i < warmup; ++i)
     c.run();
+  // A rank that slept in the barrier wakes later than the others; one more
+  // call after it puts every rank back in step before the clock starts.
   hvd::barrier();
+  c.run();
   p.samples_us.reserve(static_cast<size_t>(iters));
   auto start = clock_type::now();
   for (int i = 0; i < iters; ++i) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -87,7 +88,7 @@ struct config {
   int iters = 20, warmup = 5;
   bool check = false;
   std::string backend = "auto";
-  std::string json, csv;
+  std::string json, csv, plot;
 };
 
 config parse(const std::vector<std::string>& args) {
@@ -110,6 +111,8 @@ config parse(const std::vector<std::string>& args) {
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
     ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
     ("csv", "write one row per size here", cxxopts::value<std::string>())
+    ("plot", "draw busbw and time against size into FILE.svg or FILE.png (gnuplot)",
+     cxxopts::value<std::string>())
     ("h,help", "this text");
   // clang-format on
   std::vector<std::string> words(args.begin() + (args.size() > 1 ? 2 : 1), args.end());
@@ -161,6 +164,15 @@ config parse(const std::vector<std::string>& args) {
     c.json = o["json"].as<std::string>();
   if (o.count("csv"))
     c.csv = o["csv"].as<std::string>();
+  if (o.count("plot")) {
+    c.plot = o["plot"].as<std::string>();
+    auto ext = c.plot.size() > 4 ? c.plot.substr(c.plot.size() - 4) : "";
+    if (ext != ".svg" && ext != ".png")
+      throw std::invalid_argument("--plot " + c.plot + ": the file must end in .svg or .png");
+    if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
+      throw std::invalid_argument("--plot needs gnuplot, which is not installed (Debian: apt-get "
+                                  "install gnuplot-nox; scripts/setup.sh installs it)");
+  }
   return c;
 }
 
@@ -204,6 +216,39 @@ void write_json(const config& c, const std::vector<row>& rows, const std::vector
     out << "]}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
+}
+
+// busbw and time per call against the message size, log scales, through
+// gnuplot (data and script in a temp dir next to the plot).
+void plot(const config& c, const std::vector<row>& rows) {
+  auto data = c.plot + ".dat", script = c.plot + ".gp";
+  {
+    std::ofstream out{data};
+    for (auto& r : rows)
+      out << fmt::format("{} {:.6f} {:.6f}\n", r.bytes, r.busbw, r.time_us);
+  }
+  bool svg = c.plot.substr(c.plot.size() - 4) == ".svg";
+  {
+    std::ofstream gp{script};
+    gp << (svg ? "set terminal svg size 1000,420 dynamic\n" : "set terminal pngcairo size 1000,420\n")
+       << "set output '" << c.plot << "'\n"
+       << "set multiplot layout 1,2 title 'hvactor-bench " << c.kind << ", " << c.np
+       << " ranks (float32 sum)'\n"
+       << "set logscale x 2\nset format x '2^{%L}'\nset grid\n"
+       << "set xlabel 'message size (bytes)'\nset key top left\n"
+       << "set ylabel 'busbw (GB/s)'\nplot '" << data
+       << "' using 1:2 with linespoints title 'hvactor'\n"
+       << "set logscale y 10\nset ylabel 'time per call (us)'\nplot '" << data
+       << "' using 1:3 with linespoints title 'hvactor'\n"
+       << "unset multiplot\n";
+  }
+  auto cmd = fmt::format("gnuplot '{}' 2>&1", script);
+  int rc = std::system(cmd.c_str());
+  std::remove(data.c_str());
+  std::remove(script.c_str());
+  if (rc != 0)
+    throw std::runtime_error("gnuplot failed to draw " + c.plot);
+  fmt::print("# plot: {}\n", c.plot);
 }
 
 int run(hvactor::runtime& rt, const config& c) {
@@ -273,6 +318,8 @@ int run(hvactor::runtime& rt, const config& c) {
       out << fmt::format("{},{},float,sum,{:.3f},{:.4f},{:.4f},{}\n", r.bytes, r.count, r.time_us,
                          r.algbw, r.busbw, r.wrong);
   }
+  if (!c.plot.empty())
+    plot(c, rows);
   if (wrong_total > 0) {
     fmt::print(stderr, "hvactor-bench: {} wrong element(s)\n", wrong_total);
     return 1;

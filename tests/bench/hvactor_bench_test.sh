@@ -42,6 +42,16 @@ done
 timeout 120 "$BENCH" allreduce -np 2 -e 64K --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
   && grep -q "# path: allreduce: gloo" "$T/g.out" && echo "ok: --backend gloo runs Gloo" \
   || fail "--backend gloo: $(tail -3 "$T/g.out")"
+# --plot: an SVG when gnuplot is installed, else a clear error before anything runs.
+if command -v gnuplot > /dev/null; then
+  timeout 120 "$BENCH" broadcast -np 2 -e 64K --iters 3 --plot "$T/b.svg" > "$T/p.out" 2>&1
+  if [ -s "$T/b.svg" ] && grep -q "<svg" "$T/b.svg" && grep -q "busbw" "$T/b.svg"; then echo "ok: --plot drew $T/b.svg"
+  else fail "--plot: $(tail -3 "$T/p.out")"; fi
+  check_plot_ext=1
+else
+  "$BENCH" allreduce --plot "$T/x.svg" > "$T/p.out" 2>&1; rc=$?
+  [ "$rc" = 2 ] && grep -q "needs gnuplot" "$T/p.out" && echo "ok: --plot without gnuplot says so"     || fail "--plot without gnuplot: exit $rc: $(cat "$T/p.out")"
+fi
 # Bad options: exit 2 with a message naming the option.
 check_bad() { # expected-text args...
   local want=$1; shift
@@ -55,6 +65,7 @@ check_bad "-e 12Q: not a size" allreduce -e 12Q
 check_bad "-e must not be below -b" allreduce -b 1M -e 4K
 check_bad "--backend must be" allreduce --backend mpi
 check_bad "-f must be in" broadcast -f 1
+check_bad "must end in .svg or .png" allreduce --plot "$T/x.pdf"
 "$BENCH" allreduce --help > "$T/help.out" 2>&1 && grep -q -- "--check" "$T/help.out" \
   && echo "ok: allreduce --help" || fail "allreduce --help"
 echo "hvactor_bench_test: $failures failure(s)"

@@ -42,6 +42,21 @@ done
 timeout 120 "$BENCH" allreduce -np 2 -e 64K --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
   && grep -q "# path: allreduce: gloo" "$T/g.out" && echo "ok: --backend gloo runs Gloo" \
   || fail "--backend gloo: $(tail -3 "$T/g.out")"
+# On a cluster of two hvactor-node processes (a head and a node, loopback):
+# 2 nodes x 2 ranks take the hierarchical path.
+NODE="$B/tools/hvactor-node"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$NODE" --head --port "$port" --node-id bench-head --num-cpus 2 --num-gpus 0 --work-dir "$T/head" > "$T/head.log" 2>&1 &
+head_pid=$!
+for _ in $(seq 100); do grep -q "listening on" "$T/head.log" && break; sleep 0.1; done
+"$NODE" --address "127.0.0.1:$port" --node-id bench-node --num-cpus 2 --num-gpus 0 --work-dir "$T/node" > "$T/node.log" 2>&1 &
+node_pid=$!
+for _ in $(seq 100); do grep -q "joined" "$T/node.log" && break; sleep 0.1; done
+if timeout 120 "$BENCH" allreduce --address "127.0.0.1:$port" --num-hosts 2 --per-host 2 -e 1M -f 16      --iters 3 --check --json "$T/c.json" > "$T/c.out" 2>&1    && grep -q "# path: allreduce: hierarchical" "$T/c.out"    && python3 -c "import json,sys; d=json.load(open('$T/c.json')); ids=sorted(set(d['machine']['node_ids'])); sys.exit(0 if ids==['bench-head','bench-node'] and all(r['wrong']==0 for r in d['results']) else 1)"; then
+  echo "ok: 2 nodes x 2 ranks over --address: hierarchical, checked, node ids in the JSON"
+else fail "2-node cluster: $(tail -5 "$T/c.out")"; fi
+kill -TERM "$node_pid" "$head_pid" 2>/dev/null; wait "$node_pid" "$head_pid" 2>/dev/null
+
 # --plot: an SVG when gnuplot is installed, else a clear error before anything runs.
 if command -v gnuplot > /dev/null; then
   timeout 120 "$BENCH" broadcast -np 2 -e 64K --iters 3 --plot "$T/b.svg" > "$T/p.out" 2>&1

@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
-"""loopback_test.py BUILD_DIR: the exact command lines of deploy/kubernetes,
-run as local processes on loopback, as the pods would run them.
+"""loopback_test.py --hvactor-node P --hvactor-run P [--program P] [--pod-ip IP|auto]
 
-From the manifests: the head StatefulSet's container, the DaemonSet's init
-container and container (twice: two Kubernetes nodes), the driver Job's
-container. Substituted, and nothing else: the downward-API variables
-($(POD_IP)=127.0.0.1, $(POD_NAME)=hvactor-head-0, $(NODE_NAME)=k8s-n1/k8s-n2,
-$(CPUS)=2 from the limit), the Service name hvactor-head:6380 and port 6380
-(a free port here), /pki (the Secret's mount: a directory made with the
-README's `hvactor-node certs` command), and the image's paths of the
-binaries. Checks: the nodes wait for the head and join it, `status` lists
-all three, the driver Job's hvactor-run finishes 4 ranks, nothing is left.
+deploy/kubernetes's pods as local processes, started the way the kubelet
+would start them: each container's command + args with $(VAR) expanded from
+its own env (downward API: $(POD_IP), $(POD_NAME), $(NODE_NAME), $(CPUS) from
+limits.cpu), its env passed on, its volumes mounted (the Secret's items
+copied from a directory made by `hvactor-node certs`, emptyDirs empty).
+What is changed beyond that, because there is no cluster: the Service name
+hvactor-head:6380 becomes POD_IP:PORT (a free port: other suites may hold
+6380), each mount path a directory here, and /usr/local/ a directory holding
+links to the build's binaries (the image's layout, see the Dockerfile).
+
+Checks: a node's init container keeps waiting while there is no head and
+exits 0 once there is one; the head and two nodes (Kubernetes nodes k8s-n1,
+k8s-n2) run; `hvactor-node status` with the driver's identity lists all
+three; with --program, the driver Job's container runs its 4 ranks; after
+SIGTERM nothing started here is left. --pod-ip auto uses this machine's
+first non-loopback address (as a pod's IP: in no certificate's names).
+Exit 77 without PyYAML or, for auto, without such an address.
 """
+import argparse
+import math
 import os
 import re
 import shutil
@@ -22,119 +31,241 @@ import sys
 import tempfile
 import time
 
-import yaml
+try:
+    import yaml
+except ImportError:
+    print("SKIP: python3-yaml is needed")
+    sys.exit(77)
 
-BUILD = os.path.realpath(sys.argv[1])
-HERE = os.path.dirname(os.path.realpath(__file__))
-MANIFESTS = os.path.join(HERE, "..", "..", "deploy", "kubernetes")
-NODE = os.path.join(BUILD, "tools", "hvactor-node")
-BINARIES = {
-    "hvactor-node": NODE,
-    "hvactor-run": os.path.join(BUILD, "tools", "hvactor-run"),
-    "/usr/local/libexec/hvactor/spmd_train": os.path.join(BUILD, "examples", "spmd_train"),
-}
+MANIFESTS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "deploy",
+                         "kubernetes")
+failures = []
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    failures.append(msg)
 
 
 def load(name):
     with open(os.path.join(MANIFESTS, name)) as f:
-        return yaml.safe_load(f)
+        return yaml.safe_load(f)["spec"]["template"]["spec"]
+
+
+def non_loopback_ip():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))  # no packet is sent: only the route is looked up
+        ip = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if ip.startswith("127.") else ip
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-def command_of(container, variables, port, pki):
-    """The container's command + args as the kubelet would run them."""
-    argv = list(container.get("command", [])) + list(container.get("args", []))
-    out = []
-    for a in argv:
-        a = str(a)
-        for k, v in variables.items():
-            a = a.replace("$(%s)" % k, v)
-        a = a.replace("hvactor-head:6380", "127.0.0.1:%d" % port)
-        a = "%d" % port if a == "6380" else a
-        a = a.replace("/pki/", pki + "/")
-        for image_path, local in BINARIES.items():
-            if a == image_path:
-                a = local
-            a = re.sub(r"(^|\s)%s(\s|$)" % re.escape(image_path), r"\g<1>%s\g<2>" % local, a)
-        out.append(a)
-    return out
+def cpus(quantity, divisor):
+    """resourceFieldRef: ceil(limit / divisor), as the kubelet computes it."""
+    def value(q):
+        return float(q[:-1]) / 1000 if str(q).endswith("m") else float(q)
+    return str(math.ceil(value(quantity) / value(divisor)))
+
+
+class Env:
+    """The test's stand-in for one node of a cluster and the kubelet."""
+
+    def __init__(self, tmp, pod_ip, port):
+        self.tmp, self.pod_ip, self.port = tmp, pod_ip, port
+        self.secret = os.path.join(tmp, "secret")
+        self.image = os.path.join(tmp, "image")
+        self.procs = []
+
+    def rewrite(self, s, mounts):
+        s = s.replace("hvactor-head:6380", "%s:%d" % (self.pod_ip, self.port))
+        if s == "6380":
+            s = str(self.port)
+        for mount, local in mounts.items():
+            s = re.sub(re.escape(mount) + r"(?=/|\s|$)", local, s)
+        return s.replace("/usr/local/", self.image + "/usr/local/")
+
+    def volume(self, pod, spec, name):
+        vol = next(v for v in spec["volumes"] if v["name"] == name)
+        d = os.path.join(self.tmp, "pods", pod, name)
+        if os.path.isdir(d):  # already made for another container of the pod
+            return d
+        os.makedirs(d)
+        if "secret" in vol:
+            for item in vol["secret"]["items"]:
+                dst = os.path.join(d, item["path"])
+                shutil.copy(os.path.join(self.secret, item["key"]), dst)
+                os.chmod(dst, vol["secret"].get("defaultMode", 0o644))
+        elif "emptyDir" not in vol:
+            fail("volume %s: only secret and emptyDir are emulated" % name)
+        return d
+
+    def start(self, pod, spec, container, downward):
+        """Popen of the container as the kubelet would start it."""
+        env = {}
+        for e in container.get("env", []):
+            if "value" in e:
+                env[e["name"]] = e["value"]
+            elif "fieldRef" in e["valueFrom"]:
+                env[e["name"]] = downward[e["valueFrom"]["fieldRef"]["fieldPath"]]
+            else:
+                ref = e["valueFrom"]["resourceFieldRef"]
+                assert ref["resource"] == "limits.cpu", ref
+                limit = container.get("resources", {}).get("limits", {}).get("cpu")
+                env[e["name"]] = cpus(limit, ref.get("divisor", "1")) if limit else str(os.cpu_count())
+        argv = []
+        for a in container.get("command", []) + container.get("args", []):
+            # The kubelet's expansion: $(VAR) of a defined VAR; others stay.
+            argv.append(re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                               lambda m: env.get(m.group(1), m.group(0)), str(a)))
+        for a in argv:
+            if "$(" in a:
+                fail("%s/%s: undefined variable in %r" % (pod, container["name"], a))
+        mounts = {m["mountPath"]: self.volume(pod, spec, m["name"])
+                  for m in container.get("volumeMounts", [])}
+        argv = [self.rewrite(a, mounts) for a in argv]
+        penv = {k: v for k, v in os.environ.items() if not k.startswith(("HVACTOR_", "HOROVOD_"))}
+        penv.update({k: self.rewrite(v, mounts) for k, v in env.items()})
+        penv["PATH"] = self.image + "/usr/local/bin:" + penv.get("PATH", "/usr/bin:/bin")
+        log = open(os.path.join(self.tmp, "%s.%s.log" % (pod, container["name"])), "w+")
+        print("%s/%s: %s" % (pod, container["name"], " ".join(argv)), flush=True)
+        p = subprocess.Popen(argv, env=penv, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        p.log = log
+        self.procs.append(p)
+        return p
+
+
+def output(p):
+    p.log.seek(0)
+    return p.log.read()
+
+
+def link(src, dst):
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    os.symlink(os.path.realpath(src), dst)
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hvactor-node", required=True)
+    ap.add_argument("--hvactor-run", required=True)
+    ap.add_argument("--program", default="", help="the driver Job's spmd_train (skipped if empty)")
+    ap.add_argument("--pod-ip", default="127.0.0.1")
+    o = ap.parse_args()
+    pod_ip = non_loopback_ip() if o.pod_ip == "auto" else o.pod_ip
+    if not pod_ip:
+        print("SKIP: no non-loopback IPv4 address on this machine")
+        return 77
+    head = load("head-statefulset.yaml")
+    ds = load("node-daemonset.yaml")
+    job = load("driver-job.yaml")
     tmp = tempfile.mkdtemp(prefix="hvactor-k8s-")
-    pki = os.path.join(tmp, "pki")
-    procs = []
-    failures = []
+    k = Env(tmp, pod_ip, free_port())
     try:
-        # The Secret, made as the README says.
-        subprocess.run([NODE, "certs", "--dir", pki, "head", "node", "driver"], check=True,
-                       stdout=subprocess.DEVNULL)
-        port = free_port()
-        head = load("head-statefulset.yaml")["spec"]["template"]["spec"]["containers"][0]
-        ds = load("node-daemonset.yaml")["spec"]["template"]["spec"]
-        job = load("driver-job.yaml")["spec"]["template"]["spec"]["containers"][0]
-        head_cmd = command_of(head, {"POD_IP": "127.0.0.1", "POD_NAME": "hvactor-head-0"}, port, pki)
-        print("head:", " ".join(head_cmd))
-        log = open(os.path.join(tmp, "head.log"), "w")
-        procs.append(subprocess.Popen(head_cmd, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True))
-        nodes = []
-        for name in ("k8s-n1", "k8s-n2"):
-            vars_ = {"POD_IP": "127.0.0.1", "NODE_NAME": name, "CPUS": "2"}
-            init = command_of(ds["initContainers"][0], vars_, port, pki)
-            # The init container waits until the head answers.
-            r = subprocess.run(["timeout", "30"] + init, capture_output=True, text=True)
-            if r.returncode != 0:
-                failures.append("init container of %s: exit %d: %s" % (name, r.returncode, r.stdout[-300:]))
-            cmd = command_of(ds["containers"][0], vars_, port, pki)
-            print("node:", " ".join(cmd))
-            nlog = open(os.path.join(tmp, name + ".log"), "w")
-            p = subprocess.Popen(cmd, stdout=nlog, stderr=subprocess.STDOUT, start_new_session=True)
-            procs.append(p)
-            nodes.append(p)
-        status = [NODE, "status", "--address", "127.0.0.1:%d" % port, "--tls-cert",
-                  pki + "/driver.pem", "--tls-key", pki + "/driver.key", "--tls-ca", pki + "/ca.pem"]
+        # The image: /usr/local/bin/hvactor-*, /usr/local/libexec/hvactor/*.
+        link(o.hvactor_node, k.image + "/usr/local/bin/hvactor-node")
+        link(o.hvactor_run, k.image + "/usr/local/bin/hvactor-run")
+        if o.program:
+            link(o.program, k.image + "/usr/local/libexec/hvactor/" + os.path.basename(o.program))
+        # The Secret's files, made with the README's command.
+        subprocess.run([o.hvactor_node, "certs", "--dir", k.secret, "head", "node", "driver"],
+                       check=True, stdout=subprocess.DEVNULL)
+        nodes = {n: ("hvactor-node-" + n, {"status.podIP": pod_ip, "spec.nodeName": n,
+                                           "metadata.name": "hvactor-node-" + n})
+                 for n in ("k8s-n1", "k8s-n2")}
+        # 1. The init container waits while there is no head.
+        pod, down = nodes["k8s-n1"]
+        init1 = k.start(pod, ds, ds["initContainers"][0], down)
+        time.sleep(3)
+        if init1.poll() is not None:
+            fail("the init container did not wait for the head (exit %s): %s"
+                 % (init1.returncode, output(init1)[-300:]))
+        # 2. The head; then both nodes' init containers end and the nodes start.
+        headp = k.start("hvactor-head-0", head, head["containers"][0],
+                        {"status.podIP": pod_ip, "metadata.name": "hvactor-head-0"})
+        node_procs = []
+        for n, (pod, down) in nodes.items():
+            init = init1 if n == "k8s-n1" else k.start(pod, ds, ds["initContainers"][0], down)
+            try:
+                rc = init.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                rc = "none after 30 s"
+            if rc != 0:
+                fail("%s's init container: exit %s: %s" % (n, rc, output(init)[-300:]))
+            node_procs.append(k.start(pod, ds, ds["containers"][0], down))
+        # 3. status, with the driver's identity, lists all three.
+        pki = k.secret + "/"
+        status = [o.hvactor_node, "status", "--address", "%s:%d" % (pod_ip, k.port),
+                  "--tls-cert", pki + "driver.pem", "--tls-key", pki + "driver.key",
+                  "--tls-ca", pki + "ca.pem"]
         listed = ""
-        for _ in range(150):
+        for _ in range(60):
             listed = subprocess.run(status, capture_output=True, text=True).stdout
-            if all(n in listed for n in ("hvactor-head-0", "k8s-n1", "k8s-n2")):
+            if all(re.search(r"^%s\s" % n, listed, re.M)
+                   for n in ("hvactor-head-0", "k8s-n1", "k8s-n2")):
                 break
-            time.sleep(0.2)
+            time.sleep(0.5)
         else:
-            failures.append("status never listed the head and both nodes:\n" + listed)
-        print(listed)
-        driver = command_of(job, {}, port, pki)
-        print("driver job:", " ".join(driver))
-        r = subprocess.run(["timeout", "120"] + driver, capture_output=True, text=True)
-        if r.returncode != 0:
-            failures.append("driver Job exit %d: %s" % (r.returncode, r.stderr[-500:]))
+            fail("status never listed hvactor-head-0, k8s-n1 and k8s-n2")
+        print(listed, flush=True)
+        for p in [headp] + node_procs:
+            if p.poll() is not None:
+                fail("%s exited %s: %s" % (p.args[:2], p.returncode, output(p)[-500:]))
+        # 4. The driver Job: its container, its env (address, TLS identity).
+        if o.program:
+            drv = k.start("hvactor-train-x1", job, job["containers"][0], {})
+            try:
+                rc = drv.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                rc = "none after 90 s"
+            out = output(drv)
+            ranks = [r for r in range(4) if "[1,%d]<stdout>" % r in out]
+            if rc != 0 or len(ranks) != 4:
+                fail("driver Job: exit %s, output from ranks %s: %s" % (rc, ranks, out[-800:]))
+            else:
+                print("driver Job: exit 0, output from ranks 0-3, last line: %s"
+                      % out.strip().splitlines()[-1])
         else:
-            print("driver Job: exit 0, %d lines" % len(r.stdout.splitlines()))
+            print("skipped: the driver Job (no --program)")
     finally:
-        for p in procs:
+        for p in k.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         deadline = time.time() + 15
-        for p in procs:
+        for p in k.procs:
             try:
                 p.wait(timeout=max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-                failures.append("pid %d ignored SIGTERM" % p.pid)
-        left = subprocess.run(["pgrep", "-f", pki], capture_output=True, text=True).stdout.split()
+                fail("%s ignored SIGTERM" % p.args[:2])
+        time.sleep(0.5)
+        # Workers run from the nodes' work dirs, inside tmp: any process
+        # whose command line names tmp was started here.
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if tmp.encode() in f.read():
+                        left.append(pid)
+            except OSError:
+                pass
         if left:
-            failures.append("processes left: " + " ".join(left))
+            fail("processes left: " + " ".join(left))
+        if failures:
+            for p in k.procs:
+                print("--- %s (last lines)\n%s" % (" ".join(p.args[:2]), output(p)[-1500:]))
         shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAIL:", f)
     print("loopback_test: %d failure(s)" % len(failures))
     return 1 if failures else 0
 

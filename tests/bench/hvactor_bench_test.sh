@@ -81,6 +81,10 @@ check_bad "-e must not be below -b" allreduce -b 1M -e 4K
 check_bad "--backend must be" allreduce --backend mpi
 check_bad "-f must be in" broadcast -f 1
 check_bad "must end in .svg or .png" allreduce --plot "$T/x.pdf"
+# A head that is not there: exit 1 naming the address, not an abort.
+"$BENCH" allreduce --address 127.0.0.1:1 -e 4 > "$T/addr.out" 2>&1; rc=$?
+[ "$rc" = 1 ] && grep -q "cannot join the cluster at 127.0.0.1:1" "$T/addr.out" \
+  && echo "ok: an unreachable --address exits 1 naming it" || fail "unreachable --address: exit $rc: $(cat "$T/addr.out")"
 "$BENCH" allreduce --help > "$T/help.out" 2>&1 && grep -q -- "--check" "$T/help.out" \
   && echo "ok: allreduce --help" || fail "allreduce --help"
 echo "hvactor_bench_test: $failures failure(s)"

@@ -330,10 +330,10 @@ int run(hvactor::runtime& rt, const config& c) {
 } // namespace
 
 int main(int argc, char** argv) {
-  // In a worker process this never returns. The embedded node offers 64
-  // CPU slots, so that any -np runs on a small machine.
-  hvactor::runtime rt{argc, argv, {.num_cpus = 64}};
   try {
+    // In a worker process this never returns. The embedded node offers 64
+    // CPU slots, so that any -np runs on a small machine.
+    hvactor::runtime rt{argc, argv, {.num_cpus = 64}};
     return run(rt, parse(rt.args()));
   } catch (const cxxopts::exceptions::exception& e) {
     fmt::print(stderr, "hvactor-bench: {} (see hvactor-bench SUBCOMMAND --help)\n", e.what());

@@ -81,6 +81,21 @@ check_bad "-e must not be below -b" allreduce -b 1M -e 4K
 check_bad "--backend must be" allreduce --backend mpi
 check_bad "-f must be in" broadcast -f 1
 check_bad "must end in .svg or .png" allreduce --plot "$T/x.pdf"
+# control-plane: start() times, call rate and latency per worker count.
+if timeout 120 "$BENCH" control-plane --workers 1,2 --repeats 2 --seconds 0.3 --json "$T/cp.json" > "$T/cp.out" 2>&1 \
+   && python3 - "$T/cp.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["subcommand"] == "control-plane" and [r["workers"] for r in d["results"]] == [1, 2]
+for r in d["results"]:
+    assert len(r["start_ms"]) == 2 and all(x > 0 for x in r["start_ms"])
+    assert r["calls_per_s"] > 0 and 0 < r["call_us_p50"] <= r["call_us_p99"]
+PY
+then echo "ok: control-plane: start times, call rate and latency for 1 and 2 workers"
+else fail "control-plane: $(tail -3 "$T/cp.out")"; fi
+"$BENCH" control-plane --workers 0 > "$T/cp0.out" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q -- "--workers: 0 is not in" "$T/cp0.out" && echo "ok: control-plane --workers 0 refused" \
+  || fail "control-plane --workers 0: exit $rc: $(cat "$T/cp0.out")"
 # A head that is not there: exit 1 naming the address, not an abort.
 "$BENCH" allreduce --address 127.0.0.1:1 -e 4 > "$T/addr.out" 2>&1; rc=$?
 [ "$rc" = 1 ] && grep -q "cannot join the cluster at 127.0.0.1:1" "$T/addr.out" \

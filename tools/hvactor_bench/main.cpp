@@ -26,6 +26,7 @@
 #include <hvactor/hvactor.hpp>
 
 #include "collective.hpp"
+#include "control_plane.hpp"
 
 namespace {
 
@@ -124,12 +125,12 @@ config parse(const std::vector<std::string>& args) {
   }
   auto o = p.parse(static_cast<int>(argv.size()), argv.data());
   if (o.count("help") || c.kind.empty() || c.kind == "--help" || c.kind == "-h") {
-    std::cout << p.help() << "\nsubcommands: allreduce, allgather, broadcast\n";
+    std::cout << p.help() << "\nsubcommands: allreduce, allgather, broadcast, control-plane\n";
     std::exit(c.kind.empty() ? 2 : 0);
   }
   if (c.kind != "allreduce" && c.kind != "allgather" && c.kind != "broadcast")
     throw std::invalid_argument("unknown subcommand '" + c.kind
-                                + "' (allreduce, allgather, broadcast)");
+                                + "' (allreduce, allgather, broadcast, control-plane)");
   if (!o.unmatched().empty())
     throw std::invalid_argument("unexpected argument '" + o.unmatched().front() + "'");
   c.np = o["np"].as<int>();
@@ -334,7 +335,10 @@ int main(int argc, char** argv) {
     // In a worker process this never returns. The embedded node offers 64
     // CPU slots, so that any -np runs on a small machine.
     hvactor::runtime rt{argc, argv, {.num_cpus = 64}};
-    return run(rt, parse(rt.args()));
+    auto args = rt.args();
+    if (args.size() > 1 && args[1] == "control-plane")
+      return run_control_plane(rt, args);
+    return run(rt, parse(args));
   } catch (const cxxopts::exceptions::exception& e) {
     fmt::print(stderr, "hvactor-bench: {} (see hvactor-bench SUBCOMMAND --help)\n", e.what());
     return 2;

@@ -1,0 +1,16 @@
+#pragma once
+
+// hvactor-bench control-plane: start() time, call rate and call latency.
+
+#include <string>
+#include <vector>
+
+#include <hvactor/runtime.hpp>
+
+namespace hvactor::bench_tool {
+
+/// Runs the subcommand with hvactor-bench's arguments (`args[1]` is
+/// "control-plane"); prints the table; returns the exit code.
+int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args);
+
+} // namespace hvactor::bench_tool

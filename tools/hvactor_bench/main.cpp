@@ -21,12 +21,12 @@
 
 #include <cxxopts.hpp>
 #include <fmt/format.h>
-#include <gloo/config.h>
 
 #include <hvactor/hvactor.hpp>
 
 #include "collective.hpp"
 #include "control_plane.hpp"
+#include "report.hpp"
 
 namespace {
 
@@ -51,27 +51,6 @@ size_t parse_size(const std::string& text, const char* option) {
   if (mult == 0 || n > (size_t{1} << 40) / mult)
     throw std::invalid_argument(fmt::format("{} {}: not a size up to 1T (units K, M, G)", option, text));
   return static_cast<size_t>(n) * mult;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20)
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-    else
-      out += c;
-  }
-  return out + "\"";
-}
-
-std::string cpu_model() {
-  std::ifstream in{"/proc/cpuinfo"};
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 2);
-  return "unknown";
 }
 
 struct row {
@@ -190,19 +169,9 @@ void write_json(const config& c, const std::vector<row>& rows, const std::vector
   std::ofstream out{c.json};
   if (!out)
     throw std::runtime_error("cannot write " + c.json);
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
   out << "{\n  \"tool\": \"hvactor-bench\",\n  \"subcommand\": " << json_string(c.kind)
-      << ",\n  \"machine\": {\"cpu_model\": " << json_string(cpu_model())
-      << ", \"cores\": " << std::thread::hardware_concurrency()
-      << ", \"hostname\": " << json_string(host)
-      << ", \"hvactor_version\": " << json_string(HVACTOR_BENCH_VERSION)
-      << ", \"gloo_version\": "
-      << json_string(fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH))
-      << ", \"nccl_version\": null, \"cuda_version\": null, \"node_ids\": [";
-  for (size_t i = 0; i < nodes.size(); ++i)
-    out << (i ? ", " : "") << json_string(nodes[i]);
-  out << "], \"path\": " << json_string(path_info) << "},\n  \"settings\": {\"ranks\": " << c.np
+      << ",\n  \"machine\": " << machine_json(nodes, path_info)
+      << ",\n  \"settings\": {\"ranks\": " << c.np
       << ", \"type\": \"float\", \"redop\": \"sum\", \"iters\": " << c.iters
       << ", \"warmup\": " << c.warmup << ", \"check\": " << (c.check ? "true" : "false")
       << ", \"backend\": " << json_string(c.backend) << "},\n  \"results\": [\n";

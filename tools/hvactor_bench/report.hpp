@@ -1,0 +1,51 @@
+#pragma once
+
+// What every hvactor-bench subcommand reports the same way: the machine's
+// description, JSON strings, statistics over samples, and the progress line
+// on the terminal.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace hvactor::bench_tool {
+
+/// `s` as a JSON string literal, quotes included.
+std::string json_string(const std::string& s);
+
+/// `v` as a JSON array of numbers with 3 decimals.
+std::string json_numbers(const std::vector<double>& v);
+
+/// The "machine" object of every JSON report: CPU model, cores, hostname,
+/// the NICs that have an address, hvactor/Gloo/NCCL/CUDA versions (null
+/// where not built in), the node ids of the ranks and the collective path
+/// (hvd::backend_info(); empty -> null).
+std::string machine_json(const std::vector<std::string>& node_ids, const std::string& path);
+
+/// Mean of `v` (0 when empty).
+double mean(const std::vector<double>& v);
+
+/// Half width of the 95 % interval of the samples, as Horovod's synthetic
+/// benchmark reports it (1.96 standard deviations).
+double ci95(const std::vector<double>& v);
+
+/// The q-quantile (0..1) of `v`, nearest rank.
+double quantile(std::vector<double> v, double q);
+
+/// "1,2,4" -> {1, 2, 4}; std::invalid_argument naming `option` otherwise.
+std::vector<int> parse_int_list(const std::string& text, const char* option, int lo, int hi);
+
+/// The one-line progress report on stderr: shown only when stderr is a
+/// terminal, rewritten in place, erased by clear().
+class progress {
+public:
+  progress();
+  void show(const std::string& what);
+  void clear();
+
+private:
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+} // namespace hvactor::bench_tool

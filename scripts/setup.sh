@@ -44,6 +44,7 @@ packages=(
   yamllint
   # hvactor-bench --plot.
   gnuplot-nox
+  python3-torch
 )
 if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then
   packages+=(libtorch-dev)

@@ -11,6 +11,7 @@
 #   5. scancel of a running job leaves no hvactor process
 #   6. a node whose hvactor-node cannot start is named at once
 #   8. off loopback (this host's own address): per-job CA, mutual TLS
+#   9. hvactor-bench in an allocation: 2 nodes x 2 tasks, checked, node ids
 #   7. nothing is left: no hvactor-node, no rank, no per-job TLS directory
 set -uo pipefail
 B=$(realpath "${1:?build dir}")
@@ -108,6 +109,22 @@ if [ -n "$ip" ]; then
 else
   echo "skip 8: no non-loopback IPv4 address"
 fi
+
+# 9. hvactor-bench inside an allocation brings its cluster up through
+# hvactor-run and takes the allocation's shape (2 nodes x 2 tasks).
+BENCH="$B/tools/hvactor-bench"
+timeout 120 salloc -N2 --ntasks-per-node=2 "$BENCH" allreduce -e 256K -f 16 --iters 3 --check \
+  --json "$D/9.json" >"$D/9.out" 2>"$D/9.err"; rc=$?
+if [ "$rc" = 0 ] && python3 - "$D/9.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["settings"]["ranks"] == 4 and d["settings"]["num_hosts"] == 2, d["settings"]
+assert sorted(d["machine"]["node_ids"]) == ["n1", "n1", "n2", "n2"], d["machine"]["node_ids"]
+assert "hierarchical" in d["machine"]["path"], d["machine"]["path"]
+assert d["results"] and all(r["wrong"] == 0 for r in d["results"])
+PY
+then ok "9: hvactor-bench in salloc -N2 --ntasks-per-node=2: 4 ranks on n1 n2, hierarchical, checked"
+else fail "9: exit $rc: $(tail -5 "$D/9.out") $(tail -5 "$D/9.err")"; fi
 
 # 7. nothing left
 sleep 1

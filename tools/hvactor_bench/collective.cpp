@@ -1,15 +1,18 @@
 #include "collective.hpp"
 
-#include <chrono>
-#include <cstring>
 #include <stdexcept>
 
 #include <hvactor/hvactor.hpp>
 
+#include "peer_method.hpp"
+
+#ifdef HVACTOR_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace hvactor::bench_tool {
 
 namespace hvd = hvactor::hvd;
-using clock_type = std::chrono::steady_clock;
 
 double bus_factor(const std::string& kind, int ranks) {
   double n = ranks;
@@ -22,78 +25,112 @@ double bus_factor(const std::string& kind, int ranks) {
 
 namespace {
 
-// Small integers: every result is exact in float32.
-float value(int rank, size_t i) {
-  return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1));
-}
-
-struct collective {
-  std::string kind;
-  int rank, size;
-  size_t count; // elements per call (allgather: this rank's part)
+/// One collective on host memory, as peer_method.hpp describes it.
+struct host_buffers {
+  const peer_args& a;
   std::vector<float> in, out;
 
   void run() {
-    if (kind == "allreduce")
+    if (a.kind == "allreduce")
       hvd::allreduce(std::span<float>(in), hvd::op::sum);
-    else if (kind == "broadcast")
+    else if (a.kind == "broadcast")
       hvd::broadcast(std::span<float>(in), 0);
     else
       out = hvd::allgather(std::span<const float>(in));
   }
-
-  int64_t check() {
-    for (size_t i = 0; i < in.size(); ++i)
-      in[i] = value(rank, i);
+  int64_t check(int rank, int size) {
+    fill_check(in, rank);
     run();
-    int64_t wrong = 0;
-    if (kind == "allreduce") {
-      for (size_t i = 0; i < in.size(); ++i)
-        wrong += in[i] != static_cast<float>(size * (size + 1) / 2 * static_cast<int>(i % 7 + 1));
-    } else if (kind == "broadcast") {
-      for (size_t i = 0; i < in.size(); ++i)
-        wrong += in[i] != value(0, i);
-    } else {
-      wrong += static_cast<int64_t>(out.size() != count * static_cast<size_t>(size));
-      for (size_t i = 0; i < out.size(); ++i)
-        wrong += out[i] != value(static_cast<int>(i / count), i % count);
-    }
-    return wrong;
+    return count_wrong(a.kind, in, out, in.size(), size);
   }
 };
+
+#ifdef HVACTOR_BENCH_CUDA
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string{"hvactor-bench --device gpu: "} + what + ": "
+                             + cudaGetErrorString(e));
+}
+
+/// The same on device memory (hvd_device.hpp's calls return when the result
+/// is in place; the check copies through the host).
+struct device_buffers {
+  const peer_args& a;
+  size_t count = 0, out_count = 0;
+  float *in = nullptr, *out = nullptr;
+
+  device_buffers(const peer_args& args, size_t n, int size) : a(args), count(n) {
+    out_count = a.kind == "allgather" ? count * static_cast<size_t>(size) : 0;
+    cuda_ok(cudaMalloc(&in, std::max<size_t>(count, 1) * sizeof(float)), "cudaMalloc");
+    cuda_ok(cudaMalloc(&out, std::max<size_t>(out_count, 1) * sizeof(float)), "cudaMalloc");
+    cuda_ok(cudaMemset(in, 0, std::max<size_t>(count, 1) * sizeof(float)), "cudaMemset");
+  }
+  ~device_buffers() {
+    cudaFree(in);
+    cudaFree(out);
+  }
+  device_buffers(const device_buffers&) = delete;
+  device_buffers& operator=(const device_buffers&) = delete;
+
+  void run() {
+    if (a.kind == "allreduce")
+      hvd::allreduce(hvd::device_span<float>{in, count}, hvd::op::sum, nullptr);
+    else if (a.kind == "broadcast")
+      hvd::broadcast(hvd::device_span<float>{in, count}, 0, nullptr);
+    else
+      hvd::allgather(hvd::device_span<const float>{in, count}, hvd::device_span<float>{out, out_count},
+                     nullptr);
+  }
+  int64_t check(int rank, int size) {
+    std::vector<float> h(count), hout(out_count);
+    fill_check(h, rank);
+    cuda_ok(cudaMemcpy(in, h.data(), count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    run();
+    cuda_ok(cudaMemcpy(h.data(), in, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    cuda_ok(cudaMemcpy(hout.data(), out, out_count * sizeof(float), cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
+    return count_wrong(a.kind, h, hout, count, size);
+  }
+};
+
+#endif
+
+template <class Buffers>
+rank_point measure(Buffers& b, const peer_args& a, int rank, int size) {
+  rank_point p;
+  p.path = hvd::backend_info();
+  if (a.check)
+    p.wrong = b.check(rank, size);
+  p.loop_us = timed_loop(a, [&] { b.run(); }, [] { hvd::barrier(); }, p.samples_us);
+  p.iters = a.iters;
+  return p;
+}
 
 } // namespace
 
 rank_point measure_point(std::string kind, uint64_t bytes, int32_t iters, int32_t warmup,
-                         bool check) {
+                         bool check, bool gpu) {
   if (kind != "allreduce" && kind != "allgather" && kind != "broadcast")
     throw std::invalid_argument("hvactor-bench: unknown collective '" + kind + "'");
   hvd::init();
-  collective c{kind, hvd::rank(), hvd::size(), 0, {}, {}};
-  c.count = bytes / sizeof(float);
-  if (kind == "allgather")
-    c.count /= static_cast<size_t>(c.size);
-  c.in.assign(c.count, 1.0f);
-  rank_point p;
-  p.path = hvd::backend_info();
-  if (check)
-    p.wrong = c.check();
-  for (int i = 0; i < warmup; ++i)
-    c.run();
-  // A rank that slept in the barrier wakes later than the others; one more
-  // call after it puts every rank back in step before the clock starts.
-  hvd::barrier();
-  c.run();
-  p.samples_us.reserve(static_cast<size_t>(iters));
-  auto start = clock_type::now();
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = clock_type::now();
-    c.run();
-    p.samples_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+  peer_args a{kind, bytes, iters, warmup, check};
+  size_t count = peer_count(a, hvd::size());
+  if (!gpu) {
+    host_buffers b{a, std::vector<float>(count, 1.0f), {}};
+    return measure(b, a, hvd::rank(), hvd::size());
   }
-  p.loop_us = std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
-  p.iters = iters;
+#ifdef HVACTOR_BENCH_CUDA
+  if (!hvd::gpu_available())
+    throw std::runtime_error("hvactor-bench --device gpu: rank " + std::to_string(hvd::rank())
+                             + " has no device backend (" + hvd::gpu_backend() + ")");
+  device_buffers b{a, count, hvd::size()};
+  auto p = measure(b, a, hvd::rank(), hvd::size());
+  p.path = "device: " + hvd::gpu_backend() + "; host: " + p.path;
   return p;
+#else
+  throw std::runtime_error("hvactor-bench --device gpu: this build has no CUDA/NCCL");
+#endif
 }
 
 } // namespace hvactor::bench_tool

@@ -32,11 +32,11 @@ typename Inspector::result_type inspect(Inspector& f, rank_point& x) {
 }
 
 /// Runs in every worker: `kind` ("allreduce", "allgather", "broadcast") of
-/// `bytes` (float32; allgather: the gathered total) `warmup` times, then a
-/// barrier and `iters` timed calls; with `check`, one call first on data
-/// whose result is known exactly, counting wrong elements.
+/// `bytes` (float32; allgather: the gathered total) on host memory, or with
+/// `gpu` on device memory, timed as peer_method.hpp says (its peers are
+/// timed the same way).
 rank_point measure_point(std::string kind, uint64_t bytes, int32_t iters, int32_t warmup,
-                         bool check);
+                         bool check, bool gpu);
 
 /// nccl-tests' bus bandwidth factor of `kind` at `ranks` ranks.
 double bus_factor(const std::string& kind, int ranks);

@@ -1,0 +1,190 @@
+#include "peer.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "internal/process.hpp"
+
+namespace hvactor::bench_tool {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path self_dir() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path{"."} : exe.parent_path();
+}
+
+/// A helper next to hvactor-bench (the build tree) or in
+/// <prefix>/libexec/hvactor (installed); empty when neither exists.
+std::string helper(const std::string& file) {
+  for (auto p : {self_dir() / file, self_dir() / ".." / "libexec" / "hvactor" / file})
+    if (::access(p.c_str(), R_OK) == 0)
+      return fs::weakly_canonical(p).string();
+  return {};
+}
+
+std::string python() {
+  const char* v = std::getenv("HVACTOR_BENCH_PYTHON");
+  return v && *v ? v : "/usr/bin/python3";
+}
+
+std::string mpirun() {
+  try {
+    return find_program("mpirun");
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+} // namespace
+
+std::string peer_missing(const std::string& name) {
+  if (name == "gloo")
+    return {};
+  if (name == "mpi") {
+    if (mpirun().empty())
+      return "--peer mpi needs Open MPI's mpirun on PATH (Debian: apt-get install openmpi-bin "
+             "libopenmpi-dev; scripts/setup.sh installs them)";
+    if (helper("hvactor-bench-mpi").empty())
+      return "--peer mpi: this hvactor-bench was built without its MPI peer (hvactor-bench-mpi; "
+             "build with Open MPI's development files, libopenmpi-dev)";
+    return {};
+  }
+  if (name == "torch") {
+    if (helper("hvactor-bench-torch.py").empty())
+      return "--peer torch: hvactor-bench-torch.py is missing next to hvactor-bench and in "
+             "libexec/hvactor";
+    auto probe = fmt::format("'{}' -c 'import torch.distributed as d; assert d.is_gloo_available()' "
+                             "> /dev/null 2>&1",
+                             python());
+    if (std::system(probe.c_str()) != 0)
+      return fmt::format("--peer torch needs torch.distributed with gloo in {} (Debian: apt-get "
+                         "install python3-torch; HVACTOR_BENCH_PYTHON picks another python)",
+                         python());
+    return {};
+  }
+  return "--peer " + name + ": not a peer (mpi, gloo, torch)";
+}
+
+peer_point run_peer(const peer_request& req) {
+  std::vector<std::string> method{"--kind",   req.kind,
+                                  "--bytes",  std::to_string(req.bytes),
+                                  "--iters",  std::to_string(req.iters),
+                                  "--warmup", std::to_string(req.warmup)};
+  if (req.check)
+    method.push_back("--check");
+
+  // A fresh rendezvous directory per size (no state carries over), private
+  // to this user (mkdtemp: 0700), so no other local user joins the mesh.
+  auto tmpl = (fs::temp_directory_path() / "hvactor-bench-peer-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error(fmt::format("--peer {}: cannot create {}: {}", req.name, tmpl,
+                                         std::strerror(errno)));
+  fs::path store = tmpl;
+  std::vector<process_spec> specs;
+  if (req.name == "mpi") {
+    process_spec s;
+    s.executable = mpirun();
+    s.args = {s.executable, "--oversubscribe", "-np", std::to_string(req.ranks),
+              helper("hvactor-bench-mpi")};
+    s.args.insert(s.args.end(), method.begin(), method.end());
+    if (::geteuid() == 0)
+      s.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+    specs.push_back(std::move(s));
+  } else {
+    for (int r = 0; r < req.ranks; ++r) {
+      process_spec s;
+      if (req.name == "gloo") {
+        s.executable = (self_dir() / "hvactor-bench").string();
+        s.args = {s.executable, "__peer-gloo"};
+      } else {
+        s.executable = python();
+        s.args = {s.executable, helper("hvactor-bench-torch.py")};
+      }
+      s.args.insert(s.args.end(), method.begin(), method.end());
+      s.args.insert(s.args.end(), {"--rank", std::to_string(r), "--size", std::to_string(req.ranks),
+                                   "--store", req.name == "torch" ? (store / "file").string() : store.string()});
+      specs.push_back(std::move(s));
+    }
+  }
+
+  struct shared {
+    std::mutex mtx;
+    std::condition_variable cv;
+    size_t exited = 0;
+    std::vector<std::string> points, failures;
+  };
+  auto st = std::make_shared<shared>();
+  std::vector<std::shared_ptr<child_process>> children;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto& s = specs[i];
+    s.echo_stderr = false;
+    s.capture_stdout = true;
+    s.on_line = [st](int stream, const std::string& line) {
+      if (stream == 1 && line.rfind("point ", 0) == 0) {
+        std::lock_guard<std::mutex> guard{st->mtx};
+        st->points.push_back(line);
+      }
+    };
+    children.push_back(child_process::start(s, [st, i](process_exit ex) {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      if (ex.exit_code != 0) {
+        std::string tail;
+        for (auto& l : ex.stderr_tail)
+          tail += "\n  " + l;
+        st->failures.push_back(fmt::format("process {} ended with {}{}", i,
+                                           describe_exit(ex.exit_code, ex.signal), tail));
+      }
+      ++st->exited;
+      st->cv.notify_all();
+    }));
+  }
+  std::unique_lock<std::mutex> lock{st->mtx};
+  bool done = st->cv.wait_for(lock, req.limit, [&] { return st->exited == children.size(); });
+  if (!done) {
+    lock.unlock();
+    // mpirun stops its ranks on SIGTERM; SIGKILL whatever is left 5 s later.
+    for (auto& c : children)
+      c->signal(SIGTERM);
+    lock.lock();
+    if (!st->cv.wait_for(lock, std::chrono::seconds(5),
+                         [&] { return st->exited == children.size(); })) {
+      for (auto& c : children)
+        c->signal(SIGKILL);
+      st->cv.wait_for(lock, std::chrono::seconds(5), [&] { return st->exited == children.size(); });
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(store, ec);
+  if (!done)
+    throw std::runtime_error(fmt::format("--peer {}: {} of {} bytes ran past {} s and was stopped",
+                                         req.name, req.kind, req.bytes, req.limit.count()));
+  if (!st->failures.empty() || st->points.empty())
+    throw std::runtime_error(fmt::format("--peer {}: {} of {} bytes failed: {}", req.name, req.kind,
+                                         req.bytes,
+                                         st->failures.empty() ? "it printed no result"
+                                                              : st->failures.front()));
+  std::istringstream in{st->points.front().substr(6)};
+  peer_point p;
+  uint64_t bytes = 0;
+  in >> bytes >> p.time_us >> p.wrong;
+  for (double s; in >> s;)
+    p.samples_us.push_back(s);
+  return p;
+}
+
+} // namespace hvactor::bench_tool

@@ -1,0 +1,438 @@
+#include "sweep.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include "collective.hpp"
+#include "internal/slurm.hpp"
+#include "peer.hpp"
+#include "report.hpp"
+
+#ifdef HVACTOR_BENCH_CUDA
+#include "internal/devices.hpp"
+#endif
+
+namespace hvactor::bench_tool {
+
+namespace {
+
+/// "4", "64K", "1M", "2G" -> bytes.
+size_t parse_size(const std::string& text, const char* option) {
+  size_t pos = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    throw std::invalid_argument(fmt::format("{} {}: not a size (e.g. 4, 64K, 1M)", option, text));
+  }
+  std::string unit = text.substr(pos);
+  size_t mult = unit.empty() ? 1
+              : unit == "K"  ? size_t{1} << 10
+              : unit == "M"  ? size_t{1} << 20
+              : unit == "G"  ? size_t{1} << 30
+                             : 0;
+  if (mult == 0 || n > (size_t{1} << 40) / mult)
+    throw std::invalid_argument(fmt::format("{} {}: not a size up to 1T (units K, M, G)", option, text));
+  return static_cast<size_t>(n) * mult;
+}
+
+/// One peer's measurement of one size.
+struct peer_row {
+  std::string name;
+  double time_us = 0, busbw = 0;
+  int64_t wrong = 0;
+  std::vector<double> samples;
+};
+
+struct row {
+  size_t bytes = 0, count = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  int64_t wrong = 0;
+  std::vector<double> samples;
+  std::vector<peer_row> peers;
+};
+
+/// Peer time / hvactor time: above 1, hvactor is faster.
+double ratio(const row& r, const peer_row& p) {
+  return r.time_us > 0 ? p.time_us / r.time_us : 0;
+}
+
+struct config {
+  std::string kind;
+  int np = 2;
+  int num_hosts = 0, per_host = 0;
+  size_t min_bytes = 4, max_bytes = size_t{64} << 20, factor = 4;
+  int iters = 20, warmup = 5;
+  bool check = false, gpu = false;
+  std::string backend = "auto";
+  std::vector<std::string> peers;
+  std::string json, csv, plot;
+};
+
+config parse(const std::vector<std::string>& args) {
+  config c;
+  c.kind = args.size() > 1 ? args[1] : "";
+  cxxopts::Options p{"hvactor-bench " + c.kind,
+                     "nccl-tests' sweep of one collective through hvd:: (float32, sum), in "
+                     "worker processes of this cluster, with peers in the same run"};
+  // clang-format off
+  p.add_options()
+    ("n,np", "ranks (packed onto as few nodes as fit); in a Slurm allocation: the allocation's tasks",
+     cxxopts::value<int>())
+    ("num-hosts", "distinct nodes (with --per-host)", cxxopts::value<int>())
+    ("per-host", "ranks per node (with --num-hosts)", cxxopts::value<int>())
+    ("b,minbytes", "smallest message (K, M, G)", cxxopts::value<std::string>()->default_value("4"))
+    ("e,maxbytes", "largest message", cxxopts::value<std::string>()->default_value("64M"))
+    ("f,stepfactor", "size multiplier between steps", cxxopts::value<int>()->default_value("4"))
+    ("iters", "timed calls per size", cxxopts::value<int>()->default_value("20"))
+    ("w,warmup", "untimed calls per size", cxxopts::value<int>()->default_value("5"))
+    ("c,check", "check every result (the #wrong column)")
+    ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
+    ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
+     cxxopts::value<std::string>()->default_value("cpu"))
+    ("peer", "also measure each size through mpi, gloo and/or torch (comma-separated), "
+             "interleaved, with their time and ratio columns", cxxopts::value<std::string>())
+    ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
+    ("csv", "write one row per size here", cxxopts::value<std::string>())
+    ("plot", "draw busbw and time against size into FILE.svg or FILE.png (gnuplot)",
+     cxxopts::value<std::string>())
+    ("h,help", "this text");
+  // clang-format on
+  std::vector<std::string> words(args.begin() + (args.size() > 1 ? 2 : 1), args.end());
+  std::vector<char*> argv{const_cast<char*>("hvactor-bench")};
+  for (auto& w : words) {
+    if (w == "-np")
+      w = "--np";
+    argv.push_back(w.data());
+  }
+  auto o = p.parse(static_cast<int>(argv.size()), argv.data());
+  if (o.count("help") || c.kind.empty() || c.kind == "--help" || c.kind == "-h") {
+    std::cout << p.help()
+              << "\nsubcommands: allreduce, allgather, broadcast, train, control-plane "
+                 "(hvactor-bench SUBCOMMAND --help)\n";
+    std::exit(c.kind.empty() ? 2 : 0);
+  }
+  if (c.kind != "allreduce" && c.kind != "allgather" && c.kind != "broadcast")
+    throw std::invalid_argument("unknown subcommand '" + c.kind
+                                + "' (allreduce, allgather, broadcast, train, control-plane)");
+  if (!o.unmatched().empty())
+    throw std::invalid_argument("unexpected argument '" + o.unmatched().front() + "'");
+  if (o.count("num-hosts") != o.count("per-host"))
+    throw std::invalid_argument("--num-hosts and --per-host go together");
+  if (o.count("num-hosts") && o.count("np"))
+    throw std::invalid_argument("-np or --num-hosts/--per-host, not both");
+  if (o.count("num-hosts")) {
+    c.num_hosts = o["num-hosts"].as<int>();
+    c.per_host = o["per-host"].as<int>();
+    if (c.num_hosts < 1 || c.per_host < 1 || c.num_hosts > 4096 || c.per_host > 4096)
+      throw std::invalid_argument("--num-hosts and --per-host must be in 1..4096");
+    c.np = c.num_hosts * c.per_host;
+  } else if (o.count("np")) {
+    c.np = o["np"].as<int>();
+  } else if (auto alloc = slurm::allocation_from_env();
+             alloc && std::getenv("HVACTOR_BENCH_SLURM") != nullptr) {
+    // Started by hvactor-run --driver in an allocation: its tasks, placed
+    // as the allocation places them.
+    c.np = alloc->default_ranks();
+    if (alloc->tasks_per_node.size() == alloc->nodes.size()
+        && std::all_of(alloc->tasks_per_node.begin(), alloc->tasks_per_node.end(),
+                       [&](int t) { return t == alloc->tasks_per_node.front(); })) {
+      c.num_hosts = static_cast<int>(alloc->nodes.size());
+      c.per_host = alloc->tasks_per_node.front();
+      c.np = c.num_hosts * c.per_host;
+    }
+  }
+  if (c.np < 1 || c.np > 65536)
+    throw std::invalid_argument(fmt::format("-np must be in 1..65536 (got {})", c.np));
+  c.min_bytes = std::max<size_t>(4, parse_size(o["minbytes"].as<std::string>(), "-b"));
+  c.max_bytes = parse_size(o["maxbytes"].as<std::string>(), "-e");
+  if (c.max_bytes < c.min_bytes)
+    throw std::invalid_argument("-e must not be below -b");
+  int f = o["stepfactor"].as<int>();
+  if (f < 2 || f > 1024)
+    throw std::invalid_argument(fmt::format("-f must be in 2..1024 (got {})", f));
+  c.factor = static_cast<size_t>(f);
+  c.iters = o["iters"].as<int>();
+  c.warmup = o["warmup"].as<int>();
+  if (c.iters < 1 || c.iters > 1000000 || c.warmup < 0 || c.warmup > 1000000)
+    throw std::invalid_argument("--iters must be in 1..1000000 and -w in 0..1000000");
+  c.check = o.count("check") > 0;
+  c.backend = o["backend"].as<std::string>();
+  if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")
+    throw std::invalid_argument("--backend must be auto, shm, gloo or hierarchical (got '" + c.backend + "')");
+  auto device = o["device"].as<std::string>();
+  if (device != "cpu" && device != "gpu")
+    throw std::invalid_argument("--device must be cpu or gpu (got '" + device + "')");
+  c.gpu = device == "gpu";
+  if (c.gpu) {
+#ifdef HVACTOR_BENCH_CUDA
+    auto probe = collectives::probe_devices();
+    if (probe.count == 0)
+      throw std::invalid_argument("--device gpu: no CUDA device on this machine (" + probe.reason
+                                  + ")");
+#else
+    throw std::invalid_argument("--device gpu: this hvactor-bench was built without CUDA/NCCL");
+#endif
+  }
+  if (o.count("peer")) {
+    auto list = o["peer"].as<std::string>();
+    for (size_t pos = 0; pos <= list.size();) {
+      auto comma = std::min(list.find(',', pos), list.size());
+      auto name = list.substr(pos, comma - pos);
+      if (std::find(peer_names().begin(), peer_names().end(), name) == peer_names().end())
+        throw std::invalid_argument("--peer " + list + ": '" + name + "' is not a peer (mpi, gloo, torch)");
+      if (std::find(c.peers.begin(), c.peers.end(), name) == c.peers.end())
+        c.peers.push_back(name);
+      pos = comma + 1;
+    }
+    if (c.gpu)
+      throw std::invalid_argument("--peer measures host buffers: not with --device gpu");
+    if (c.num_hosts > 1)
+      throw std::invalid_argument("--peer runs its ranks on this machine: use -np N (one node), "
+                                  "not --num-hosts > 1");
+    for (auto& name : c.peers)
+      if (auto why = peer_missing(name); !why.empty())
+        throw std::invalid_argument(why);
+  }
+  if (o.count("json"))
+    c.json = o["json"].as<std::string>();
+  if (o.count("csv"))
+    c.csv = o["csv"].as<std::string>();
+  if (o.count("plot")) {
+    c.plot = o["plot"].as<std::string>();
+    auto ext = c.plot.size() > 4 ? c.plot.substr(c.plot.size() - 4) : "";
+    if (ext != ".svg" && ext != ".png")
+      throw std::invalid_argument("--plot " + c.plot + ": the file must end in .svg or .png");
+    if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
+      throw std::invalid_argument("--plot needs gnuplot, which is not installed (Debian: apt-get "
+                                  "install gnuplot-nox; scripts/setup.sh installs it)");
+  }
+  return c;
+}
+
+std::map<std::string, std::string> backend_env(const std::string& backend) {
+  if (backend == "gloo")
+    return {{"HVACTOR_SHM", "0"}};
+  if (backend == "hierarchical")
+    return {{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}, {"HOROVOD_HIERARCHICAL_ALLGATHER", "1"}};
+  return {};
+}
+
+/// The sizes of the sweep; allgather's are whole multiples of ranks x 4 B
+/// (every rank contributes the same count), as nccl-tests rounds them.
+std::vector<size_t> sizes_of(const config& c) {
+  std::vector<size_t> out;
+  size_t unit = c.kind == "allgather" ? sizeof(float) * static_cast<size_t>(c.np) : sizeof(float);
+  for (size_t b = c.min_bytes;; b *= c.factor) {
+    size_t s = std::max(unit, b / unit * unit);
+    if (out.empty() || out.back() != s)
+      out.push_back(s);
+    if (b > c.max_bytes / c.factor)
+      break;
+  }
+  return out;
+}
+
+void write_json(const config& c, const std::vector<row>& rows, const std::vector<std::string>& nodes,
+                const std::string& path_info) {
+  std::ofstream out{c.json};
+  if (!out)
+    throw std::runtime_error("cannot write " + c.json);
+  std::string peers;
+  for (auto& p : c.peers)
+    peers += (peers.empty() ? "" : ", ") + json_string(p);
+  out << "{\n  \"tool\": \"hvactor-bench\",\n  \"subcommand\": " << json_string(c.kind)
+      << ",\n  \"machine\": " << machine_json(nodes, path_info)
+      << fmt::format(",\n  \"settings\": {{\"ranks\": {}, \"num_hosts\": {}, \"per_host\": {}, "
+                     "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, \"warmup\": {}, "
+                     "\"check\": {}, \"backend\": {}, \"device\": {}, \"peers\": [{}]}},\n",
+                     c.np, c.num_hosts, c.per_host, c.iters, c.warmup, c.check,
+                     json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"", peers)
+      << "  \"results\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto& r = rows[i];
+    out << fmt::format("    {{\"size\": {}, \"count\": {}, \"type\": \"float\", \"redop\": \"sum\", "
+                       "\"time_us\": {:.3f}, \"algbw\": {:.4f}, \"busbw\": {:.4f}, \"wrong\": {}, "
+                       "\"samples_us\": {}, \"peers\": {{",
+                       r.bytes, r.count, r.time_us, r.algbw, r.busbw, r.wrong,
+                       json_numbers(r.samples));
+    for (size_t j = 0; j < r.peers.size(); ++j) {
+      auto& p = r.peers[j];
+      out << fmt::format("{}{}: {{\"time_us\": {:.3f}, \"busbw\": {:.4f}, \"wrong\": {}, "
+                         "\"ratio\": {:.4f}, \"samples_us\": {}}}",
+                         j ? ", " : "", json_string(p.name), p.time_us, p.busbw, p.wrong,
+                         ratio(r, p), json_numbers(p.samples));
+    }
+    out << "}}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+}
+
+void write_csv(const config& c, const std::vector<row>& rows) {
+  std::ofstream out{c.csv};
+  if (!out)
+    throw std::runtime_error("cannot write " + c.csv);
+  out << "size,count,type,redop,time_us,algbw,busbw,wrong";
+  for (auto& p : c.peers)
+    out << fmt::format(",{0}_time_us,{0}_busbw,{0}_wrong,{0}_ratio", p);
+  out << "\n";
+  for (auto& r : rows) {
+    out << fmt::format("{},{},float,sum,{:.3f},{:.4f},{:.4f},{}", r.bytes, r.count, r.time_us,
+                       r.algbw, r.busbw, r.wrong);
+    for (auto& p : r.peers)
+      out << fmt::format(",{:.3f},{:.4f},{},{:.4f}", p.time_us, p.busbw, p.wrong, ratio(r, p));
+    out << "\n";
+  }
+}
+
+// busbw and time per call against the message size, log scales, for
+// hvactor and each peer, through gnuplot (data and script next to the plot,
+// removed after).
+void plot(const config& c, const std::vector<row>& rows) {
+  auto data = c.plot + ".dat", script = c.plot + ".gp";
+  {
+    std::ofstream out{data};
+    for (auto& r : rows) {
+      out << fmt::format("{} {:.6f} {:.6f}", r.bytes, r.busbw, r.time_us);
+      for (auto& p : r.peers)
+        out << fmt::format(" {:.6f} {:.6f}", p.busbw, p.time_us);
+      out << "\n";
+    }
+  }
+  auto series = [&](int first_col) {
+    std::string s = fmt::format("'{}' using 1:{} with linespoints title 'hvactor'", data, first_col);
+    for (size_t i = 0; i < c.peers.size(); ++i)
+      s += fmt::format(", '' using 1:{} with linespoints title '{}'", first_col + 2 + 2 * i,
+                       c.peers[i] == "mpi" ? "Open MPI" : c.peers[i] == "gloo" ? "raw Gloo" : "torch.distributed (gloo)");
+    return s;
+  };
+  bool svg = c.plot.substr(c.plot.size() - 4) == ".svg";
+  {
+    std::ofstream gp{script};
+    gp << (svg ? "set terminal svg size 1000,420 dynamic\n" : "set terminal pngcairo size 1000,420\n")
+       << "set output '" << c.plot << "'\n"
+       << "set multiplot layout 1,2 title 'hvactor-bench " << c.kind << ", " << c.np
+       << " ranks (float32 sum)'\n"
+       << "set logscale x 2\nset format x '2^{%L}'\nset grid\n"
+       << "set xlabel 'message size (bytes)'\nset key top left\n"
+       << "set ylabel 'busbw (GB/s)'\nplot " << series(2) << "\n"
+       << "set logscale y 10\nset ylabel 'time per call (us)'\nplot " << series(3) << "\n"
+       << "unset multiplot\n";
+  }
+  auto cmd = fmt::format("gnuplot '{}' 2>&1", script);
+  int rc = std::system(cmd.c_str());
+  std::remove(data.c_str());
+  std::remove(script.c_str());
+  if (rc != 0)
+    throw std::runtime_error("gnuplot failed to draw " + c.plot);
+  fmt::print("# plot: {}\n", c.plot);
+}
+
+std::string peer_title(const std::string& name) {
+  return name == "mpi" ? "Open MPI (hvactor-bench-mpi under mpirun)"
+       : name == "gloo" ? "raw Gloo (its own context, TCP on 127.0.0.1)"
+                        : "torch.distributed, gloo backend (python3-torch)";
+}
+
+} // namespace
+
+int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
+  auto c = parse(args);
+  hvactor::executor_options opts;
+  if (c.num_hosts > 0) {
+    opts.num_hosts = c.num_hosts;
+    opts.num_workers_per_host = c.per_host;
+  } else {
+    opts.num_workers = c.np;
+  }
+  opts.extra_env_vars = backend_env(c.backend);
+  hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::seconds(60)}),
+                       opts};
+  ex.start();
+  auto sizes = sizes_of(c);
+  fmt::print("# hvactor-bench {}: {} ranks, float32 sum, {} buffers, {} timed + {} warm-up calls "
+             "per size{}\n",
+             c.kind, c.np, c.gpu ? "device" : "host", c.iters, c.warmup, c.check ? ", checked" : "");
+  for (auto& p : c.peers)
+    fmt::print("# peer {}: {}, {} ranks on this machine, each size right after hvactor's\n", p,
+               peer_title(p), c.np);
+  if (!c.peers.empty())
+    fmt::print("# <peer>_us: the peer's time per call; x<peer>: its time / hvactor's (above 1: "
+               "hvactor is faster)\n");
+  std::string header = fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>12} {:>8} {:>8} {:>7}", "size",
+                                   "count", "type", "redop", "time_us", "algbw", "busbw", "#wrong");
+  for (auto& p : c.peers)
+    header += fmt::format(" {:>12} {:>7}", p + "_us", "x" + p);
+  fmt::print("{}\n", header);
+  // Fresh workers: the first calls pay for connections, page faults and
+  // sleeping peers; one untimed round of the smallest size before the sweep.
+  ex.run(&measure_point, c.kind, uint64_t{sizes.front()}, int32_t{c.iters}, int32_t{c.warmup},
+         false, c.gpu);
+  std::vector<row> rows;
+  std::string path_info;
+  progress line;
+  int64_t wrong_total = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    line.show(fmt::format("[{}] {} B ({}/{}): hvactor", c.kind, sizes[k], k + 1, sizes.size()));
+    auto points = ex.run(&measure_point, c.kind, uint64_t{sizes[k]}, int32_t{c.iters},
+                         int32_t{c.warmup}, c.check, c.gpu);
+    row r;
+    r.bytes = sizes[k];
+    r.count = sizes[k] / 4;
+    for (auto& p : points) {
+      r.time_us = std::max(r.time_us, p.loop_us / std::max(1, p.iters));
+      r.wrong += p.wrong;
+    }
+    r.samples = points.at(0).samples_us;
+    path_info = points.at(0).path;
+    r.algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
+    r.busbw = r.algbw * bus_factor(c.kind, c.np);
+    wrong_total += r.wrong;
+    for (auto& name : c.peers) {
+      line.show(fmt::format("[{}] {} B ({}/{}): {}", c.kind, sizes[k], k + 1, sizes.size(), name));
+      auto pp = run_peer({name, c.kind, c.np, sizes[k], c.iters, c.warmup, c.check});
+      peer_row pr{name, pp.time_us, 0, pp.wrong, std::move(pp.samples_us)};
+      pr.busbw = pr.time_us > 0 ? static_cast<double>(r.bytes) / (pr.time_us * 1e3) * bus_factor(c.kind, c.np) : 0;
+      wrong_total += pr.wrong;
+      r.peers.push_back(std::move(pr));
+    }
+    line.clear();
+    auto text = fmt::format("  {:>12} {:>12} {:>6} {:>6} {:>12.2f} {:>8.3f} {:>8.3f} {:>7}",
+                            r.bytes, r.count, "float", "sum", r.time_us, r.algbw, r.busbw,
+                            c.check ? std::to_string(r.wrong) : "N/A");
+    for (auto& p : r.peers)
+      text += fmt::format(" {:>12.2f} {:>7.2f}", p.time_us, ratio(r, p));
+    fmt::print("{}\n", text);
+    std::fflush(stdout);
+    rows.push_back(std::move(r));
+  }
+  fmt::print("# path: {}\n", path_info);
+  auto nodes = ex.worker_nodes();
+  ex.shutdown();
+  if (c.backend == "shm" && path_info.find(c.kind + ": shm") == std::string::npos)
+    fmt::print(stderr, "hvactor-bench: --backend shm asked, but {} took another path ({})\n",
+               c.kind, path_info);
+  if (!c.json.empty())
+    write_json(c, rows, nodes, path_info);
+  if (!c.csv.empty())
+    write_csv(c, rows);
+  if (!c.plot.empty())
+    plot(c, rows);
+  if (wrong_total > 0) {
+    fmt::print(stderr, "hvactor-bench: {} wrong element(s)\n", wrong_total);
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace hvactor::bench_tool

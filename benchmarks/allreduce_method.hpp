@@ -1,8 +1,7 @@
 #pragma once
 
-// The measurement method shared by every allreduce implementation the
-// allreduce benchmark compares (hvactor, raw Gloo, Open MPI), so that all of
-// them are timed the same way (notes/collectives.md, section 2):
+// The measurement method of the allreduce benchmark's scenarios (the same
+// as hvactor-bench's peer_method.hpp; notes/collectives.md, section 2):
 //
 //   per size: one call checked for correctness (rank r contributes r + 1, so
 //   every element must come back as n(n + 1)/2), one warm-up call, a
@@ -10,8 +9,7 @@
 //   every rank. time_us is the slowest rank's loop time / iterations; the
 //   per-call p50 of rank 0 is the latency figure.
 //
-// Header-only and free of hvactor, Gloo and MPI so that the MPI peer (a
-// plain MPI program) includes it too.
+// Header-only and free of hvactor.
 
 #include <algorithm>
 #include <chrono>

@@ -11,7 +11,6 @@
 #include "internal/algorithm.hpp"
 #include <hvactor/hvd.hpp>
 
-#include "allreduce_gloo.hpp"
 
 namespace hvd = hvactor::hvd;
 
@@ -19,17 +18,8 @@ namespace hvactor::bench {
 
 namespace {
 
-/// HOROVOD_RANK / HOROVOD_SIZE as the coordinator set them.
-int env_int(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr)
-    throw std::runtime_error(std::string{"allreduce benchmark: "} + name
-                             + " is not set; is this an hvactor worker?");
-  return std::atoi(value);
-}
-
-/// The policy hvd::init builds, forced the same way, so that raw Gloo runs
-/// the algorithm hvactor runs (read once per size, not per call).
+/// The policy hvd::init builds, forced the same way, so that the reported
+/// algorithm is the one hvactor runs (read once per size, not per call).
 collectives::allreduce_algorithm_policy algorithm_policy() {
   constexpr const char* forced = "HVACTOR_GLOO_ALLREDUCE";
   const char* value = std::getenv(forced);
@@ -37,36 +27,6 @@ collectives::allreduce_algorithm_policy algorithm_policy() {
 }
 
 } // namespace
-
-allreduce_worker::allreduce_worker() = default;
-
-allreduce_worker::~allreduce_worker() = default;
-
-int allreduce_worker::gloo_connect(std::string store_dir, int64_t timeout_ms) {
-  timeout_ms_ = timeout_ms;
-  int rank = env_int("HOROVOD_RANK");
-  gloo_ = std::make_unique<raw_gloo>(rank, env_int("HOROVOD_SIZE"), store_dir,
-                                     std::chrono::milliseconds{timeout_ms});
-  return rank;
-}
-
-size_result allreduce_worker::gloo_measure(uint64_t bytes, double budget_ms) {
-  if (!gloo_)
-    throw std::logic_error("allreduce benchmark: gloo_measure before gloo_connect");
-  int rank = env_int("HOROVOD_RANK");
-  int ranks = env_int("HOROVOD_SIZE");
-  auto algorithm = algorithm_policy().choose(bytes, ranks);
-  std::vector<float> buf(bytes / sizeof(float));
-  auto reduce = [&](float* data, size_t count) { gloo_->allreduce(data, count, algorithm); };
-  auto barrier = [&] { gloo_->barrier(); };
-  return {measure(reduce, barrier, buf.data(), buf.size(), rank, ranks, budget_ms),
-          collectives::to_string(algorithm)};
-}
-
-int allreduce_worker::gloo_close() {
-  gloo_.reset();
-  return env_int("HOROVOD_RANK");
-}
 
 int allreduce_worker::hvd_init() {
   hvd::init();

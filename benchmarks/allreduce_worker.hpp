@@ -1,10 +1,8 @@
 #pragma once
 
-// What the allreduce benchmark runs inside every worker: the raw Gloo sweep
-// and the hvactor (hvd) sweep, one phase after the other so that neither
-// runs while the other is set up (raw Gloo first, with hvd not initialized;
-// then hvd). The driver calls the members through executor::execute, one
-// size per call, and gets every rank's result in rank order.
+// What the allreduce benchmark's scenarios run inside every worker (fusion,
+// timeline overhead, hierarchical vs flat). The driver calls the members
+// through executor::execute and gets every rank's result in rank order.
 
 #include <cstdint>
 #include <memory>
@@ -15,8 +13,6 @@
 #include "allreduce_method.hpp"
 
 namespace hvactor::bench {
-
-class raw_gloo;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timing& x) {
@@ -53,19 +49,6 @@ typename Inspector::result_type inspect(Inspector& f, fusion_result& x) {
 /// The executable object of the benchmark's workers (executor::start<T>).
 class allreduce_worker {
 public:
-  allreduce_worker();
-  ~allreduce_worker();
-
-  /// Joins a raw Gloo mesh of all ranks through a FileStore in `store_dir`
-  /// (created by the driver, empty). Returns this rank.
-  int gloo_connect(std::string store_dir, int64_t timeout_ms);
-
-  /// Measures raw Gloo at `bytes` (floats), with hvactor's algorithm.
-  size_result gloo_measure(uint64_t bytes, double budget_ms);
-
-  /// Closes the raw Gloo mesh. Returns this rank.
-  int gloo_close();
-
   /// hvd::init(). Returns hvd::rank().
   int hvd_init();
 
@@ -92,10 +75,6 @@ public:
 
   /// hvd::shutdown(). Returns this rank.
   int hvd_finish();
-
-private:
-  std::unique_ptr<raw_gloo> gloo_;
-  int64_t timeout_ms_ = 60000;
 };
 
 } // namespace hvactor::bench

@@ -18,12 +18,12 @@ time_of() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1 || echo "FAILED: $*
 declare -A all
 for _ in $(seq "$R"); do
   all[hvactor]+="$(time_of salloc -N3 --ntasks-per-node=1 "$B/tools/hvactor-run" -- "$B/tests/integration/run_program" ranks) "
-  all[mpirun]+="$(time_of salloc -N3 --ntasks-per-node=1 mpirun -np 3 "$B/benchmarks/allreduce_mpi" --min-bytes 4 --max-bytes 4 --budget-ms 1) "
+  all[mpirun]+="$(time_of salloc -N3 --ntasks-per-node=1 mpirun -np 3 "$B/tools/hvactor-bench-mpi" --kind allreduce --bytes 4 --iters 1 --warmup 0) "
   all[srun]+="$(time_of salloc -N3 --ntasks-per-node=1 srun true) "
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "| salloc -N3 --ntasks-per-node=1 ... | median ms | all runs ms |"
 echo "|---|---|---|"
 echo "| hvactor-run -- run_program (hvd::init, allreduce) | $(echo "${all[hvactor]}" | median) | ${all[hvactor]}|"
-echo "| mpirun -np 3 allreduce_mpi (MPI_Init, allreduce) | $(echo "${all[mpirun]}" | median) | ${all[mpirun]}|"
+echo "| mpirun -np 3 hvactor-bench-mpi (MPI_Init, allreduce) | $(echo "${all[mpirun]}" | median) | ${all[mpirun]}|"
 echo "| srun true (the floor) | $(echo "${all[srun]}" | median) | ${all[srun]}|"

@@ -76,6 +76,20 @@ foreach(_hv_tool IN ITEMS hvactor-node hvactor-run)
   endif()
 endforeach()
 
+# --- the LibTorch adapter's library -------------------------------------------
+# hvactor-bench train links it; its header and CMake target are not part of
+# the package.
+if(TARGET hvactor_torch)
+  set_property(TARGET hvactor_torch APPEND PROPERTY INSTALL_RPATH "$ORIGIN")
+  install(TARGETS hvactor_torch
+          LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT hvactor_runtime NAMELINK_SKIP)
+endif()
+foreach(_hv_tool IN ITEMS hvactor-bench hvactor-up hvactor-down)
+  if(TARGET ${_hv_tool})
+    set_property(TARGET ${_hv_tool} APPEND PROPERTY INSTALL_RPATH "$ORIGIN/${_hv_bin_to_lib}")
+  endif()
+endforeach()
+
 # --- package config -------------------------------------------------------------
 # Dependencies beyond Threads/CAF/fmt that a consumer must resolve: only those
 # the exported targets actually reference in their link interface (gloo from

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_layers.py: the include graph runs one way.
 
-Layers, bottom up: runtime -> collectives -> actors -> torch, tools. A file
+Layers, bottom up: runtime -> collectives -> actors -> torch -> tools. A file
 may include headers of its own layer and of the layers below it, never above.
 Prints every upward include and exits 1 if there is one; also checks that no
 installed (public) header includes an internal one.
@@ -13,7 +13,7 @@ import re
 import sys
 
 LAYERS = ["runtime", "collectives", "actors", "torch", "tools"]
-RANK = {"runtime": 0, "collectives": 1, "actors": 2, "torch": 3, "tools": 3}
+RANK = {"runtime": 0, "collectives": 1, "actors": 2, "torch": 3, "tools": 4}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 

@@ -111,6 +111,48 @@ void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root) {
   opt.load(archive);
 }
 
+namespace {
+
+// One gradient's allreduce in flight: the handle and, with fp16
+// compression, the float16 copy that travels (kept alive until finished).
+struct grad_in_flight {
+  handle h;
+  torch::Tensor grad;
+  torch::Tensor wire;
+};
+
+// Starts the allreduce of `p`'s gradient (made contiguous in place).
+grad_in_flight start_grad(torch::Tensor& p, op reduction, compression c, const std::string& name) {
+  torch::NoGradGuard no_grad;
+  auto g = p.grad();
+  if (!g.is_contiguous()) {
+    g = g.contiguous();
+    p.mutable_grad() = g;
+  }
+  grad_in_flight out{{}, g, {}};
+  auto* buf = &g;
+  if (c == compression::fp16 &&
+      (g.scalar_type() == torch::kFloat || g.scalar_type() == torch::kDouble)) {
+    out.wire = g.to(torch::kHalf);
+    buf = &out.wire;
+  }
+  auto type = dtype_of_tensor(*buf, "distributed_optimizer");
+  out.h = detail::allreduce_async(buf->data_ptr(), static_cast<size_t>(buf->numel()), type,
+                                  reduction, name);
+  return out;
+}
+
+// Waits for it and writes a compressed result back into the gradient.
+void finish_grad(grad_in_flight& f) {
+  synchronize(f.h);
+  if (f.wire.defined()) {
+    torch::NoGradGuard no_grad;
+    f.grad.copy_(f.wire);
+  }
+}
+
+} // namespace
+
 // The overlap hooks' shared state: which parameters' allreduces backward
 // started in this reducing pass. Hooks run on autograd's thread (the caller's
 // for CPU tensors) while step() runs on the caller's: locked.
@@ -123,8 +165,9 @@ struct distributed_optimizer::overlap_state {
   };
   std::mutex mu;
   std::vector<param> params;
-  std::map<size_t, handle> started; // by index into params
+  std::map<size_t, grad_in_flight> started; // by index into params
   op reduction = op::average;
+  compression wire = compression::none;
   /// Set by the optimizer: the next backward's gradients are the ones step()
   /// reduces (every k-th pass).
   bool reducing = true;
@@ -143,16 +186,8 @@ struct distributed_optimizer::overlap_state {
     started.emplace(i, launch(p));
   }
 
-  handle launch(param& p) {
-    torch::NoGradGuard no_grad;
-    auto g = p.tensor.grad();
-    if (!g.is_contiguous()) {
-      g = g.contiguous();
-      p.tensor.mutable_grad() = g;
-    }
-    auto type = dtype_of_tensor(g, "distributed_optimizer");
-    return detail::allreduce_async(g.data_ptr(), static_cast<size_t>(g.numel()), type, reduction,
-                                   p.name);
+  grad_in_flight launch(param& p) {
+    return start_grad(p.tensor, reduction, wire, p.name);
   }
 };
 
@@ -178,8 +213,8 @@ private:
 
 distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
                                              int backward_passes_per_step, op reduction,
-                                             bool overlap)
-  : inner_(inner), passes_(backward_passes_per_step), reduction_(reduction) {
+                                             bool overlap, compression wire)
+  : inner_(inner), passes_(backward_passes_per_step), reduction_(reduction), wire_(wire) {
   if (passes_ < 1)
     throw std::invalid_argument(fmt::format(
       "hvd::distributed_optimizer: backward_passes_per_step must be >= 1: Got {}.", passes_));
@@ -190,6 +225,7 @@ distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
     return;
   overlap_ = std::make_shared<overlap_state>();
   overlap_->reduction = reduction_;
+  overlap_->wire = wire_;
   overlap_->reducing = passes_ == 1;
   int index = 0;
   for (auto& group : inner_.param_groups())
@@ -215,9 +251,9 @@ distributed_optimizer::~distributed_optimizer() {
   // allreduce still in flight finish before its gradient may go away.
   for (auto& p : overlap_->params)
     p.accumulator->del_post_hook(p.hook);
-  for (auto& [i, h] : overlap_->started) {
+  for (auto& [i, f] : overlap_->started) {
     try {
-      synchronize(h);
+      synchronize(f.h);
     } catch (const std::exception&) {
       // A destructor must not throw; the error was the caller's to see.
     }
@@ -233,7 +269,7 @@ bool distributed_optimizer::step() {
   ++calls_;
   bool reduce = calls_ % passes_ == 0;
   if (overlap_) {
-    std::map<size_t, handle> started;
+    std::map<size_t, grad_in_flight> started;
     {
       std::lock_guard<std::mutex> guard{overlap_->mu};
       started.swap(overlap_->started);
@@ -244,16 +280,16 @@ bool distributed_optimizer::step() {
       return false;
     // Gradients backward did not produce (parameters unused by this graph,
     // set by hand): reduced here, like the rest, in parameter order.
-    std::vector<handle> handles;
+    std::vector<grad_in_flight> pending;
     for (size_t i = 0; i < overlap_->params.size(); ++i) {
       auto it = started.find(i);
       if (it != started.end())
-        handles.push_back(std::move(it->second));
+        pending.push_back(std::move(it->second));
       else if (overlap_->params[i].tensor.grad().defined())
-        handles.push_back(overlap_->launch(overlap_->params[i]));
+        pending.push_back(overlap_->launch(overlap_->params[i]));
     }
-    for (auto& h : handles)
-      synchronize(h);
+    for (auto& f : pending)
+      finish_grad(f);
     inner_.step();
     return true;
   }
@@ -261,28 +297,16 @@ bool distributed_optimizer::step() {
     return false;
   // One async allreduce per gradient: the engine fuses them into as few
   // Gloo operations as the fusion threshold allows.
-  std::vector<torch::Tensor> grads;
-  std::vector<handle> handles;
-  torch::NoGradGuard no_grad;
+  std::vector<grad_in_flight> pending;
   int index = 0;
   for (auto& group : inner_.param_groups())
     for (auto& p : group.params()) {
       ++index;
-      if (!p.grad().defined())
-        continue;
-      auto g = p.grad();
-      if (!g.is_contiguous()) {
-        g = g.contiguous();
-        p.mutable_grad() = g;
-      }
-      auto type = dtype_of_tensor(g, "distributed_optimizer");
-      handles.push_back(detail::allreduce_async(g.data_ptr(), static_cast<size_t>(g.numel()),
-                                                type, reduction_,
-                                                fmt::format("grad.{}", index)));
-      grads.push_back(g);
+      if (p.grad().defined())
+        pending.push_back(start_grad(p, reduction_, wire_, fmt::format("grad.{}", index)));
     }
-  for (auto& h : handles)
-    synchronize(h);
+  for (auto& f : pending)
+    finish_grad(f);
   inner_.step();
   return true;
 }

@@ -49,7 +49,8 @@ communicator::communicator(std::shared_ptr<segment> seg, local_group group,
     group_(std::move(group)),
     timeout_(timeout),
     slot_bytes_(seg_->header().slot_bytes),
-    oversubscribed_(group_.local_size > usable_cpus()) {
+    oversubscribed_(group_.local_size > usable_cpus()),
+    spin_(knobs::shm_spin) {
 }
 
 void communicator::reset() {
@@ -105,13 +106,17 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   auto& value = w == word::posted ? words.posted : words.reduced;
   if (reached(value.load(std::memory_order_acquire), step))
     return;
+  auto start = clock_type::now();
   if (!oversubscribed_) {
-    auto spin_end = clock_type::now() + knobs::shm_spin;
+    auto spin_end = start + spin_;
     do {
       for (int i = 0; i < 64; ++i) {
         _mm_pause();
-        if (reached(value.load(std::memory_order_acquire), step))
+        if (reached(value.load(std::memory_order_acquire), step)) {
+          if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
+            spin_ -= spin_ / 64;
           return;
+        }
       }
       check_abort(what);
     } while (clock_type::now() < spin_end);
@@ -126,7 +131,6 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   }
   auto& sleepers = seg_->sleepers(k);
   auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
-  auto start = clock_type::now();
   auto deadline = start + timeout_;
   auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(knobs::shm_sleep_slice);
   for (int round = 1;; ++round) {
@@ -135,8 +139,13 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     if (!reached(seen, step))
       futex_wait(value, seen, slice.count());
     waiting.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(value.load(std::memory_order_acquire), step))
+    if (reached(value.load(std::memory_order_acquire), step)) {
+      // Slept, but not for long: the peer was late by about a wake-up, not
+      // busy elsewhere. Spin longer next time so that one of us stays awake.
+      if (!oversubscribed_ && clock_type::now() - start < 4 * spin_)
+        spin_ = std::min<std::chrono::nanoseconds>(2 * spin_, knobs::shm_spin_max);
       return;
+    }
     check_abort(what);
     // The colocator normally raises the abort word; a process gone
     // without it (no colocator) is found here.

@@ -117,6 +117,11 @@ private:
   std::chrono::milliseconds timeout_;
   size_t slot_bytes_;
   bool oversubscribed_;
+  /// How long wait_one() spins before it sleeps: knobs::shm_spin, raised
+  /// (up to knobs::shm_spin_max) after a short wait that had to sleep, so
+  /// that two ranks do not settle into waking each other late, every step
+  /// then costing a wake-up; lowered again while waits end in the spin.
+  std::chrono::nanoseconds spin_;
   uint32_t step_ = 0;
   /// The buffers of the allreduce in progress.
   parts_view view_;

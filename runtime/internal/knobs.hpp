@@ -331,6 +331,13 @@ inline constexpr size_t shm_min_slot_bytes = size_t{64} << 10;
 /// small allreduce 50-100 us instead of 0.4 (hvactor-bench found it).
 inline constexpr auto shm_spin = std::chrono::microseconds{1000};
 
+/// The most a rank spins after short waits that had to sleep (the spin
+/// grows while they do): on this VM a sleeping rank sometimes wakes ~1 ms
+/// late, and two ranks then fell into a convoy at 1 ms per step, each
+/// spinning out just before the other woke (hvactor-bench --peer mpi
+/// found it: allreduce p50 1 ms instead of 1 us at some sizes).
+inline constexpr auto shm_spin_max = std::chrono::microseconds{16000};
+
 /// A sleeping rank wakes at least this often to look at the abort word
 /// and whether the rank it waits on still exists, in case no one woke it.
 inline constexpr auto shm_sleep_slice = 20ms;

@@ -16,16 +16,20 @@ import json, sys
 d = json.load(open(sys.argv[1])); kind, np = sys.argv[2], int(sys.argv[3])
 assert d["tool"] == "hvactor-bench" and d["subcommand"] == kind
 m = d["machine"]
-for k in ("cpu_model", "cores", "hostname", "hvactor_version", "gloo_version", "nccl_version",
-          "cuda_version", "node_ids", "path"):
+for k in ("cpu_model", "cores", "hostname", "nics", "hvactor_version", "gloo_version",
+          "nccl_version", "cuda_version", "node_ids", "path"):
     assert k in m, k
 assert len(m["node_ids"]) == np
 s = d["settings"]
-assert s["ranks"] == np and s["check"] is True and s["iters"] == 5
+assert s["ranks"] == np and s["check"] is True and s["iters"] == 5 and s["device"] == "cpu"
+assert s["peers"] == [] and "lo" in m["nics"]
 sizes = [r["size"] for r in d["results"]]
-assert sizes == [4, 32, 256, 2048, 16384, 131072, 1048576], sizes
+unit = 4 * np if kind == "allgather" else 4  # allgather: whole elements per rank
+want = [max(unit, b // unit * unit) for b in (4, 32, 256, 2048, 16384, 131072, 1048576)]
+assert sizes == want, sizes
 for r in d["results"]:
-    for k in ("size", "count", "type", "redop", "time_us", "algbw", "busbw", "wrong", "samples_us"):
+    for k in ("size", "count", "type", "redop", "time_us", "algbw", "busbw", "wrong", "samples_us",
+              "peers"):
         assert k in r, k
     assert r["wrong"] == 0 and r["time_us"] > 0 and len(r["samples_us"]) == 5
     assert r["count"] == r["size"] // 4
@@ -38,6 +42,49 @@ PY
     fi
   done
 done
+# Peers, interleaved per size: Open MPI, raw Gloo and torch.distributed
+# where installed, each checked (#wrong 0) with its time and ratio.
+peers=gloo
+command -v mpirun > /dev/null && [ -x "$B/tools/hvactor-bench-mpi" ] && peers+=,mpi
+/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null && peers+=,torch
+for kind in allreduce allgather broadcast; do
+  if timeout 240 "$BENCH" "$kind" -np 2 -b 64 -e 1M -f 128 --iters 3 -w 1 --check --peer "$peers" \
+       --json "$T/peer-$kind.json" --csv "$T/peer-$kind.csv" > "$T/peer.out" 2>&1 \
+     && python3 - "$T/peer-$kind.json" "$peers" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); peers = sys.argv[2].split(",")
+assert d["settings"]["peers"] == peers, d["settings"]["peers"]
+assert [r["size"] for r in d["results"]] == [64, 8192, 1048576]
+for r in d["results"]:
+    assert sorted(r["peers"]) == sorted(peers), r["peers"].keys()
+    for name, p in r["peers"].items():
+        assert p["wrong"] == 0 and p["time_us"] > 0 and len(p["samples_us"]) == 3, (name, p)
+        assert abs(p["ratio"] - p["time_us"] / r["time_us"]) < 1e-3 * p["ratio"] + 1e-3, (name, p)
+PY
+  then
+    cols=$(head -1 "$T/peer-$kind.csv")
+    [[ "$cols" == *gloo_time_us,gloo_busbw,gloo_wrong,gloo_ratio* ]] || fail "--peer CSV header: $cols"
+    echo "ok: $kind --peer $peers: every size measured by each, checked, ratio = peer / hvactor"
+  else fail "$kind --peer $peers: $(tail -5 "$T/peer.out")"; fi
+done
+grep -q "xgloo" "$T/peer.out" || fail "--peer: no ratio column in the table"
+# A peer that is not installed is named before anything runs.
+PATH=/usr/local/bin:/bin:/usr/sbin "$BENCH" allreduce --peer mpi > "$T/nompi.out" 2>&1; rc=$?
+if ! PATH=/usr/local/bin:/bin:/usr/sbin command -v mpirun > /dev/null; then
+  [ "$rc" = 2 ] && grep -q "needs Open MPI's mpirun" "$T/nompi.out" && echo "ok: --peer mpi without mpirun says so" \
+    || fail "--peer mpi without mpirun: exit $rc: $(cat "$T/nompi.out")"
+fi
+HVACTOR_BENCH_PYTHON=/bin/false "$BENCH" allreduce --peer torch > "$T/notorch.out" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "needs torch.distributed" "$T/notorch.out" && echo "ok: --peer torch without torch says so" \
+  || fail "--peer torch without torch: exit $rc: $(cat "$T/notorch.out")"
+# --device gpu: measured where a GPU is (the gpu-labelled suite runs it),
+# refused clearly where none is.
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  "$BENCH" allreduce --device gpu > "$T/gpu.out" 2>&1; rc=$?
+  [ "$rc" = 2 ] && grep -Eq "no CUDA device|built without CUDA" "$T/gpu.out" && echo "ok: --device gpu without a GPU: $(head -1 "$T/gpu.out")" \
+    || fail "--device gpu without a GPU: exit $rc: $(cat "$T/gpu.out")"
+fi
+
 # The Gloo path too, and its path is reported.
 timeout 120 "$BENCH" allreduce -np 2 -e 64K --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
   && grep -q "# path: allreduce: gloo" "$T/g.out" && echo "ok: --backend gloo runs Gloo" \
@@ -81,21 +128,38 @@ check_bad "-e must not be below -b" allreduce -b 1M -e 4K
 check_bad "--backend must be" allreduce --backend mpi
 check_bad "-f must be in" broadcast -f 1
 check_bad "must end in .svg or .png" allreduce --plot "$T/x.pdf"
-# control-plane: start() times, call rate and latency per worker count.
-if timeout 120 "$BENCH" control-plane --workers 1,2 --repeats 2 --seconds 0.3 --json "$T/cp.json" > "$T/cp.out" 2>&1 \
+check_bad "'nccl' is not a peer" allreduce --peer gloo,nccl
+check_bad "--peer runs its ranks on this machine" allreduce --num-hosts 2 --per-host 1 --peer gloo
+check_bad "--device must be cpu or gpu" allreduce --device tpu
+check_bad "--launcher slurm: not inside a Slurm allocation" allreduce --launcher slurm
+check_bad "--launcher must be" allreduce --launcher ssh
+check_bad "-np or --num-hosts/--per-host, not both" allreduce -np 2 --num-hosts 2 --per-host 1
+# control-plane: start() times, call rate and latency per worker count,
+# and the raw CAF peer interleaved in rounds.
+if timeout 120 "$BENCH" control-plane --workers 1,2 --repeats 2 --seconds 0.4 --peer caf --rounds 4 \
+     --json "$T/cp.json" --csv "$T/cp.csv" > "$T/cp.out" 2>&1 \
    && python3 - "$T/cp.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["subcommand"] == "control-plane" and [r["workers"] for r in d["results"]] == [1, 2]
+for k in ("cpu_model", "cores", "nics", "hvactor_version", "node_ids"):
+    assert k in d["machine"], k
+assert d["settings"]["peers"] == ["caf"] and d["settings"]["rounds"] == 4
 for r in d["results"]:
     assert len(r["start_ms"]) == 2 and all(x > 0 for x in r["start_ms"])
     assert r["calls_per_s"] > 0 and 0 < r["call_us_p50"] <= r["call_us_p99"]
+    assert len(r["call_us"]) > 0
+caf = d["peers"]["caf"]
+assert len(caf["ratio"]) == 4 and all(x > 0 for x in caf["caf_calls_per_s"] + caf["hvactor_calls_per_s"])
 PY
-then echo "ok: control-plane: start times, call rate and latency for 1 and 2 workers"
+then
+  grep -q "run / raw CAF" "$T/cp.out" && [ "$(head -1 "$T/cp.csv")" = "workers,start_ms_p50,start_ms_max,calls_per_s,call_us_p50,call_us_p99" ] \
+    && echo "ok: control-plane: start times, call rate and latency for 1 and 2 workers, raw CAF peer" \
+    || fail "control-plane output: $(cat "$T/cp.out")"
 else fail "control-plane: $(tail -3 "$T/cp.out")"; fi
-"$BENCH" control-plane --workers 0 > "$T/cp0.out" 2>&1; rc=$?
-[ "$rc" = 2 ] && grep -q -- "--workers: 0 is not in" "$T/cp0.out" && echo "ok: control-plane --workers 0 refused" \
-  || fail "control-plane --workers 0: exit $rc: $(cat "$T/cp0.out")"
+pgrep -f "hvactor-bench __peer-caf" > /dev/null && fail "control-plane left its echo process behind"
+check_bad "--workers 1,0: '0' is not a number in 1..4096" control-plane --workers 1,0
+check_bad "control-plane's peer is caf" control-plane --peer mpi
 # A head that is not there: exit 1 naming the address, not an abort.
 "$BENCH" allreduce --address 127.0.0.1:1 -e 4 > "$T/addr.out" 2>&1; rc=$?
 [ "$rc" = 1 ] && grep -q "cannot join the cluster at 127.0.0.1:1" "$T/addr.out" \

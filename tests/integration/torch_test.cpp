@@ -145,6 +145,26 @@ std::vector<double> optimizer_state() {
   return sums;
 }
 
+// In a worker: one step on p (zeros, 3 float32 elements) with
+// loss = sum(p * (1.0001 + rank)), so the averaged gradient is
+// 1.0001 + (n-1)/2 per element; returns the gradient the optimizer left.
+std::vector<float> compressed_grad(bool overlap, bool fp16) {
+  hvd::init();
+  auto p = torch::zeros({3}, torch::requires_grad());
+  torch::optim::SGD sgd({p}, 1.0);
+  hvd::distributed_optimizer opt(sgd, 1, hvd::op::average, overlap,
+                                 fp16 ? hvd::compression::fp16 : hvd::compression::none);
+  opt.zero_grad();
+  (p * (1.0001f + static_cast<float>(hvd::rank()))).sum().backward();
+  opt.step();
+  auto g = p.grad().contiguous();
+  std::vector<float> out(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+  if (g.scalar_type() != torch::kFloat)
+    out.clear();
+  hvd::shutdown();
+  return out;
+}
+
 // In a worker: two backward() calls before one step() with
 // backward_passes_per_step 1 (overlap): the error's text, or "" if none.
 std::string double_backward() {
@@ -197,6 +217,28 @@ TEST_CASE("4 workers training Linear(2,2) with the distributed optimizer end wit
     torch::manual_seed(1);
     torch::nn::Linear initial(2, 2);
     CHECK(flat(initial) != reference);
+  }
+}
+
+TEST_CASE("compression::fp16 reduces float32 gradients as float16 and writes them back as "
+          "float32, with and without overlap") {
+  for (bool overlap : {true, false}) {
+    CAPTURE(overlap);
+    auto ex = make(2);
+    ex.start();
+    auto exact = ex.run(&compressed_grad, overlap, false);
+    auto half = ex.run(&compressed_grad, overlap, true);
+    ex.shutdown();
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE(exact[r].size() == 3);
+      REQUIRE(half[r].size() == 3);
+      // (1.0001 + 2.0001) / 2 in float32; in float16 1.0001 and 2.0001 round
+      // to 1 and 2 (spacing 2^-10 and 2^-9), so the mean is exactly 1.5.
+      CHECK(exact[r][0] == doctest::Approx(1.5001).epsilon(1e-6));
+      CHECK(exact[r][0] != 1.5f);
+      CHECK(half[r][0] == 1.5f);
+      CHECK(half[r] == half[0]);
+    }
   }
 }
 

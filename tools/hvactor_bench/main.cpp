@@ -5,6 +5,8 @@
 //                 [-b 4] [-e 64M] [-f 4] [--iters 20] [-w 5] [--check]
 //                 [--backend auto|shm|gloo|hierarchical] [--device cpu|gpu]
 //                 [--peer mpi,gloo,torch] [--json FILE] [--csv FILE] [--plot FILE.svg]
+//   hvactor-bench train [--model resnet50|mlp] [--batch-size 32] [--num-iters 10]
+//                 [--num-batches-per-iter 10] [--fp16-allreduce] [--scaling 1,2,4] ...
 //   hvactor-bench control-plane [--workers 1,4] ...
 //
 // Prints nccl-tests' columns; --json/--csv keep every sample and the
@@ -27,6 +29,9 @@
 #include "internal/slurm.hpp"
 #include "peer.hpp"
 #include "sweep.hpp"
+#ifdef HVACTOR_BENCH_TORCH
+#include "train.hpp"
+#endif
 
 namespace {
 
@@ -101,6 +106,9 @@ int main(int argc, char** argv) {
     // One rank of the raw Gloo peer (started by run_peer()).
     if (argc > 1 && std::string{argv[1]} == "__peer-gloo")
       return hvactor::bench_tool::run_gloo_peer(argc, argv);
+    // The echo actor of control-plane --peer caf.
+    if (argc > 1 && std::string{argv[1]} == "__peer-caf")
+      hvactor::bench_tool::serve_caf_echo();
     std::vector<std::string> words(argv, argv + argc);
     reexec_in_slurm(words);
     std::vector<char*> rt_argv;
@@ -113,6 +121,14 @@ int main(int argc, char** argv) {
     auto args = rt.args();
     if (args.size() > 1 && args[1] == "control-plane")
       return hvactor::bench_tool::run_control_plane(rt, args);
+    if (args.size() > 1 && args[1] == "train") {
+#ifdef HVACTOR_BENCH_TORCH
+      return hvactor::bench_tool::run_train(rt, args);
+#else
+      throw std::invalid_argument("train: this hvactor-bench was built without LibTorch (Debian: "
+                                  "apt-get install libtorch-dev, then rebuild)");
+#endif
+    }
     return hvactor::bench_tool::run_sweep(rt, args);
   } catch (const cxxopts::exceptions::exception& e) {
     fmt::print(stderr, "hvactor-bench: {} (see hvactor-bench SUBCOMMAND --help)\n", e.what());

@@ -7,7 +7,7 @@ measurement of that size:
   python3 peer_torch.py --kind allreduce|allgather|broadcast --bytes B
       --iters I --warmup W [--check] --rank R --size N --store FILE
 
-torch.distributed's gloo backend (all_reduce SUM, all_gather_into_tensor,
+torch.distributed's gloo backend (all_reduce SUM, all_gather into one tensor,
 broadcast from rank 0), float32, rendezvous through a FileStore, measured
 as tools/hvactor_bench/peer_method.hpp says (rank 0 prints the "point" line).
 """
@@ -39,6 +39,9 @@ def main():
         count //= a.size
     x = torch.ones(count, dtype=torch.float32)
     out = torch.empty(count * a.size, dtype=torch.float32) if a.kind == "allgather" else None
+    # Torch 1.13's gloo backend has no all_gather_into_tensor: all_gather
+    # into views of one output tensor is the same data movement.
+    parts = list(out.chunk(a.size)) if out is not None else None
 
     def run():
         if a.kind == "allreduce":
@@ -46,7 +49,7 @@ def main():
         elif a.kind == "broadcast":
             dist.broadcast(x, 0)
         else:
-            dist.all_gather_into_tensor(out, x)
+            dist.all_gather(parts, x)
 
     def value(rank, n):
         return (torch.arange(n, dtype=torch.int64) % 7 + 1).to(torch.float32) * (rank + 1)

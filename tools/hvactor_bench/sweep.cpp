@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "collective.hpp"
-#include "internal/slurm.hpp"
+#include "layout.hpp"
 #include "peer.hpp"
 #include "report.hpp"
 
@@ -69,8 +69,7 @@ double ratio(const row& r, const peer_row& p) {
 
 struct config {
   std::string kind;
-  int np = 2;
-  int num_hosts = 0, per_host = 0;
+  layout where;
   size_t min_bytes = 4, max_bytes = size_t{64} << 20, factor = 4;
   int iters = 20, warmup = 5;
   bool check = false, gpu = false;
@@ -85,12 +84,9 @@ config parse(const std::vector<std::string>& args) {
   cxxopts::Options p{"hvactor-bench " + c.kind,
                      "nccl-tests' sweep of one collective through hvd:: (float32, sum), in "
                      "worker processes of this cluster, with peers in the same run"};
+  add_layout_options(p);
   // clang-format off
   p.add_options()
-    ("n,np", "ranks (packed onto as few nodes as fit); in a Slurm allocation: the allocation's tasks",
-     cxxopts::value<int>())
-    ("num-hosts", "distinct nodes (with --per-host)", cxxopts::value<int>())
-    ("per-host", "ranks per node (with --num-hosts)", cxxopts::value<int>())
     ("b,minbytes", "smallest message (K, M, G)", cxxopts::value<std::string>()->default_value("4"))
     ("e,maxbytes", "largest message", cxxopts::value<std::string>()->default_value("64M"))
     ("f,stepfactor", "size multiplier between steps", cxxopts::value<int>()->default_value("4"))
@@ -108,14 +104,7 @@ config parse(const std::vector<std::string>& args) {
      cxxopts::value<std::string>())
     ("h,help", "this text");
   // clang-format on
-  std::vector<std::string> words(args.begin() + (args.size() > 1 ? 2 : 1), args.end());
-  std::vector<char*> argv{const_cast<char*>("hvactor-bench")};
-  for (auto& w : words) {
-    if (w == "-np")
-      w = "--np";
-    argv.push_back(w.data());
-  }
-  auto o = p.parse(static_cast<int>(argv.size()), argv.data());
+  auto o = parse_words(p, args, 2);
   if (o.count("help") || c.kind.empty() || c.kind == "--help" || c.kind == "-h") {
     std::cout << p.help()
               << "\nsubcommands: allreduce, allgather, broadcast, train, control-plane "
@@ -125,35 +114,7 @@ config parse(const std::vector<std::string>& args) {
   if (c.kind != "allreduce" && c.kind != "allgather" && c.kind != "broadcast")
     throw std::invalid_argument("unknown subcommand '" + c.kind
                                 + "' (allreduce, allgather, broadcast, train, control-plane)");
-  if (!o.unmatched().empty())
-    throw std::invalid_argument("unexpected argument '" + o.unmatched().front() + "'");
-  if (o.count("num-hosts") != o.count("per-host"))
-    throw std::invalid_argument("--num-hosts and --per-host go together");
-  if (o.count("num-hosts") && o.count("np"))
-    throw std::invalid_argument("-np or --num-hosts/--per-host, not both");
-  if (o.count("num-hosts")) {
-    c.num_hosts = o["num-hosts"].as<int>();
-    c.per_host = o["per-host"].as<int>();
-    if (c.num_hosts < 1 || c.per_host < 1 || c.num_hosts > 4096 || c.per_host > 4096)
-      throw std::invalid_argument("--num-hosts and --per-host must be in 1..4096");
-    c.np = c.num_hosts * c.per_host;
-  } else if (o.count("np")) {
-    c.np = o["np"].as<int>();
-  } else if (auto alloc = slurm::allocation_from_env();
-             alloc && std::getenv("HVACTOR_BENCH_SLURM") != nullptr) {
-    // Started by hvactor-run --driver in an allocation: its tasks, placed
-    // as the allocation places them.
-    c.np = alloc->default_ranks();
-    if (alloc->tasks_per_node.size() == alloc->nodes.size()
-        && std::all_of(alloc->tasks_per_node.begin(), alloc->tasks_per_node.end(),
-                       [&](int t) { return t == alloc->tasks_per_node.front(); })) {
-      c.num_hosts = static_cast<int>(alloc->nodes.size());
-      c.per_host = alloc->tasks_per_node.front();
-      c.np = c.num_hosts * c.per_host;
-    }
-  }
-  if (c.np < 1 || c.np > 65536)
-    throw std::invalid_argument(fmt::format("-np must be in 1..65536 (got {})", c.np));
+  c.where = parse_layout(o);
   c.min_bytes = std::max<size_t>(4, parse_size(o["minbytes"].as<std::string>(), "-b"));
   c.max_bytes = parse_size(o["maxbytes"].as<std::string>(), "-e");
   if (c.max_bytes < c.min_bytes)
@@ -197,7 +158,7 @@ config parse(const std::vector<std::string>& args) {
     }
     if (c.gpu)
       throw std::invalid_argument("--peer measures host buffers: not with --device gpu");
-    if (c.num_hosts > 1)
+    if (c.where.num_hosts > 1)
       throw std::invalid_argument("--peer runs its ranks on this machine: use -np N (one node), "
                                   "not --num-hosts > 1");
     for (auto& name : c.peers)
@@ -232,7 +193,7 @@ std::map<std::string, std::string> backend_env(const std::string& backend) {
 /// (every rank contributes the same count), as nccl-tests rounds them.
 std::vector<size_t> sizes_of(const config& c) {
   std::vector<size_t> out;
-  size_t unit = c.kind == "allgather" ? sizeof(float) * static_cast<size_t>(c.np) : sizeof(float);
+  size_t unit = c.kind == "allgather" ? sizeof(float) * static_cast<size_t>(c.where.np) : sizeof(float);
   for (size_t b = c.min_bytes;; b *= c.factor) {
     size_t s = std::max(unit, b / unit * unit);
     if (out.empty() || out.back() != s)
@@ -256,7 +217,7 @@ void write_json(const config& c, const std::vector<row>& rows, const std::vector
       << fmt::format(",\n  \"settings\": {{\"ranks\": {}, \"num_hosts\": {}, \"per_host\": {}, "
                      "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, \"warmup\": {}, "
                      "\"check\": {}, \"backend\": {}, \"device\": {}, \"peers\": [{}]}},\n",
-                     c.np, c.num_hosts, c.per_host, c.iters, c.warmup, c.check,
+                     c.where.np, c.where.num_hosts, c.where.per_host, c.iters, c.warmup, c.check,
                      json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"", peers)
       << "  \"results\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -321,7 +282,7 @@ void plot(const config& c, const std::vector<row>& rows) {
     std::ofstream gp{script};
     gp << (svg ? "set terminal svg size 1000,420 dynamic\n" : "set terminal pngcairo size 1000,420\n")
        << "set output '" << c.plot << "'\n"
-       << "set multiplot layout 1,2 title 'hvactor-bench " << c.kind << ", " << c.np
+       << "set multiplot layout 1,2 title 'hvactor-bench " << c.kind << ", " << c.where.np
        << " ranks (float32 sum)'\n"
        << "set logscale x 2\nset format x '2^{%L}'\nset grid\n"
        << "set xlabel 'message size (bytes)'\nset key top left\n"
@@ -349,12 +310,7 @@ std::string peer_title(const std::string& name) {
 int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   auto c = parse(args);
   hvactor::executor_options opts;
-  if (c.num_hosts > 0) {
-    opts.num_hosts = c.num_hosts;
-    opts.num_workers_per_host = c.per_host;
-  } else {
-    opts.num_workers = c.np;
-  }
+  c.where.apply(opts);
   opts.extra_env_vars = backend_env(c.backend);
   hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::seconds(60)}),
                        opts};
@@ -362,10 +318,10 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   auto sizes = sizes_of(c);
   fmt::print("# hvactor-bench {}: {} ranks, float32 sum, {} buffers, {} timed + {} warm-up calls "
              "per size{}\n",
-             c.kind, c.np, c.gpu ? "device" : "host", c.iters, c.warmup, c.check ? ", checked" : "");
+             c.kind, c.where.np, c.gpu ? "device" : "host", c.iters, c.warmup, c.check ? ", checked" : "");
   for (auto& p : c.peers)
     fmt::print("# peer {}: {}, {} ranks on this machine, each size right after hvactor's\n", p,
-               peer_title(p), c.np);
+               peer_title(p), c.where.np);
   if (!c.peers.empty())
     fmt::print("# <peer>_us: the peer's time per call; x<peer>: its time / hvactor's (above 1: "
                "hvactor is faster)\n");
@@ -396,13 +352,13 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
     r.samples = points.at(0).samples_us;
     path_info = points.at(0).path;
     r.algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
-    r.busbw = r.algbw * bus_factor(c.kind, c.np);
+    r.busbw = r.algbw * bus_factor(c.kind, c.where.np);
     wrong_total += r.wrong;
     for (auto& name : c.peers) {
       line.show(fmt::format("[{}] {} B ({}/{}): {}", c.kind, sizes[k], k + 1, sizes.size(), name));
-      auto pp = run_peer({name, c.kind, c.np, sizes[k], c.iters, c.warmup, c.check});
+      auto pp = run_peer({name, c.kind, c.where.np, sizes[k], c.iters, c.warmup, c.check});
       peer_row pr{name, pp.time_us, 0, pp.wrong, std::move(pp.samples_us)};
-      pr.busbw = pr.time_us > 0 ? static_cast<double>(r.bytes) / (pr.time_us * 1e3) * bus_factor(c.kind, c.np) : 0;
+      pr.busbw = pr.time_us > 0 ? static_cast<double>(r.bytes) / (pr.time_us * 1e3) * bus_factor(c.kind, c.where.np) : 0;
       wrong_total += pr.wrong;
       r.peers.push_back(std::move(pr));
     }

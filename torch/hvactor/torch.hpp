@@ -32,6 +32,12 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, int root);
 /// momentum buffers, step counts) from `root`, through its serialized form.
 void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root);
 
+/// How gradients travel in distributed_optimizer (Horovod's
+/// hvd.Compression): as they are, or cast to float16 for the allreduce and
+/// back afterwards (half the bytes on the wire, ~3 significant digits).
+/// Gradients that are not float32/float64 travel as they are.
+enum class compression { none, fp16 };
+
 /// Horovod's DistributedOptimizer: wraps any torch::optim::Optimizer and
 /// averages the gradients of all its parameters across ranks before the
 /// wrapped optimizer steps.
@@ -48,10 +54,14 @@ void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root);
 /// clears after such a step. A gradient computed twice in one reducing pass
 /// (a parameter used twice in the graph with k = 1) throws hvactor::error
 /// from backward(): raise backward_passes_per_step.
+///
+/// With compression::fp16 each float gradient is reduced as a float16 copy
+/// and written back (Horovod's compression=hvd.Compression.fp16).
 class distributed_optimizer {
 public:
   explicit distributed_optimizer(torch::optim::Optimizer& inner, int backward_passes_per_step = 1,
-                                 op reduction = op::average, bool overlap = true);
+                                 op reduction = op::average, bool overlap = true,
+                                 compression wire = compression::none);
   ~distributed_optimizer();
 
   distributed_optimizer(const distributed_optimizer&) = delete;
@@ -80,6 +90,7 @@ private:
   torch::optim::Optimizer& inner_;
   int passes_;
   op reduction_;
+  compression wire_;
   long calls_ = 0;
   std::shared_ptr<overlap_state> overlap_;
 };

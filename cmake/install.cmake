@@ -77,8 +77,8 @@ foreach(_hv_tool IN ITEMS hvactor-node hvactor-run)
 endforeach()
 
 # --- the LibTorch adapter's library -------------------------------------------
-# hvactor-bench train links it; its header and CMake target are not part of
-# the package.
+# hvactor-bench-train (libexec/hvactor) links it; its header and CMake target
+# are not part of the package.
 if(TARGET hvactor_torch)
   set_property(TARGET hvactor_torch APPEND PROPERTY INSTALL_RPATH "$ORIGIN")
   install(TARGETS hvactor_torch
@@ -89,6 +89,12 @@ foreach(_hv_tool IN ITEMS hvactor-bench hvactor-up hvactor-down)
     set_property(TARGET ${_hv_tool} APPEND PROPERTY INSTALL_RPATH "$ORIGIN/${_hv_bin_to_lib}")
   endif()
 endforeach()
+if(TARGET hvactor-bench-train)
+  file(RELATIVE_PATH _hv_libexec_to_lib "${CMAKE_INSTALL_FULL_LIBEXECDIR}/hvactor"
+       "${CMAKE_INSTALL_FULL_LIBDIR}")
+  set_property(TARGET hvactor-bench-train APPEND PROPERTY INSTALL_RPATH
+               "$ORIGIN/${_hv_libexec_to_lib}")
+endif()
 
 # --- package config -------------------------------------------------------------
 # Dependencies beyond Threads/CAF/fmt that a consumer must resolve: only those

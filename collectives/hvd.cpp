@@ -346,6 +346,29 @@ std::vector<char> allgather(const void* data, size_t count, dtype t) {
   return out;
 }
 
+void allgather_into(const void* in, size_t count, void* out, size_t out_count, dtype t) {
+  auto& eng = current("allgather");
+  auto n = static_cast<size_t>(global().topo.size);
+  if (out_count != count * n)
+    throw std::invalid_argument(fmt::format(
+      "hvd::allgather: out holds {} elements; {} ranks x {} need {}", out_count, n, count, count * n));
+  eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
+    // The counts first (8 bytes per rank): a rank with another count fails
+    // on every rank instead of corrupting `out`.
+    std::vector<int64_t> counts(n);
+    int64_t mine = static_cast<int64_t>(count);
+    std::vector<size_t> ones(n, 1);
+    b.allgatherv(&mine, counts.data(), ones, dtype::int64);
+    for (size_t r = 0; r < n; ++r)
+      if (counts[r] != mine)
+        throw std::invalid_argument(fmt::format(
+          "hvd::allgather into a buffer: every rank must pass the same count (rank {} passed {}, "
+          "this rank {})", r, counts[r], mine));
+    std::vector<size_t> sizes(n, count);
+    b.allgatherv(in, out, sizes, t);
+  });
+}
+
 void broadcast(void* data, size_t count, dtype t, int root) {
   auto& eng = current("broadcast");
   check_root(root);

@@ -53,6 +53,7 @@ namespace detail {
 // The type-erased operations behind the templates below.
 void allreduce(void* data, size_t count, dtype t, op o, const std::string& name);
 std::vector<char> allgather(const void* data, size_t count, dtype t);
+void allgather_into(const void* in, size_t count, void* out, size_t out_count, dtype t);
 void broadcast(void* data, size_t count, dtype t, int root);
 std::vector<char> alltoall(const void* data, size_t count, std::span<const int64_t> send_counts,
                            dtype t, std::vector<int64_t>* recv_counts);
@@ -80,6 +81,15 @@ template <element T>
 std::vector<std::remove_const_t<T>> allgather(std::span<T> x) {
   using U = std::remove_const_t<T>;
   return detail::as_vector<U>(detail::allgather(x.data(), x.size(), dtype_of<U>()));
+}
+
+/// Every rank's `in` into `out`, in rank order, without allocating (as
+/// MPI_Allgather): every rank passes the same in.size(), and out holds
+/// size() x in.size() elements; std::invalid_argument otherwise (on every
+/// rank, when the ranks' sizes differ).
+template <element T>
+void allgather(std::span<const T> in, std::span<T> out) {
+  detail::allgather_into(in.data(), in.size(), out.data(), out.size(), dtype_of<T>());
 }
 
 /// Overwrites `x` on every rank with root's `x` (equal sizes on all ranks).

@@ -136,7 +136,7 @@ check_bad "--launcher must be" allreduce --launcher ssh
 check_bad "-np or --num-hosts/--per-host, not both" allreduce -np 2 --num-hosts 2 --per-host 1
 # control-plane: start() times, call rate and latency per worker count,
 # and the raw CAF peer interleaved in rounds.
-if timeout 120 "$BENCH" control-plane --workers 1,2 --repeats 2 --seconds 0.4 --peer caf --rounds 4 \
+if timeout 120 "$BENCH" control-plane --workers 1,2 --repeats 2 --seconds 0.4 --peer caf --rounds 4 --check \
      --json "$T/cp.json" --csv "$T/cp.csv" > "$T/cp.out" 2>&1 \
    && python3 - "$T/cp.json" <<'PY'
 import json, sys
@@ -144,16 +144,16 @@ d = json.load(open(sys.argv[1]))
 assert d["subcommand"] == "control-plane" and [r["workers"] for r in d["results"]] == [1, 2]
 for k in ("cpu_model", "cores", "nics", "hvactor_version", "node_ids"):
     assert k in d["machine"], k
-assert d["settings"]["peers"] == ["caf"] and d["settings"]["rounds"] == 4
+assert d["settings"]["peers"] == ["caf"] and d["settings"]["rounds"] == 4 and d["settings"]["check"] is True
 for r in d["results"]:
     assert len(r["start_ms"]) == 2 and all(x > 0 for x in r["start_ms"])
     assert r["calls_per_s"] > 0 and 0 < r["call_us_p50"] <= r["call_us_p99"]
-    assert len(r["call_us"]) > 0
+    assert len(r["call_us"]) > 0 and r["wrong"] == 0
 caf = d["peers"]["caf"]
 assert len(caf["ratio"]) == 4 and all(x > 0 for x in caf["caf_calls_per_s"] + caf["hvactor_calls_per_s"])
 PY
 then
-  grep -q "run / raw CAF" "$T/cp.out" && [ "$(head -1 "$T/cp.csv")" = "workers,start_ms_p50,start_ms_max,calls_per_s,call_us_p50,call_us_p99" ] \
+  grep -q "run / raw CAF" "$T/cp.out" && [ "$(head -1 "$T/cp.csv")" = "workers,start_ms_p50,start_ms_max,calls_per_s,call_us_p50,call_us_p99,wrong" ] \
     && echo "ok: control-plane: start times, call rate and latency for 1 and 2 workers, raw CAF peer" \
     || fail "control-plane output: $(cat "$T/cp.out")"
 else fail "control-plane: $(tail -3 "$T/cp.out")"; fi

@@ -275,6 +275,33 @@ std::string allgather_in_rank_order() {
   check_allgather<hvd::half>(found, growing, "r+1");
   check_allgather<double>(found, one_empty, "rank 1 empty");
   check_allgather<int32_t>(found, all_empty, "all empty");
+  // Into a caller's buffer (equal counts): the same order, nothing else
+  // written; a buffer of the wrong size and unequal counts are refused.
+  int me = hvd::rank();
+  std::vector<float> in(3), out(3 * n + 1, -1.0f);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<float>(me * 100 + static_cast<int>(i));
+  hvd::allgather(std::span<const float>(in), std::span<float>(out.data(), 3 * n));
+  for (size_t i = 0; i < 3 * n; ++i)
+    if (out[i] != static_cast<float>((i / 3) * 100 + i % 3))
+      found.add(at("allgather into a buffer", i, out[i], static_cast<double>((i / 3) * 100 + i % 3)));
+  if (out[3 * n] != -1.0f)
+    found.add("allgather into a buffer wrote past size() x count");
+  try {
+    hvd::allgather(std::span<const float>(in), std::span<float>(out));
+    found.add("allgather into a buffer of the wrong size did not throw");
+  } catch (const std::invalid_argument&) {
+  }
+  std::vector<float> uneven(static_cast<size_t>(me) + 1), wide(n * n);
+  try {
+    hvd::allgather(std::span<const float>(uneven), std::span<float>(wide.data(), uneven.size() * n));
+    found.add("allgather into a buffer with unequal counts did not throw");
+  } catch (const std::invalid_argument& e) {
+    if (std::string{e.what()}.find("every rank must pass the same count") == std::string::npos)
+      found.add(std::string{"unequal counts: "} + e.what());
+  }
+  // Still in step afterwards.
+  check_allgather<double>(found, equal, "after the refused calls");
   return found.report();
 }
 

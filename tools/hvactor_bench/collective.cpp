@@ -36,7 +36,7 @@ struct host_buffers {
     else if (a.kind == "broadcast")
       hvd::broadcast(std::span<float>(in), 0);
     else
-      out = hvd::allgather(std::span<const float>(in));
+      hvd::allgather(std::span<const float>(in), std::span<float>(out));
   }
   int64_t check(int rank, int size) {
     fill_check(in, rank);
@@ -117,7 +117,9 @@ rank_point measure_point(std::string kind, uint64_t bytes, int32_t iters, int32_
   peer_args a{kind, bytes, iters, warmup, check};
   size_t count = peer_count(a, hvd::size());
   if (!gpu) {
-    host_buffers b{a, std::vector<float>(count, 1.0f), {}};
+    // allgather into a buffer allocated once, as the peers do.
+    host_buffers b{a, std::vector<float>(count, 1.0f),
+                   std::vector<float>(a.kind == "allgather" ? count * static_cast<size_t>(hvd::size()) : 0)};
     return measure(b, a, hvd::rank(), hvd::size());
   }
 #ifdef HVACTOR_BENCH_CUDA

@@ -34,8 +34,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-int noop_call() {
-  return 0;
+/// The call measured: one small argument there and back.
+int32_t echo_call(int32_t x) {
+  return x;
 }
 
 double ms_since(clock_type::time_point t0) {
@@ -126,6 +127,8 @@ struct count_result {
   int workers = 0;
   std::vector<double> starts_ms, calls_us;
   double rate = 0;
+  /// Answers that were missing or not the value sent (--check).
+  int64_t wrong = 0;
 };
 
 /// hvactor's sync run(noop) on one worker against raw CAF round trips, in
@@ -142,13 +145,13 @@ peer_result run_caf_peer(hvactor::runtime& rt, double seconds, int rounds, progr
   caf::actor_system sys{cfg};
   raw_caf_peer peer{sys};
   for (int i = 0; i < 500; ++i) { // warm both paths up
-    ex.run(&noop_call);
+    ex.run(&echo_call, int32_t{i});
     peer.call();
   }
   peer_result out;
   for (int round = 0; round < rounds; ++round) {
     line.show(fmt::format("[control-plane] peer caf: round {}/{}", round + 1, rounds));
-    out.ours.push_back(calls_per_second([&] { ex.run(&noop_call); }, seconds / rounds));
+    out.ours.push_back(calls_per_second([&] { ex.run(&echo_call, int32_t{1}); }, seconds / rounds));
     out.raw.push_back(calls_per_second([&] { peer.call(); }, seconds / rounds));
     out.ratios.push_back(out.raw.back() > 0 ? out.ours.back() / out.raw.back() : 0);
   }
@@ -185,6 +188,7 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
     ("peer", "caf: raw CAF request/response to an actor in another process, interleaved with "
              "run() on one worker", cxxopts::value<std::string>())
     ("rounds", "interleaved rounds of the peer comparison", cxxopts::value<int>()->default_value("10"))
+    ("c,check", "check that every call's answer came from every worker with the value sent")
     ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
     ("csv", "write one row per worker count here", cxxopts::value<std::string>())
     ("h,help", "this text");
@@ -202,6 +206,7 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
     throw std::invalid_argument("--repeats must be in 1..1000 and --seconds in (0, 3600]");
   if (rounds < 1 || rounds > 10000)
     throw std::invalid_argument(fmt::format("--rounds must be in 1..10000 (got {})", rounds));
+  bool check = o.count("check") > 0;
   bool caf_peer = false;
   if (o.count("peer")) {
     if (o["peer"].as<std::string>() != "caf")
@@ -211,14 +216,14 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
   }
   fmt::print("# hvactor-bench control-plane: {} start()s per count, {:g} s of calls\n", repeats,
              seconds);
-  fmt::print("# {:>7} {:>14} {:>14} {:>12} {:>12} {:>12}\n", "workers", "start ms p50",
-             "start ms max", "calls/s", "call us p50", "call us p99");
+  fmt::print("# {:>7} {:>14} {:>14} {:>12} {:>12} {:>12} {:>7}\n", "workers", "start ms p50",
+             "start ms max", "calls/s", "call us p50", "call us p99", "#wrong");
   progress line;
   std::vector<count_result> results;
   std::vector<std::string> nodes;
   std::string path;
   for (int w : counts) {
-    count_result r{w, {}, {}, 0};
+    count_result r{w, {}, {}, 0, 0};
     for (int k = 0; k < repeats; ++k) {
       line.show(fmt::format("[control-plane] {} worker(s): start {}/{}", w, k + 1, repeats));
       hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = 60s}),
@@ -229,10 +234,12 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
       if (k + 1 == repeats) {
         line.show(fmt::format("[control-plane] {} worker(s): calls", w));
         auto end = clock_type::now() + std::chrono::duration<double>(seconds);
-        while (clock_type::now() < end) {
+        for (int32_t i = 0; clock_type::now() < end; ++i) {
           auto c0 = clock_type::now();
-          ex.run(&noop_call);
+          auto answers = ex.run(&echo_call, i);
           r.calls_us.push_back(ms_since(c0) * 1000.0);
+          if (check)
+            r.wrong += static_cast<int64_t>(w - std::count(answers.begin(), answers.end(), i));
         }
         nodes = ex.worker_nodes();
       }
@@ -240,9 +247,10 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
     }
     line.clear();
     r.rate = static_cast<double>(r.calls_us.size()) / seconds;
-    fmt::print("  {:>7} {:>14.1f} {:>14.1f} {:>12.0f} {:>12.1f} {:>12.1f}\n", w,
+    fmt::print("  {:>7} {:>14.1f} {:>14.1f} {:>12.0f} {:>12.1f} {:>12.1f} {:>7}\n", w,
                quantile(r.starts_ms, 0.5), quantile(r.starts_ms, 1.0), r.rate,
-               quantile(r.calls_us, 0.5), quantile(r.calls_us, 0.99));
+               quantile(r.calls_us, 0.5), quantile(r.calls_us, 0.99),
+               check ? std::to_string(r.wrong) : "N/A");
     std::fflush(stdout);
     results.push_back(std::move(r));
   }
@@ -264,15 +272,16 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
     out << "{\n  \"tool\": \"hvactor-bench\",\n  \"subcommand\": \"control-plane\",\n  \"machine\": "
         << machine_json(nodes, path)
         << fmt::format(",\n  \"settings\": {{\"repeats\": {}, \"seconds\": {:g}, \"rounds\": {}, "
-                       "\"peers\": [{}]}},\n",
-                       repeats, seconds, rounds, caf_peer ? "\"caf\"" : "")
+                       "\"check\": {}, \"peers\": [{}]}},\n",
+                       repeats, seconds, rounds, check, caf_peer ? "\"caf\"" : "")
         << "  \"results\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
       auto& r = results[i];
       out << fmt::format("    {{\"workers\": {}, \"start_ms\": {}, \"calls_per_s\": {:.1f}, "
-                         "\"call_us_p50\": {:.3f}, \"call_us_p99\": {:.3f}, \"call_us\": {}}}{}\n",
+                         "\"call_us_p50\": {:.3f}, \"call_us_p99\": {:.3f}, \"wrong\": {}, "
+                         "\"call_us\": {}}}{}\n",
                          r.workers, json_numbers(r.starts_ms), r.rate, quantile(r.calls_us, 0.5),
-                         quantile(r.calls_us, 0.99), json_numbers(r.calls_us),
+                         quantile(r.calls_us, 0.99), r.wrong, json_numbers(r.calls_us),
                          i + 1 < results.size() ? "," : "");
     }
     out << "  ]";
@@ -287,11 +296,18 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
     std::ofstream out{file};
     if (!out)
       throw std::runtime_error("cannot write " + file);
-    out << "workers,start_ms_p50,start_ms_max,calls_per_s,call_us_p50,call_us_p99\n";
+    out << "workers,start_ms_p50,start_ms_max,calls_per_s,call_us_p50,call_us_p99,wrong\n";
     for (auto& r : results)
-      out << fmt::format("{},{:.3f},{:.3f},{:.1f},{:.3f},{:.3f}\n", r.workers,
+      out << fmt::format("{},{:.3f},{:.3f},{:.1f},{:.3f},{:.3f},{}\n", r.workers,
                          quantile(r.starts_ms, 0.5), quantile(r.starts_ms, 1.0), r.rate,
-                         quantile(r.calls_us, 0.5), quantile(r.calls_us, 0.99));
+                         quantile(r.calls_us, 0.5), quantile(r.calls_us, 0.99), r.wrong);
+  }
+  int64_t wrong = 0;
+  for (auto& r : results)
+    wrong += r.wrong;
+  if (wrong > 0) {
+    fmt::print(stderr, "hvactor-bench control-plane: {} wrong or missing answer(s)\n", wrong);
+    return 1;
   }
   return 0;
 }

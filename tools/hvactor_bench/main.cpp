@@ -29,9 +29,6 @@
 #include "internal/slurm.hpp"
 #include "peer.hpp"
 #include "sweep.hpp"
-#ifdef HVACTOR_BENCH_TORCH
-#include "train.hpp"
-#endif
 
 namespace {
 
@@ -99,6 +96,23 @@ void reexec_in_slurm(std::vector<std::string>& args) {
   throw std::runtime_error(fmt::format("cannot run {}: {}", run, std::strerror(errno)));
 }
 
+/// `train` is its own program (hvactor-bench-train, next to this one or in
+/// libexec/hvactor): it links LibTorch, whose libraries would slow every
+/// other subcommand's worker start by most of a second.
+[[noreturn]] void exec_train(std::vector<std::string>& words) {
+  auto train = hvactor::bench_tool::helper_path("hvactor-bench-train");
+  if (train.empty())
+    throw std::invalid_argument("train: this hvactor-bench was built without LibTorch "
+                                "(hvactor-bench-train is not installed; Debian: apt-get install "
+                                "libtorch-dev, then rebuild)");
+  std::vector<char*> exec_argv;
+  for (auto& w : words)
+    exec_argv.push_back(w.data());
+  exec_argv.push_back(nullptr);
+  ::execv(train.c_str(), exec_argv.data());
+  throw std::runtime_error(fmt::format("cannot run {}: {}", train, std::strerror(errno)));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +125,8 @@ int main(int argc, char** argv) {
       hvactor::bench_tool::serve_caf_echo();
     std::vector<std::string> words(argv, argv + argc);
     reexec_in_slurm(words);
+    if (words.size() > 1 && words[1] == "train")
+      exec_train(words);
     std::vector<char*> rt_argv;
     for (auto& w : words)
       rt_argv.push_back(w.data());
@@ -121,14 +137,6 @@ int main(int argc, char** argv) {
     auto args = rt.args();
     if (args.size() > 1 && args[1] == "control-plane")
       return hvactor::bench_tool::run_control_plane(rt, args);
-    if (args.size() > 1 && args[1] == "train") {
-#ifdef HVACTOR_BENCH_TORCH
-      return hvactor::bench_tool::run_train(rt, args);
-#else
-      throw std::invalid_argument("train: this hvactor-bench was built without LibTorch (Debian: "
-                                  "apt-get install libtorch-dev, then rebuild)");
-#endif
-    }
     return hvactor::bench_tool::run_sweep(rt, args);
   } catch (const cxxopts::exceptions::exception& e) {
     fmt::print(stderr, "hvactor-bench: {} (see hvactor-bench SUBCOMMAND --help)\n", e.what());

@@ -28,13 +28,8 @@ fs::path self_dir() {
   return ec ? fs::path{"."} : exe.parent_path();
 }
 
-/// A helper next to hvactor-bench (the build tree) or in
-/// <prefix>/libexec/hvactor (installed); empty when neither exists.
 std::string helper(const std::string& file) {
-  for (auto p : {self_dir() / file, self_dir() / ".." / "libexec" / "hvactor" / file})
-    if (::access(p.c_str(), R_OK) == 0)
-      return fs::weakly_canonical(p).string();
-  return {};
+  return helper_path(file);
 }
 
 std::string python() {
@@ -51,6 +46,13 @@ std::string mpirun() {
 }
 
 } // namespace
+
+std::string helper_path(const std::string& file) {
+  for (auto p : {self_dir() / file, self_dir() / ".." / "libexec" / "hvactor" / file})
+    if (::access(p.c_str(), R_OK) == 0)
+      return fs::weakly_canonical(p).string();
+  return {};
+}
 
 std::string peer_missing(const std::string& name) {
   if (name == "gloo")

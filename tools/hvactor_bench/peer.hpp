@@ -25,6 +25,10 @@ inline const std::vector<std::string>& peer_names() {
 /// install what it needs.
 std::string peer_missing(const std::string& name);
 
+/// A helper program next to hvactor-bench (the build tree) or in
+/// <prefix>/libexec/hvactor (installed); empty when neither exists.
+std::string helper_path(const std::string& file);
+
 /// One size measured by a peer.
 struct peer_point {
   double time_us = 0;

@@ -69,13 +69,16 @@ std::unique_ptr<worker_state>& state() {
   return st;
 }
 
+/// `threads` 0: the node's cores shared by `share` workers (0: by this
+/// run's workers on the node).
 train_setup_info train_setup(std::string model_name, int64_t batch, int64_t image_size,
-                             int32_t threads, bool fp16) {
+                             int32_t threads, int32_t share, bool fp16) {
   hvd::init();
   state().reset();
   if (threads <= 0) {
     auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, hvd::local_size()));
+    int workers = share > 0 ? std::min(share, cores) : hvd::local_size();
+    threads = std::max(1, cores / std::max(1, workers));
   }
   torch::set_num_threads(threads);
   auto st = std::make_unique<worker_state>();
@@ -183,7 +186,8 @@ config parse(const std::vector<std::string>& args) {
     ("fp16-allreduce", "reduce gradients as float16 (hvd::compression::fp16)")
     ("scaling", "run each of these world sizes (comma-separated, e.g. 1,2,4) and print the "
                 "scaling efficiency against the smallest", cxxopts::value<std::string>())
-    ("threads", "torch threads per worker (0: the node's cores / its workers)",
+    ("threads", "torch threads per worker (0: the node's cores / its workers; with --scaling, "
+                "/ the largest world size, at every size)",
      cxxopts::value<int>()->default_value("0"))
     ("c,check", "check that every rank ends with the same, finite, trained parameters")
     ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
@@ -256,7 +260,11 @@ result run_one(hvactor::runtime& rt, const config& c, const layout& where) {
   r.workers = where.np;
   progress line;
   line.show(fmt::format("[train {}] {} workers: setting up", c.model, r.workers));
-  auto info = ex.run(&train_setup, c.model, c.batch, c.image_size, int32_t{c.threads}, c.fp16);
+  // With --scaling every world size gets the threads of the largest, so
+  // that the efficiency compares the same compute per worker.
+  int32_t share = c.scaling.empty() ? 0 : c.scaling.back();
+  auto info = ex.run(&train_setup, c.model, c.batch, c.image_size, int32_t{c.threads}, share,
+                     c.fp16);
   r.params = info.at(0).params;
   r.threads = info.at(0).threads;
   r.path = info.at(0).path;

@@ -11,7 +11,7 @@
 #   5. scancel of a running job leaves no hvactor process
 #   6. a node whose hvactor-node cannot start is named at once
 #   8. off loopback (this host's own address): per-job CA, mutual TLS
-#   9. hvactor-bench in an allocation: 2 nodes x 2 tasks, checked, node ids
+#   9. hvactor-bench in an allocation: 2 nodes x 2 tasks, checked, node ids; train
 #   7. nothing is left: no hvactor-node, no rank, no per-job TLS directory
 set -uo pipefail
 B=$(realpath "${1:?build dir}")
@@ -125,6 +125,16 @@ assert d["results"] and all(r["wrong"] == 0 for r in d["results"])
 PY
 then ok "9: hvactor-bench in salloc -N2 --ntasks-per-node=2: 4 ranks on n1 n2, hierarchical, checked"
 else fail "9: exit $rc: $(tail -5 "$D/9.out") $(tail -5 "$D/9.err")"; fi
+# ... and train (hvactor-bench-train, exec'ed) the same way, where LibTorch is.
+if [ -x "$B/tools/hvactor-bench-train" ]; then
+  timeout 180 salloc -N2 --ntasks-per-node=1 "$BENCH" train --model mlp --batch-size 8 \
+    --num-warmup-batches 1 --num-batches-per-iter 2 --num-iters 2 --check --json "$D/9t.json" \
+    >"$D/9t.out" 2>"$D/9t.err"; rc=$?
+  if [ "$rc" = 0 ] && grep -q "^Check: 2 of 2 workers" "$D/9t.out" \
+     && python3 -c "import json,sys; d=json.load(open('$D/9t.json')); sys.exit(0 if sorted(d['machine']['node_ids'])==['n1','n2'] else 1)"; then
+    ok "9: hvactor-bench train in salloc -N2: 2 workers on n1 n2, checked"
+  else fail "9 train: exit $rc: $(tail -5 "$D/9t.out") $(tail -5 "$D/9t.err")"; fi
+fi
 
 # 7. nothing left
 sleep 1

@@ -23,6 +23,7 @@
 
 #include <hvactor/hvactor.hpp>
 
+#include "internal/port_guard.hpp"
 #include "internal/system_config.hpp"
 #include "layout.hpp"
 #include "report.hpp"
@@ -168,6 +169,10 @@ void serve_caf_echo() {
   caf::actor_system sys{cfg};
   auto echo = sys.spawn<caf::detached>(echo_impl); // as hvactor's worker actor
   auto port = sys.middleman().publish(echo, 0, "127.0.0.1", true);
+  // As hvactor's own ports: other users' connections and oversized frames
+  // are refused below CAF.
+  if (port)
+    hvactor::port_guard::watch(*port);
   std::printf("%u\n", port ? *port : 0u);
   std::fflush(stdout);
   char c;

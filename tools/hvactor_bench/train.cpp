@@ -223,6 +223,14 @@ config parse(const std::vector<std::string>& args) {
         "than one value per channel; raise --batch-size to 2 or --image-size to 64",
         c.image_size, side, side));
   }
+  // The synthetic batch lives in every worker: refuse one that cannot fit
+  // rather than let the workers be killed for memory.
+  double input = static_cast<double>(c.batch) * 4
+                 * (c.model == "resnet50" ? 3.0 * static_cast<double>(c.image_size * c.image_size) : 1024.0);
+  if (input > 4.0 * (1 << 30))
+    throw std::invalid_argument(fmt::format(
+      "--batch-size {} of {} inputs is {:.1f} GiB per worker (activations need several times "
+      "more): at most 4 GiB", c.batch, c.model, input / (1 << 30)));
   if (c.warmup < 0 || c.warmup > 100000 || c.per_iter < 1 || c.per_iter > 100000 || c.iters < 1
       || c.iters > 100000)
     throw std::invalid_argument("--num-warmup-batches must be in 0..100000, --num-batches-per-iter "

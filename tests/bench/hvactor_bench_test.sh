@@ -134,6 +134,9 @@ check_bad "--device must be cpu or gpu" allreduce --device tpu
 check_bad "--launcher slurm: not inside a Slurm allocation" allreduce --launcher slurm
 check_bad "--launcher must be" allreduce --launcher ssh
 check_bad "-np or --num-hosts/--per-host, not both" allreduce -np 2 --num-hosts 2 --per-host 1
+check_bad "--iters abc: not a number" allreduce --iters abc
+check_bad "-np x: not a number" allreduce -np x
+check_bad "--rounds=y: not a number" control-plane --rounds=y
 # control-plane: start() times, call rate and latency per worker count,
 # and the raw CAF peer interleaved in rounds.
 if timeout 120 "$BENCH" control-plane --workers 1,2 --repeats 2 --seconds 0.4 --peer caf --rounds 4 --check \

@@ -89,7 +89,7 @@ check_bad "--scaling gives the world sizes: not with -np" --scaling 1,2 -np 2
 check_bad "batch normalization needs more than one value per channel" --image-size 32 --batch-size 1
 check_bad "--image-size must be in 32..4096 (got 8)" --image-size 8
 check_bad "GiB per worker" --batch-size 65536 --image-size 224
-check_bad "batch-size" --batch-size abc
+check_bad "--batch-size abc: not a number" --batch-size abc
 check_bad "--num-iters in 1..100000" --num-iters 0
 check_bad "unexpected argument 'extra'" extra
 timeout 10 "$BENCH" train --help | grep -q -- "--fp16-allreduce" && echo "ok: train --help" \

@@ -71,7 +71,24 @@ cxxopts::ParseResult parse_words(cxxopts::Options& p, const std::vector<std::str
       w = "--np";
     argv.push_back(w.data());
   }
-  auto o = p.parse(static_cast<int>(argv.size()), argv.data());
+  cxxopts::ParseResult o;
+  try {
+    o = p.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    // cxxopts names the value, not the option: find the option it followed.
+    std::string what = e.what(), value;
+    auto open = what.find("\u2018"), close = what.find("\u2019");
+    if (open != std::string::npos && close != std::string::npos && close > open)
+      value = what.substr(open + 3, close - open - 3);
+    for (size_t i = 1; i < words.size(); ++i)
+      if (words[i] == value && words[i - 1].rfind("-", 0) == 0)
+        throw std::invalid_argument(
+          fmt::format("{} {}: not a number", words[i - 1] == "--np" ? "-np" : words[i - 1], value));
+    for (auto& w : words)
+      if (auto eq = w.find('='); eq != std::string::npos && w.substr(eq + 1) == value)
+        throw std::invalid_argument(fmt::format("{}: not a number", w));
+    throw std::invalid_argument(what);
+  }
   if (!o.unmatched().empty())
     throw std::invalid_argument("unexpected argument '" + o.unmatched().front() + "'");
   return o;

@@ -274,12 +274,10 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
     std::ofstream out{file};
     if (!out)
       throw std::runtime_error("cannot write " + file);
-    out << "{\n  \"tool\": \"hvactor-bench\",\n  \"subcommand\": \"control-plane\",\n  \"machine\": "
-        << machine_json(nodes, path)
-        << fmt::format(",\n  \"settings\": {{\"repeats\": {}, \"seconds\": {:g}, \"rounds\": {}, "
-                       "\"check\": {}, \"peers\": [{}]}},\n",
-                       repeats, seconds, rounds, check, caf_peer ? "\"caf\"" : "")
-        << "  \"results\": [\n";
+    out << json_head("control-plane", nodes, path,
+                     fmt::format("{{\"repeats\": {}, \"seconds\": {:g}, \"rounds\": {}, "
+                                 "\"check\": {}, \"peers\": [{}]}}",
+                                 repeats, seconds, rounds, check, caf_peer ? "\"caf\"" : ""));
     for (size_t i = 0; i < results.size(); ++i) {
       auto& r = results[i];
       out << fmt::format("    {{\"workers\": {}, \"start_ms\": {}, \"calls_per_s\": {:.1f}, "

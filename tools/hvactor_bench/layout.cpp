@@ -94,4 +94,19 @@ cxxopts::ParseResult parse_words(cxxopts::Options& p, const std::vector<std::str
   return o;
 }
 
+int exit_code_of(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const cxxopts::exceptions::exception& e) {
+    fmt::print(stderr, "hvactor-bench: {} (see hvactor-bench SUBCOMMAND --help)\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "hvactor-bench: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hvactor-bench: {}\n", e.what());
+    return 1;
+  }
+}
+
 } // namespace hvactor::bench_tool

@@ -5,6 +5,7 @@
 // Slurm allocation (started through hvactor-run --driver) the allocation's
 // tasks by default.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,9 @@ layout parse_layout(const cxxopts::ParseResult& o);
 /// mpirun's single-dash -np); std::invalid_argument for a stray argument.
 cxxopts::ParseResult parse_words(cxxopts::Options& p, const std::vector<std::string>& args,
                                  size_t first);
+
+/// Runs a subcommand's main body and maps its exceptions to hvactor-bench's
+/// exit codes: 2 with the message for bad options, 1 for a failed run.
+int exit_code_of(const std::function<int()>& body);
 
 } // namespace hvactor::bench_tool

@@ -27,6 +27,7 @@
 
 #include "control_plane.hpp"
 #include "internal/slurm.hpp"
+#include "layout.hpp"
 #include "peer.hpp"
 #include "sweep.hpp"
 
@@ -116,7 +117,7 @@ void reexec_in_slurm(std::vector<std::string>& args) {
 } // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return hvactor::bench_tool::exit_code_of([&] {
     // One rank of the raw Gloo peer (started by run_peer()).
     if (argc > 1 && std::string{argv[1]} == "__peer-gloo")
       return hvactor::bench_tool::run_gloo_peer(argc, argv);
@@ -138,14 +139,5 @@ int main(int argc, char** argv) {
     if (args.size() > 1 && args[1] == "control-plane")
       return hvactor::bench_tool::run_control_plane(rt, args);
     return hvactor::bench_tool::run_sweep(rt, args);
-  } catch (const cxxopts::exceptions::exception& e) {
-    fmt::print(stderr, "hvactor-bench: {} (see hvactor-bench SUBCOMMAND --help)\n", e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "hvactor-bench: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "hvactor-bench: {}\n", e.what());
-    return 1;
-  }
+  });
 }

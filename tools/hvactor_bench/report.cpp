@@ -97,6 +97,13 @@ std::string machine_json(const std::vector<std::string>& node_ids, const std::st
     nccl, cuda, json_strings(node_ids), path.empty() ? "null" : json_string(path));
 }
 
+std::string json_head(const std::string& subcommand, const std::vector<std::string>& node_ids,
+                      const std::string& path, const std::string& settings) {
+  return "{\n  \"tool\": \"hvactor-bench\",\n  \"subcommand\": " + json_string(subcommand)
+         + ",\n  \"machine\": " + machine_json(node_ids, path) + ",\n  \"settings\": " + settings
+         + ",\n  \"results\": [\n";
+}
+
 double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }

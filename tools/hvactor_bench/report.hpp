@@ -22,6 +22,11 @@ std::string json_numbers(const std::vector<double>& v);
 /// (hvd::backend_info(); empty -> null).
 std::string machine_json(const std::vector<std::string>& node_ids, const std::string& path);
 
+/// The start of every JSON report, up to the opening of "results": tool,
+/// subcommand, machine (machine_json) and `settings` (a JSON object).
+std::string json_head(const std::string& subcommand, const std::vector<std::string>& node_ids,
+                      const std::string& path, const std::string& settings);
+
 /// Mean of `v` (0 when empty).
 double mean(const std::vector<double>& v);
 

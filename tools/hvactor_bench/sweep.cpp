@@ -212,14 +212,14 @@ void write_json(const config& c, const std::vector<row>& rows, const std::vector
   std::string peers;
   for (auto& p : c.peers)
     peers += (peers.empty() ? "" : ", ") + json_string(p);
-  out << "{\n  \"tool\": \"hvactor-bench\",\n  \"subcommand\": " << json_string(c.kind)
-      << ",\n  \"machine\": " << machine_json(nodes, path_info)
-      << fmt::format(",\n  \"settings\": {{\"ranks\": {}, \"num_hosts\": {}, \"per_host\": {}, "
-                     "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, \"warmup\": {}, "
-                     "\"check\": {}, \"backend\": {}, \"device\": {}, \"peers\": [{}]}},\n",
-                     c.where.np, c.where.num_hosts, c.where.per_host, c.iters, c.warmup, c.check,
-                     json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"", peers)
-      << "  \"results\": [\n";
+  out << json_head(c.kind, nodes, path_info,
+                   fmt::format("{{\"ranks\": {}, \"num_hosts\": {}, \"per_host\": {}, "
+                               "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, "
+                               "\"warmup\": {}, \"check\": {}, \"backend\": {}, \"device\": {}, "
+                               "\"peers\": [{}]}}",
+                               c.where.np, c.where.num_hosts, c.where.per_host, c.iters, c.warmup,
+                               c.check, json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"",
+                               peers));
   for (size_t i = 0; i < rows.size(); ++i) {
     auto& r = rows[i];
     out << fmt::format("    {{\"size\": {}, \"count\": {}, \"type\": \"float\", \"redop\": \"sum\", "

@@ -336,16 +336,15 @@ void write_json(const config& c, const std::vector<result>& rs) {
   std::string scaling;
   for (auto n : c.scaling)
     scaling += (scaling.empty() ? "" : ", ") + std::to_string(n);
-  out << "{\n  \"tool\": \"hvactor-bench\",\n  \"subcommand\": \"train\",\n  \"machine\": "
-      << machine_json(rs.back().nodes, rs.back().path)
-      << fmt::format(",\n  \"settings\": {{\"model\": {}, \"unit\": {}, \"batch_size\": {}, "
-                     "\"image_size\": {}, \"num_warmup_batches\": {}, \"num_batches_per_iter\": {}, "
-                     "\"num_iters\": {}, \"fp16_allreduce\": {}, \"threads\": {}, \"check\": {}, "
-                     "\"num_hosts\": {}, \"per_host\": {}, \"scaling\": [{}]}},\n",
-                     json_string(c.model), json_string(unit(c)), c.batch, c.image_size, c.warmup,
-                     c.per_iter, c.iters, c.fp16, c.threads, c.check, c.where.num_hosts,
-                     c.where.per_host, scaling)
-      << "  \"results\": [\n";
+  out << json_head("train", rs.back().nodes, rs.back().path,
+                   fmt::format("{{\"model\": {}, \"unit\": {}, \"batch_size\": {}, "
+                               "\"image_size\": {}, \"num_warmup_batches\": {}, "
+                               "\"num_batches_per_iter\": {}, \"num_iters\": {}, "
+                               "\"fp16_allreduce\": {}, \"threads\": {}, \"check\": {}, "
+                               "\"num_hosts\": {}, \"per_host\": {}, \"scaling\": [{}]}}",
+                               json_string(c.model), json_string(unit(c)), c.batch, c.image_size,
+                               c.warmup, c.per_iter, c.iters, c.fp16, c.threads, c.check,
+                               c.where.num_hosts, c.where.per_host, scaling));
   for (size_t i = 0; i < rs.size(); ++i) {
     auto& r = rs[i];
     out << fmt::format("    {{\"workers\": {}, \"params\": {}, \"threads\": {}, "

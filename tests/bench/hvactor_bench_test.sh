@@ -85,6 +85,16 @@ if ! nvidia-smi -L > /dev/null 2>&1; then
     || fail "--device gpu without a GPU: exit $rc: $(cat "$T/gpu.out")"
 fi
 
+# The progress line: on a terminal (script gives it one), rewritten in place
+# with the size and elapsed seconds; never in redirected output.
+if command -v script > /dev/null; then
+  script -qec "$BENCH allreduce -np 2 -e 64K -f 16 --iters 3" "$T/tty.log" > /dev/null 2>&1
+  grep -aq "\[allreduce\] 64 B (2/4): hvactor, [0-9.]* s" "$T/tty.log" \
+    && echo "ok: a progress line on a terminal" || fail "no progress line on a terminal: $(tail -c 300 "$T/tty.log")"
+fi
+grep -q $'\033\[K' "$T/allreduce.out" && fail "progress escapes in redirected output" \
+  || echo "ok: no progress line in redirected output"
+
 # The Gloo path too, and its path is reported.
 timeout 120 "$BENCH" allreduce -np 2 -e 64K --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
   && grep -q "# path: allreduce: gloo" "$T/g.out" && echo "ok: --backend gloo runs Gloo" \

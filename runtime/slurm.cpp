@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "hvactor/settings.hpp"
+
 namespace hvactor::slurm {
 
 namespace {
@@ -97,10 +99,21 @@ void expand_entry(std::string_view list, std::string_view entry, std::vector<std
   }
 }
 
+// `text` for a message: control characters as \xNN, at most 200 bytes.
+std::string shown(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text.substr(0, 200))
+    out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c)
+                                 : std::string(1, static_cast<char>(c));
+  if (text.size() > 200)
+    out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
 int parse_count(std::string_view text, std::string_view variable, std::string_view list) {
   if (!all_digits(text) || text.size() > 6)
     throw std::invalid_argument(
-      fmt::format("{}={}: '{}' is not a count", variable, list, text));
+      fmt::format("{}={}: '{}' is not a count", variable, shown(list), shown(text)));
   return std::atoi(std::string(text).c_str());
 }
 
@@ -159,24 +172,86 @@ std::vector<int> expand_counts(std::string_view list, std::string_view variable)
   return out;
 }
 
+void validate_job_id(std::string_view value, std::string_view variable) {
+  // DIGITS, DIGITS_DIGITS or DIGITS+DIGITS.
+  size_t sep = value.find_first_of("_+");
+  auto head = value.substr(0, sep);
+  auto tail = sep == std::string_view::npos ? std::string_view{"0"} : value.substr(sep + 1);
+  if (value.size() > max_job_id_length || !all_digits(head) || !all_digits(tail))
+    throw std::invalid_argument(fmt::format(
+      "{}='{}' is not a Slurm job id (digits, optionally _N for an array task or +N for a "
+      "heterogeneous component, at most {} characters); it names directories, so nothing else "
+      "is accepted",
+      variable, shown(value), max_job_id_length));
+}
+
 int allocation::default_ranks() const {
   if (ntasks)
     return *ntasks;
-  int sum = 0;
+  long long sum = 0;
   for (int t : tasks_per_node)
     sum += t;
+  auto too_many = [](long long n, const std::string& from) {
+    if (n > max_ranks)
+      throw std::invalid_argument(fmt::format("{} make {} ranks, more than the {} an allocation "
+                                              "may have",
+                                              from, n, max_ranks));
+  };
+  too_many(sum, fmt::format("SLURM_TASKS_PER_NODE over {} nodes", tasks_per_node.size()));
   if (sum > 0)
-    return sum;
-  if (gpus_per_node > 0)
-    return gpus_per_node * static_cast<int>(nodes.size());
-  return static_cast<int>(nodes.size());
+    return static_cast<int>(sum);
+  long long nodes_count = static_cast<long long>(nodes.size());
+  if (gpus_per_node > 0) {
+    too_many(gpus_per_node * nodes_count, fmt::format("{}={} GPUs x {} nodes", gpus_variable,
+                                                      gpus_per_node, nodes_count));
+    return static_cast<int>(gpus_per_node * nodes_count);
+  }
+  too_many(nodes_count, "SLURM_JOB_NODELIST's nodes");
+  return static_cast<int>(nodes_count);
 }
+
+namespace {
+
+// One count read from `variable`, within [lo, hi].
+int bounded_count(const std::string& value, const char* variable, int lo, int hi) {
+  int n = parse_count(value, variable, value);
+  if (n < lo || n > hi)
+    throw std::invalid_argument(fmt::format("{}={}: must be in {}..{}", variable, value, lo, hi));
+  return n;
+}
+
+// A compressed per-node list that must cover exactly the node list, each
+// count within [lo, hi].
+std::vector<int> per_node_counts(const std::string& value, const char* variable,
+                                 const std::string& nodelist, size_t nodes, int lo, int hi) {
+  auto counts = expand_counts(value, variable);
+  if (counts.size() != nodes)
+    throw std::invalid_argument(fmt::format(
+      "{}={} gives counts for {} node{}, but SLURM_JOB_NODELIST={} lists {}; they must cover "
+      "the same nodes",
+      variable, shown(value), counts.size(), counts.size() == 1 ? "" : "s", shown(nodelist),
+      nodes));
+  for (int c : counts)
+    if (c < lo || c > hi)
+      throw std::invalid_argument(
+        fmt::format("{}={}: a node's count {} is not in {}..{}", variable, shown(value), c, lo, hi));
+  return counts;
+}
+
+} // namespace
 
 std::optional<allocation> allocation_from_env() {
   auto job = get("SLURM_JOB_ID");
   auto list = get("SLURM_JOB_NODELIST");
-  if (!job || !list)
+  if (!job)
     return std::nullopt;
+  validate_job_id(*job, "SLURM_JOB_ID");
+  if (!list)
+    throw std::invalid_argument(fmt::format(
+      "SLURM_JOB_ID={} is set but SLURM_JOB_NODELIST is {}: hvactor cannot tell the "
+      "allocation's nodes (salloc and sbatch set both). To run on this machine only, unset "
+      "SLURM_JOB_ID (env -u SLURM_JOB_ID ...) or pass --launcher local",
+      *job, std::getenv("SLURM_JOB_NODELIST") == nullptr ? "not set" : "empty"));
   allocation a;
   a.job_id = *job;
   try {
@@ -184,22 +259,35 @@ std::optional<allocation> allocation_from_env() {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string{"SLURM_JOB_NODELIST: "} + e.what());
   }
+  // Node names become node ids, certificate and directory names.
+  for (const auto& node : a.nodes)
+    try {
+      validate_node_id(node);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(
+        fmt::format("SLURM_JOB_NODELIST={}: node name refused: {}", shown(*list), e.what()));
+    }
   if (auto cpus = get("SLURM_JOB_CPUS_PER_NODE"))
-    a.cpus = expand_counts(*cpus, "SLURM_JOB_CPUS_PER_NODE");
-  if (!a.cpus.empty() && a.cpus.size() != a.nodes.size())
-    throw std::invalid_argument(fmt::format("SLURM_JOB_CPUS_PER_NODE lists {} nodes, "
-                                            "SLURM_JOB_NODELIST {}",
-                                            a.cpus.size(), a.nodes.size()));
+    a.cpus = per_node_counts(*cpus, "SLURM_JOB_CPUS_PER_NODE", *list, a.nodes.size(), 1,
+                             max_cpus_per_node);
   // salloc and sbatch export the job's task count; srun steps export
   // SLURM_NTASKS too, but hvactor-run runs in the allocation, not a step.
   if (auto n = get("SLURM_NTASKS"))
-    a.ntasks = parse_count(*n, "SLURM_NTASKS", *n);
+    a.ntasks = bounded_count(*n, "SLURM_NTASKS", 1, static_cast<int>(max_ranks));
   if (auto t = get("SLURM_TASKS_PER_NODE"))
-    a.tasks_per_node = expand_counts(*t, "SLURM_TASKS_PER_NODE");
-  if (auto g = get("SLURM_GPUS_ON_NODE"))
-    a.gpus_per_node = parse_count(*g, "SLURM_GPUS_ON_NODE", *g);
-  else if (auto gj = get("SLURM_JOB_GPUS"))
-    a.gpus_per_node = static_cast<int>(std::count(gj->begin(), gj->end(), ',') + 1);
+    a.tasks_per_node = per_node_counts(*t, "SLURM_TASKS_PER_NODE", *list, a.nodes.size(), 1,
+                                       max_tasks_per_node);
+  if (auto g = get("SLURM_GPUS_ON_NODE")) {
+    a.gpus_per_node = bounded_count(*g, "SLURM_GPUS_ON_NODE", 0, max_gpus_per_node);
+  } else if (auto gj = get("SLURM_JOB_GPUS")) {
+    auto n = std::count(gj->begin(), gj->end(), ',') + 1;
+    if (n > max_gpus_per_node)
+      throw std::invalid_argument(fmt::format("SLURM_JOB_GPUS lists {} GPUs, more than {} per node",
+                                              n, max_gpus_per_node));
+    a.gpus_per_node = static_cast<int>(n);
+    a.gpus_variable = "SLURM_JOB_GPUS";
+  }
+  a.default_ranks(); // refuses an allocation that implies too many ranks
   return a;
 }
 

@@ -23,6 +23,9 @@ struct node_options {
   int num_cpus = 0;
   std::vector<int> gpu_ids;
   std::string work_dir;
+  /// Set by --slurm without --work-dir ("slurm-JOB-NODE"): serve() makes the
+  /// work dir new, $TMPDIR/hvactor-UID/<this>.XXXXXX, and removes it at exit.
+  std::string run_work_dir_prefix;
   tls::config tls;
   bool insecure = false;
   /// Seconds to wait for the head when joining.
@@ -35,9 +38,10 @@ struct node_options {
 /// the command line left unset from the step's environment: node id from
 /// SLURMD_NODENAME, CPUs from SLURM_CPUS_PER_TASK (else SLURM_CPUS_ON_NODE),
 /// GPU ids from the step's CUDA_VISIBLE_DEVICES (none when unset), a
-/// per-job work dir, and with `tls_dir` the node's certificate
-/// DIR/<node id>.pem. Prints each choice and its source to stderr. Throws
-/// std::invalid_argument when SLURMD_NODENAME is missing.
+/// per-run work dir (run_work_dir_prefix), and with `tls_dir` the node's
+/// certificate DIR/<node id>.pem. Prints each choice and its source to
+/// stderr. Throws std::invalid_argument when SLURMD_NODENAME is missing, or
+/// SLURM_JOB_ID or the node id is not a valid name.
 struct slurm_explicit {
   bool node_id = false, cpus = false, gpus = false, work_dir = false, tls = false;
 };

@@ -30,6 +30,7 @@
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
 #include "internal/net.hpp"
+#include "internal/owned_dir.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"
 #include "node_options.hpp"
@@ -40,11 +41,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Fills in defaults and refuses an unsafe or inconsistent setup.
-void resolve(node_options& o, std::string& head_host, uint16_t& head_port) {
+// Fills in defaults and refuses an unsafe or inconsistent setup. A per-run
+// work dir (o.run_work_dir_prefix) is made into `run_dir`.
+void resolve(node_options& o, std::string& head_host, uint16_t& head_port, owned_dir& run_dir) {
   if (o.node_id.empty())
     o.node_id = net::host_name();
   hvactor::validate_node_id(o.node_id);
+  if (o.work_dir.empty() && !o.run_work_dir_prefix.empty()) {
+    run_dir = owned_dir::make(temp_root(),
+                              {fmt::format("hvactor-{}", ::getuid()),
+                               o.run_work_dir_prefix + ".XXXXXX"},
+                              "the node's per-run work directory");
+    o.work_dir = run_dir.path();
+  }
   if (o.work_dir.empty())
     o.work_dir = fmt::format("/tmp/hvactor-{}/{}", ::getuid(), o.node_id);
   if (!o.head)
@@ -79,7 +88,9 @@ void resolve(node_options& o, std::string& head_host, uint16_t& head_port) {
 int serve(node_options o) {
   std::string head_host;
   uint16_t head_port = 0;
-  resolve(o, head_host, head_port);
+  // Declared first: removed last, after the workers that ran from it.
+  owned_dir run_dir;
+  resolve(o, head_host, head_port, run_dir);
   log::set_role(o.head ? "head" : "node " + o.node_id);
   // Every thread CAF starts inherits this mask, so only sigwait sees them.
   sigset_t stop_signals;
@@ -95,6 +106,7 @@ int serve(node_options o) {
     // CAF would silently fall back to anonymous TLS (notes/caf-tls.md).
     log::error("TLS is configured but CAF's OpenSSL module is not authenticating; refusing");
     std::fflush(nullptr);
+    run_dir.remove();
     std::_Exit(1);
   }
   std::unique_ptr<connection_watchdog> watchdog;

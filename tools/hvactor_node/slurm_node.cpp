@@ -11,6 +11,8 @@
 
 #include "hvactor/settings.hpp"
 #include "internal/net.hpp"
+#include "internal/owned_dir.hpp"
+#include "internal/slurm.hpp"
 #include "node_options.hpp"
 
 namespace hvactor::node_tool {
@@ -72,13 +74,19 @@ void apply_slurm_defaults(node_options& o, const slurm_explicit& given,
     }
   }
   if (!given.work_dir) {
+    // The job id and the node id name a directory: both are checked.
     const char* job = env("SLURM_JOB_ID");
-    o.work_dir = fmt::format("/tmp/hvactor-{}/slurm-{}/{}", ::getuid(), job ? job : "0",
-                             o.node_id.empty() ? net::host_name() : o.node_id);
-    said.push_back("work dir " + o.work_dir);
+    if (job != nullptr)
+      slurm::validate_job_id(job, "SLURM_JOB_ID");
+    auto id = o.node_id.empty() ? net::host_name() : o.node_id;
+    hvactor::validate_node_id(id);
+    o.run_work_dir_prefix = fmt::format("slurm-{}-{}", job ? job : "0", id);
+    said.push_back(fmt::format("work dir {}/hvactor-{}/{}.XXXXXX (new, removed at exit)",
+                               temp_root(), ::getuid(), o.run_work_dir_prefix));
   }
   if (!tls_dir.empty() && !given.tls) {
     auto id = o.node_id.empty() ? net::host_name() : o.node_id;
+    hvactor::validate_node_id(id); // names the certificate's files
     o.tls.certificate = fmt::format("{}/{}.pem", tls_dir, id);
     o.tls.key = fmt::format("{}/{}.key", tls_dir, id);
     if (o.tls.cafile.empty())

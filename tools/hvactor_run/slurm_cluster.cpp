@@ -21,6 +21,7 @@
 #include "internal/cert_authority.hpp"
 #include "internal/log.hpp"
 #include "internal/net.hpp"
+#include "internal/owned_dir.hpp"
 #include "internal/knobs.hpp"
 #include "registry_probe.hpp"
 
@@ -71,18 +72,98 @@ std::string self_dir() {
   return ec ? std::string{} : exe.parent_path().string();
 }
 
-// The address the head listens on: one the nodes can reach.
-std::string choose_bind(const slurm::allocation& alloc, const std::string& given) {
+// At most `limit` of `names`, then how many more: a message stays short
+// when an allocation has thousands of nodes.
+template <class Names>
+std::string some_names(const Names& names, const char* sep = ",", size_t limit = 8) {
+  if (names.size() <= limit)
+    return fmt::format("{}", fmt::join(names, sep));
+  auto end = names.begin();
+  std::advance(end, limit);
+  return fmt::format("{}{}... ({} more)", fmt::join(names.begin(), end, sep), sep,
+                     names.size() - limit);
+}
+
+struct bind_choice {
+  std::string address;
+  std::string why;
+};
+
+// The address the head listens on: one the nodes can reach. A lookup of a
+// name DNS does not know takes a while and an allocation may list 65536
+// names, so only the first few nodes and this host's name are resolved, in
+// parallel, all within `limit`. The lookups cannot be cancelled: each runs
+// on a detached thread that owns what it touches.
+bind_choice choose_bind(const slurm::allocation& alloc, const std::string& given,
+                        std::chrono::seconds limit) {
   if (!given.empty())
-    return given;
-  for (auto& node : alloc.nodes) {
-    try {
-      return net::local_address_towards(node);
-    } catch (const std::exception&) {
-      // Not resolvable from here (emulated nodes); try the next.
+    return {given, "from --bind"};
+  constexpr size_t node_probes = 3;
+  std::vector<std::string> names(alloc.nodes.begin(),
+                                 alloc.nodes.begin()
+                                   + static_cast<long>(std::min(node_probes, alloc.nodes.size())));
+  size_t nodes = names.size();
+  names.push_back(net::host_name()); // the fallback, last
+  struct lookups {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> address, failure;
+    std::vector<bool> done;
+  };
+  auto l = std::make_shared<lookups>();
+  l->address.resize(names.size());
+  l->failure.resize(names.size());
+  l->done.resize(names.size());
+  for (size_t i = 0; i < names.size(); ++i)
+    std::thread{[l, i, name = names[i]] {
+      std::string address, failure;
+      try {
+        address = net::local_address_towards(name);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      std::lock_guard<std::mutex> lk{l->mu};
+      l->address[i] = std::move(address);
+      l->failure[i] = std::move(failure);
+      l->done[i] = true;
+      l->cv.notify_all();
+    }}.detach();
+  auto nodes_tried = [&] {
+    return fmt::format("{}{}", fmt::join(names.begin(), names.begin() + static_cast<long>(nodes), ", "),
+                       alloc.nodes.size() > nodes ? fmt::format(" (the first {} of {} nodes)", nodes,
+                                                                alloc.nodes.size())
+                                                  : "");
+  };
+  std::unique_lock<std::mutex> lk{l->mu};
+  auto deadline = clock_type::now() + limit;
+  for (;;) {
+    bool nodes_done = true;
+    for (size_t i = 0; i < nodes; ++i) {
+      if (l->done[i] && !l->address[i].empty())
+        return {l->address[i], "the address of this host that reaches " + names[i]};
+      nodes_done = nodes_done && l->done[i];
     }
+    bool timed_out = clock_type::now() >= deadline;
+    const auto& self = names.back();
+    if (nodes_done || timed_out) {
+      if (!l->address.back().empty())
+        return {l->address.back(),
+                fmt::format("{} {} here; the address of this host's name {}", nodes_tried(),
+                            timed_out ? fmt::format("did not resolve within {} s", limit.count())
+                                      : std::string{"do not resolve"},
+                            self)};
+      if (l->done.back() || timed_out) {
+        std::vector<std::string> why;
+        for (size_t i = 0; i < names.size(); ++i)
+          why.push_back(l->done[i] ? l->failure[i] : names[i] + ": no answer");
+        throw error(fmt::format("cannot choose the head's address within {} s: neither the "
+                                "nodes {} nor this host's name {} resolve to an address here ({}); "
+                                "pass --bind ADDRESS (an address of this host the nodes reach)",
+                                limit.count(), nodes_tried(), self, fmt::join(why, "; ")));
+      }
+    }
+    l->cv.wait_until(lk, deadline);
   }
-  return net::local_address_towards(net::host_name());
 }
 
 } // namespace
@@ -98,23 +179,30 @@ std::string node_binary() {
 }
 
 slurm_cluster::slurm_cluster(const slurm::allocation& alloc, slurm_cluster_options opts)
-  : opts_(std::move(opts)), state_(std::make_shared<shared>()) {
-  bind_ = choose_bind(alloc, opts_.bind);
-  fmt::print(stderr, "hvactor-run: Slurm job {}: {} node{} ({}); head on {} (the address of "
-                     "this host that reaches them{})\n",
+  : opts_(std::move(opts)), job_id_(alloc.job_id), state_(std::make_shared<shared>()) {
+  auto bind = choose_bind(alloc, opts_.bind, opts_.timeout);
+  bind_ = bind.address;
+  fmt::print(stderr, "hvactor-run: Slurm job {}: {} node{} ({}); head on {} ({})\n",
              alloc.job_id, alloc.nodes.size(), alloc.nodes.size() == 1 ? "" : "s",
-             fmt::join(alloc.nodes, ","), bind_, opts_.bind.empty() ? "" : ", from --bind");
+             some_names(alloc.nodes), bind_, bind.why);
   try {
+    // allocation_from_env checked the job id and the node names; the
+    // directories are made new by this run and only they are removed.
     if (!net::is_loopback(bind_)) {
       // Off loopback the job is mutual TLS: a CA of its own, a certificate
       // per node, for the head and for the driver, on the shared home.
       const char* home = std::getenv("HOME");
-      tls_dir_ = fmt::format("{}/.hvactor/slurm-{}", home ? home : "/tmp", alloc.job_id);
-      std::filesystem::create_directories(std::filesystem::path{tls_dir_}.parent_path());
+      tls_dir_ = owned_dir::make(home && home[0] == '/' ? home : "/tmp",
+                                 {".hvactor", "slurm-" + alloc.job_id + ".XXXXXX"},
+                                 "the per-job TLS directory");
       auto names = alloc.nodes;
       names.insert(names.end(), {"head", "driver"});
-      tls::make_certificates(tls_dir_, names, {"IP:" + bind_});
+      tls::make_certificates(tls_dir(), names, {"IP:" + bind_});
     }
+    work_dir_ = owned_dir::make(temp_root(),
+                                {fmt::format("hvactor-{}", ::getuid()),
+                                 "slurm-" + alloc.job_id + "-head.XXXXXX"},
+                                "the head's work directory");
     start_head(alloc);
     start_nodes(alloc);
     wait_for_nodes(alloc);
@@ -129,18 +217,18 @@ slurm_cluster::~slurm_cluster() {
 }
 
 std::vector<std::string> slurm_cluster::driver_tls_args() const {
-  if (tls_dir_.empty())
+  if (tls_dir().empty())
     return {};
-  return {"--tls-cert", tls_dir_ + "/driver.pem", "--tls-key", tls_dir_ + "/driver.key",
-          "--tls-ca", tls_dir_ + "/ca.pem"};
+  return {"--tls-cert", tls_dir() + "/driver.pem", "--tls-key", tls_dir() + "/driver.key",
+          "--tls-ca", tls_dir() + "/ca.pem"};
 }
 
 std::vector<std::pair<std::string, std::string>> slurm_cluster::driver_tls_env() const {
-  if (tls_dir_.empty())
+  if (tls_dir().empty())
     return {};
-  return {{env::tls_certificate, tls_dir_ + "/driver.pem"},
-          {env::tls_key, tls_dir_ + "/driver.key"},
-          {env::tls_cafile, tls_dir_ + "/ca.pem"}};
+  return {{env::tls_certificate, tls_dir() + "/driver.pem"},
+          {env::tls_key, tls_dir() + "/driver.key"},
+          {env::tls_cafile, tls_dir() + "/ca.pem"}};
 }
 
 void slurm_cluster::start_head(const slurm::allocation& alloc) {
@@ -148,11 +236,10 @@ void slurm_cluster::start_head(const slurm::allocation& alloc) {
   spec.executable = opts_.node_binary;
   spec.args = {opts_.node_binary, "--head", "--port", "0", "--bind", bind_, "--node-ip", bind_,
                "--num-cpus", "0", "--num-gpus", "0", "--node-id", "hvactor-run-" + alloc.job_id,
-               "--work-dir",
-               fmt::format("/tmp/hvactor-{}/slurm-{}/head", ::getuid(), alloc.job_id)};
-  if (!tls_dir_.empty())
-    spec.args.insert(spec.args.end(), {"--tls-cert", tls_dir_ + "/head.pem", "--tls-key",
-                                       tls_dir_ + "/head.key", "--tls-ca", tls_dir_ + "/ca.pem"});
+               "--work-dir", work_dir_.path()};
+  if (!tls_dir().empty())
+    spec.args.insert(spec.args.end(), {"--tls-cert", tls_dir() + "/head.pem", "--tls-key",
+                                       tls_dir() + "/head.key", "--tls-ca", tls_dir() + "/ca.pem"});
   spec.capture_stdout = true;
   spec.echo_stderr = false;
   auto st = state_;
@@ -198,8 +285,8 @@ void slurm_cluster::start_nodes(const slurm::allocation& alloc) {
   spec.args.insert(spec.args.end(),
                    {opts_.node_binary, "--slurm", "--address", address_, "--exit-on-head-loss",
                     "--connect-timeout", std::to_string(opts_.timeout.count())});
-  if (!tls_dir_.empty())
-    spec.args.insert(spec.args.end(), {"--tls-dir", tls_dir_});
+  if (!tls_dir().empty())
+    spec.args.insert(spec.args.end(), {"--tls-dir", tls_dir()});
   spec.capture_stdout = true;
   spec.echo_stderr = false;
   auto st = state_;
@@ -221,8 +308,8 @@ void slurm_cluster::start_nodes(const slurm::allocation& alloc) {
 
 void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
   tls::config tls;
-  if (!tls_dir_.empty())
-    tls = {tls_dir_ + "/driver.pem", tls_dir_ + "/driver.key", tls_dir_ + "/ca.pem", {}};
+  if (!tls_dir().empty())
+    tls = {tls_dir() + "/driver.pem", tls_dir() + "/driver.key", tls_dir() + "/ca.pem", {}};
   auto deadline = clock_type::now() + opts_.timeout;
   tool::registry_probe probe{address_, tls, opts_.timeout};
   std::set<std::string> joined;
@@ -242,22 +329,22 @@ void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
       throw error(fmt::format(
         "hvactor-node on node{} {} of Slurm job {} failed before joining the head at {} "
         "(joined: {}). Last lines of the srun step:{}",
-        state_->failed.size() == 1 ? "" : "s", fmt::join(state_->failed, ", "), alloc.job_id,
+        state_->failed.size() == 1 ? "" : "s", some_names(state_->failed, ", "), alloc.job_id,
         address_,
-        present.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(present, ", ")),
+        present.empty() ? std::string{"none"} : some_names(present, ", "),
         state_->step_tail()));
     }
     if (failed || clock_type::now() >= deadline) {
       std::string why =
         !state_->failed.empty()
-          ? fmt::format("the hvactor-node task on {} failed", fmt::join(state_->failed, ", "))
+          ? fmt::format("the hvactor-node task on {} failed", some_names(state_->failed, ", "))
         : state_->step_exited ? "the srun step ended (" + state_->step_exit + ")"
                               : fmt::format("not within {} s", opts_.timeout.count());
       throw error(fmt::format(
         "node{} {} of Slurm job {} never joined the head at {}: {}; joined: {}. Last lines of "
         "the srun step:{}",
-        missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), alloc.job_id, address_, why,
-        present.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(present, ", ")),
+        missing.size() == 1 ? "" : "s", some_names(missing, ", "), alloc.job_id, address_, why,
+        present.empty() ? std::string{"none"} : some_names(present, ", "),
         state_->step_tail()));
     }
     state_->cv.wait_for(lk, 200ms);
@@ -296,10 +383,7 @@ std::string run_quietly(std::vector<std::string> argv) {
 
 // "JOB.STEP" of the nodes' step (named hvactor-node), from squeue.
 std::string slurm_cluster::step_id() const {
-  const char* job = std::getenv("SLURM_JOB_ID");
-  if (job == nullptr)
-    return {};
-  auto out = run_quietly({"squeue", "-h", "-s", "-j", job, "-o", "%i %j"});
+  auto out = run_quietly({"squeue", "-h", "-s", "-j", job_id_, "-o", "%i %j"});
   std::istringstream in{out};
   for (std::string id, name; in >> id >> name;)
     if (name == "hvactor-node")
@@ -337,11 +421,9 @@ void slurm_cluster::stop() {
   }
   head_.reset();
   step_.reset();
-  if (!tls_dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(tls_dir_, ec);
-    tls_dir_.clear();
-  }
+  // Only what this run made (owned_dir: checked by inode, no link followed).
+  tls_dir_.remove();
+  work_dir_.remove();
 }
 
 } // namespace hvactor::run_tool

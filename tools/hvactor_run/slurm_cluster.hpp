@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "internal/owned_dir.hpp"
 #include "internal/process.hpp"
 #include "internal/slurm.hpp"
 
@@ -30,8 +31,9 @@ struct slurm_cluster_options {
 /// or the destructor (head closed, so every node started with
 /// --exit-on-head-loss stops its workers and exits; the step ends; srun is
 /// signalled only when it does not). Off loopback it makes a per-job CA and
-/// certificates (a 0700 directory under $HOME/.hvactor, which compute nodes
-/// share; removed at the end) so that the whole job is mutual TLS.
+/// certificates (a new 0700 directory under $HOME/.hvactor, which compute
+/// nodes share) so that the whole job is mutual TLS. The directories it makes
+/// are removed at the end, and nothing else.
 class slurm_cluster {
 public:
   /// Throws hvactor::error naming the nodes that never joined within the
@@ -61,9 +63,17 @@ private:
   void wait_for_nodes(const slurm::allocation& alloc);
   std::string step_id() const;
 
+  const std::string& tls_dir() const noexcept {
+    return tls_dir_.path();
+  }
+
   slurm_cluster_options opts_;
+  std::string job_id_;
   std::string bind_;
-  std::string tls_dir_;
+  /// Made new by this run ($HOME/.hvactor/slurm-JOB.XXXXXX, and
+  /// $TMPDIR/hvactor-UID/slurm-JOB-head.XXXXXX); stop() removes them.
+  owned_dir tls_dir_;
+  owned_dir work_dir_;
   std::string address_;
   std::shared_ptr<child_process> head_;
   std::shared_ptr<child_process> step_;

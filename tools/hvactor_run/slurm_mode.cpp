@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -34,19 +35,30 @@ void apply_allocation(const slurm::allocation& alloc, launch_options& o, bool gp
   int per_node = uniform_tasks(alloc);
   if (per_node == 0 && alloc.gpus_per_node > 0 && !alloc.ntasks)
     per_node = alloc.gpus_per_node;
+  // Products in 64 bits: the counts come from the environment (bounded by
+  // allocation_from_env) and the command line.
+  long long per_node_total = static_cast<long long>(per_node) * nodes;
   if (o.np <= 0 && !o.num_hosts && !o.min_np) {
-    if (per_node > 0 && (!alloc.ntasks || *alloc.ntasks == per_node * nodes)) {
+    if (per_node > 0 && (!alloc.ntasks || *alloc.ntasks == per_node_total)) {
+      alloc.default_ranks(); // refuses too many ranks, naming the variables
       o.num_hosts = nodes;
       o.per_host = per_node;
     } else {
       o.np = alloc.default_ranks();
     }
-  } else if (o.np > 0 && !o.num_hosts && per_node > 0 && o.np == per_node * nodes) {
+  } else if (o.np > 0 && !o.num_hosts && per_node > 0 && o.np == per_node_total) {
     o.num_hosts = nodes;
     o.per_host = per_node;
   }
-  if (o.num_hosts && o.np <= 0)
-    o.np = *o.num_hosts * o.per_host.value_or(1);
+  if (o.num_hosts && o.np <= 0) {
+    long long np = static_cast<long long>(*o.num_hosts) * o.per_host.value_or(1);
+    if (np > slurm::max_ranks)
+      throw std::invalid_argument(fmt::format("--num-hosts {} x --per-host {} is {} ranks, more "
+                                              "than {}",
+                                              *o.num_hosts, o.per_host.value_or(1), np,
+                                              slurm::max_ranks));
+    o.np = static_cast<int>(np);
+  }
   if (alloc.gpus_per_node > 0 && !gpus_given)
     o.gpus_per_worker = 1;
   // Rank 0 on the allocation's first node, as srun and mpirun place them.

@@ -1,14 +1,16 @@
 #include "hvactor/torch.hpp"
 
-#include "hvactor/elastic.hpp"
+#include "hvactor/errors.hpp"
+#include "optimizer_state.hpp"
+#include "shape_check.hpp"
 
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 
@@ -61,54 +63,80 @@ void allreduce(torch::Tensor& t, op o) {
   });
 }
 
-torch::Tensor allgather(const torch::Tensor& t) {
-  auto type = dtype_of_tensor(t, "allgather");
+torch::Tensor allgather(const torch::Tensor& t, const std::string& name) {
+  auto call = detail::call_name("allgather", name);
   auto c = t.contiguous();
-  auto bytes = detail::allgather(c.data_ptr(), static_cast<size_t>(c.numel()), type);
-  auto row = c.dim() == 0 ? 1 : c.numel() / std::max<int64_t>(1, c.size(0));
-  auto elems = static_cast<int64_t>(bytes.size() / size_of(type));
+  // Every rank's dtype and shape first: the result is sized from them, and
+  // a peer's row of another shape must fail here, not overflow `out`.
+  auto table = detail::exchange({&c, 1}, call);
+  detail::check_allgather(table, call);
+  auto type = dtype_of_tensor(c, "allgather");
   std::vector<int64_t> shape = c.sizes().vec();
+  int64_t rows = 0;
+  for (auto& rank_descs : table) {
+    auto& d = rank_descs.front();
+    if (__builtin_add_overflow(rows, d.sizes.empty() ? 1 : d.sizes[0], &rows))
+      throw collective_error(fmt::format("{}: the ranks' rows add up to more than 2^63", call));
+  }
   if (shape.empty())
-    shape = {elems};
+    shape = {rows};
   else
-    shape[0] = row == 0 ? 0 : elems / row;
+    shape[0] = rows;
+  int64_t bytes_out = static_cast<int64_t>(size_of(type));
+  for (auto s : shape)
+    if (__builtin_mul_overflow(bytes_out, s, &bytes_out))
+      throw collective_error(
+        fmt::format("{}: the gathered shape [{}] holds more than 2^63 bytes", call,
+                    fmt::join(shape, ", ")));
   auto out = torch::empty(shape, c.options());
+  auto bytes = detail::allgather(c.data_ptr(), static_cast<size_t>(c.numel()), type);
+  if (bytes.size() != static_cast<size_t>(bytes_out))
+    throw collective_error(fmt::format("{}: received {} bytes, but the ranks' shapes make {}",
+                                       call, bytes.size(), bytes_out));
   if (!bytes.empty())
     std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
 }
 
-void broadcast(torch::Tensor& t, int root) {
+namespace {
+
+void check_root(int root, const char* call) {
+  if (root < 0 || root >= size())
+    throw std::invalid_argument(
+      fmt::format("hvd::{}: root {} is not a rank (size {})", call, root, size()));
+}
+
+// Broadcasts tensors whose descriptions every rank has checked.
+void broadcast_checked(torch::Tensor& t, int root) {
   auto type = dtype_of_tensor(t, "broadcast");
-  torch::NoGradGuard no_grad;
   on_contiguous(t, [&](torch::Tensor& c) {
     detail::broadcast(c.data_ptr(), static_cast<size_t>(c.numel()), type, root);
   });
 }
 
+} // namespace
+
+void broadcast(torch::Tensor& t, int root, const std::string& name) {
+  check_root(root, "broadcast");
+  auto call = detail::call_name("broadcast", name);
+  detail::check_broadcast(detail::exchange({&t, 1}, call), root, call);
+  torch::NoGradGuard no_grad;
+  broadcast_checked(t, root);
+}
+
 void broadcast_parameters(const std::vector<torch::Tensor>& params, int root) {
+  check_root(root, "broadcast_parameters");
+  // One exchange checks every parameter's dtype and shape against root's.
+  detail::check_broadcast(detail::exchange(params, "hvd::broadcast_parameters"), root,
+                          "hvd::broadcast_parameters");
   torch::NoGradGuard no_grad;
   for (auto p : params) // a Tensor is a handle: the parameter itself changes
-    broadcast(p, root);
+    broadcast_checked(p, root);
 }
 
 void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root) {
-  std::vector<char> blob;
-  if (rank() == root) {
-    torch::serialize::OutputArchive archive;
-    opt.save(archive);
-    std::ostringstream out;
-    archive.save_to(out);
-    auto text = out.str();
-    blob.assign(text.begin(), text.end());
-  }
-  elastic::detail::broadcast_bytes(blob, root);
-  if (rank() == root)
-    return;
-  std::istringstream in{std::string(blob.begin(), blob.end())};
-  torch::serialize::InputArchive archive;
-  archive.load_from(in);
-  opt.load(archive);
+  check_root(root, "broadcast_optimizer_state");
+  detail::broadcast_optimizer(opt, root);
 }
 
 namespace {

@@ -1,29 +1,9 @@
 #include "hvactor/torch_state.hpp"
 
-#include <sstream>
-
 #include "hvactor/torch.hpp"
+#include "optimizer_state.hpp"
 
 namespace hvactor::hvd::elastic {
-
-namespace {
-
-std::string serialized(torch::optim::Optimizer& opt) {
-  torch::serialize::OutputArchive archive;
-  opt.save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
-}
-
-void load(torch::optim::Optimizer& opt, const std::string& blob) {
-  std::istringstream in{blob};
-  torch::serialize::InputArchive archive;
-  archive.load_from(in);
-  opt.load(archive);
-}
-
-} // namespace
 
 torch_state::torch_state(std::shared_ptr<torch::nn::Module> module, torch::optim::Optimizer& opt,
                          std::map<std::string, int64_t> scalars, int)
@@ -43,7 +23,7 @@ void torch_state::save() {
   saved_tensors_.clear();
   for (auto& t : tensors())
     saved_tensors_.push_back(t.detach().clone());
-  saved_optimizer_ = serialized(opt_);
+  saved_optimizer_ = hvd::detail::save_optimizer(opt_, "hvd::elastic::torch_state::save");
   saved_scalars_ = scalars_;
 }
 
@@ -52,7 +32,8 @@ void torch_state::restore() {
   auto now = tensors();
   for (size_t i = 0; i < now.size() && i < saved_tensors_.size(); ++i)
     now[i].copy_(saved_tensors_[i]);
-  load(opt_, saved_optimizer_);
+  hvd::detail::load_optimizer(opt_, saved_optimizer_, "hvd::elastic::torch_state::restore",
+                              "the last commit");
   scalars_ = saved_scalars_;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -185,6 +186,199 @@ std::string double_backward() {
   return text;
 }
 
+// In a worker: one collective whose tensors differ between ranks 0 and 1
+// (`mode`), then one that matches; returns the first one's error text
+// ("collective_error: ...", "other: ...", or "none") and whether the second
+// one worked.
+std::vector<std::string> mismatched(int mode) {
+  hvd::init();
+  int r = hvd::rank();
+  std::string text = "none";
+  try {
+    if (mode == 0) // allgather: dimension 1 differs
+      hvd::allgather(torch::zeros({2, r == 0 ? 4 : 3}), "rows");
+    else if (mode == 1) // allgather: number of dimensions differs
+      hvd::allgather(r == 0 ? torch::zeros({2, 3}) : torch::zeros({6}), "rows");
+    else if (mode == 2) // allgather: dtype differs
+      hvd::allgather(torch::zeros({2, 3}, r == 0 ? torch::kFloat : torch::kDouble), "rows");
+    else if (mode == 3) { // broadcast: shape differs
+      auto t = torch::zeros({r == 0 ? 4 : 3});
+      hvd::broadcast(t, 0, "w");
+    } else if (mode == 4) { // broadcast: dtype differs
+      auto t = torch::zeros({4}, r == 0 ? torch::kFloat : torch::kLong);
+      hvd::broadcast(t, 0, "w");
+    } else if (mode == 5) { // broadcast_parameters: one parameter more on rank 1
+      std::vector<torch::Tensor> ps{torch::zeros({2}), torch::zeros({3})};
+      if (r == 1)
+        ps.push_back(torch::zeros({1}));
+      hvd::broadcast_parameters(ps, 0);
+    } else if (mode == 6) { // broadcast_parameters: the second one's shape differs
+      std::vector<torch::Tensor> ps{torch::zeros({2}), torch::zeros({3, r == 0 ? 2 : 5})};
+      hvd::broadcast_parameters(ps, 0);
+    }
+  } catch (const hvactor::collective_error& e) {
+    text = std::string("collective_error: ") + e.what();
+  } catch (const std::exception& e) {
+    text = std::string("other: ") + e.what();
+  }
+  auto after = hvd::allgather(torch::full({1, 2}, float(r)));
+  bool ok = after.size(0) == hvd::size() && after[1][0].item<float>() == 1.0f;
+  hvd::shutdown();
+  return {text, ok ? "then ok" : "then wrong"};
+}
+
+// Rank-dependent optimizer options, so that broadcast_optimizer_state has
+// something to fix.
+torch::optim::SGDOptions sgd_options(int rank, int group) {
+  double g = group;
+  return torch::optim::SGDOptions(0.1 * (rank + 1) + g)
+    .momentum(0.5 + 0.1 * rank + 0.01 * g)
+    .dampening(rank == 0 ? 0.0 : 0.2)
+    .weight_decay(0.01 * rank + 0.001 * g)
+    .nesterov(rank == 0);
+}
+
+torch::optim::AdamOptions adam_options(int rank, int group) {
+  double g = group;
+  return torch::optim::AdamOptions(0.01 * (rank + 1) + 0.001 * g)
+    .betas(std::make_tuple(0.8 + 0.05 * rank, 0.99 - 0.001 * rank - 0.0001 * g))
+    .eps(1e-8 * (rank + 1))
+    .weight_decay(0.02 * rank + 0.003 * g)
+    .amsgrad(rank == 0);
+}
+
+// The options of every param group as numbers.
+std::vector<double> options_of(torch::optim::Optimizer& opt) {
+  std::vector<double> out;
+  for (auto& g : opt.param_groups()) {
+    if (auto* o = dynamic_cast<torch::optim::SGDOptions*>(&g.options()))
+      out.insert(out.end(), {o->lr(), o->momentum(), o->dampening(), o->weight_decay(),
+                             double(o->nesterov())});
+    else if (auto* a = dynamic_cast<torch::optim::AdamOptions*>(&g.options()))
+      out.insert(out.end(), {a->lr(), std::get<0>(a->betas()), std::get<1>(a->betas()), a->eps(),
+                             a->weight_decay(), double(a->amsgrad())});
+  }
+  return out;
+}
+
+// In a worker: two Linear layers in two param groups of SGD (`adam`: Adam)
+// whose options differ per rank. Before the broadcast, rank 0 steps with
+// gradients on the first layer only, the others on both (so they hold
+// state root has none of). Returns the options after
+// broadcast_optimizer_state, then the parameters after one distributed
+// step.
+std::vector<double> optimizer_options(bool adam) {
+  hvd::init();
+  int r = hvd::rank();
+  torch::manual_seed(3);
+  torch::nn::Linear a(2, 2), b(2, 2);
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (adam)
+    opt = std::make_unique<torch::optim::Adam>(
+      std::vector<torch::optim::OptimizerParamGroup>{
+        {a->parameters(), std::make_unique<torch::optim::AdamOptions>(adam_options(r, 0))},
+        {b->parameters(), std::make_unique<torch::optim::AdamOptions>(adam_options(r, 1))}},
+      adam_options(r, 0));
+  else
+    opt = std::make_unique<torch::optim::SGD>(
+      std::vector<torch::optim::OptimizerParamGroup>{
+        {a->parameters(), std::make_unique<torch::optim::SGDOptions>(sgd_options(r, 0))},
+        {b->parameters(), std::make_unique<torch::optim::SGDOptions>(sgd_options(r, 1))}},
+      sgd_options(r, 0));
+  auto x = torch::ones({1, 2}) * (r + 1);
+  auto loss = r == 0 ? a(x).sum() : (a(x) + b(x)).sum();
+  loss.backward();
+  opt->step();
+  opt->zero_grad();
+  hvd::broadcast_parameters(a->parameters(), 0);
+  hvd::broadcast_parameters(b->parameters(), 0);
+  hvd::broadcast_optimizer_state(*opt, 0);
+  auto out = options_of(*opt);
+  hvd::distributed_optimizer dist(*opt, 1, hvd::op::average, false);
+  dist.zero_grad();
+  torch::mse_loss(b(a(x)), torch::zeros({1, 2})).backward();
+  dist.step();
+  for (auto* l : {&a, &b})
+    for (auto v : flat(*l))
+      out.push_back(v);
+  hvd::shutdown();
+  return out;
+}
+
+// Options that cannot be serialized (no serialize() of their own).
+struct plain_options : torch::optim::OptimizerCloneableOptions<plain_options> {
+  double lr = 0.1;
+  double get_lr() const override {
+    return lr;
+  }
+  void set_lr(const double v) override {
+    lr = v;
+  }
+};
+
+struct plain_optimizer : torch::optim::Optimizer {
+  explicit plain_optimizer(std::vector<torch::Tensor> ps)
+    : Optimizer(std::move(ps), std::make_unique<plain_options>()) {
+  }
+  torch::Tensor step(LossClosure) override {
+    return {};
+  }
+};
+
+// In a worker: broadcast_optimizer_state on optimizers it cannot handle
+// (`mode` 0: options without serialize(); 1: SGD on rank 0, Adam on the
+// others; 2: two param groups on rank 0, one elsewhere); the error text.
+std::string optimizer_refused(int mode) {
+  hvd::init();
+  int r = hvd::rank();
+  torch::nn::Linear a(2, 2), b(2, 2);
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (mode == 0)
+    opt = std::make_unique<plain_optimizer>(a->parameters());
+  else if (mode == 1 && r != 0)
+    opt = std::make_unique<torch::optim::Adam>(a->parameters());
+  else
+    opt = std::make_unique<torch::optim::SGD>(a->parameters(), 0.1);
+  if (mode == 2 && r == 0)
+    opt->add_param_group({b->parameters()});
+  std::string text = "none";
+  try {
+    hvd::broadcast_optimizer_state(*opt, 0);
+  } catch (const hvactor::collective_error& e) {
+    text = std::string("collective_error: ") + e.what();
+  } catch (const std::exception& e) {
+    text = std::string("other: ") + e.what();
+  }
+  hvd::barrier();
+  hvd::shutdown();
+  return text;
+}
+
+// In a worker: each LibTorch optimizer with an lr of 0.1 (rank + 1); the
+// lr of each after broadcast_optimizer_state from rank 1.
+std::vector<double> every_optimizer_lr() {
+  hvd::init();
+  double lr = 0.1 * (hvd::rank() + 1);
+  torch::nn::Linear l(2, 2);
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> opts;
+  opts.push_back(std::make_unique<torch::optim::SGD>(l->parameters(), lr));
+  opts.push_back(std::make_unique<torch::optim::Adam>(l->parameters(), lr));
+  opts.push_back(std::make_unique<torch::optim::AdamW>(l->parameters(), lr));
+  opts.push_back(std::make_unique<torch::optim::RMSprop>(l->parameters(), lr));
+  opts.push_back(std::make_unique<torch::optim::Adagrad>(l->parameters(), lr));
+  opts.push_back(std::make_unique<torch::optim::LBFGS>(
+    l->parameters(), torch::optim::LBFGSOptions(lr).history_size(10 + hvd::rank())));
+  std::vector<double> out;
+  for (auto& o : opts) {
+    hvd::broadcast_optimizer_state(*o, 1);
+    out.push_back(o->param_groups()[0].options().get_lr());
+  }
+  auto& lbfgs = static_cast<torch::optim::LBFGSOptions&>(opts.back()->param_groups()[0].options());
+  out.push_back(double(lbfgs.history_size()));
+  hvd::shutdown();
+  return out;
+}
+
 hvactor::executor make(int n) {
   return hvactor::executor{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
                            {.num_workers = n}};
@@ -276,6 +470,96 @@ TEST_CASE("broadcast_optimizer_state gives every rank root's momentum buffers") 
   CHECK(sums[0][0] != -1.0); // rank 0 has momentum buffers
   CHECK(sums[1] == sums[0]);
   CHECK(sums[2] == sums[0]);
+}
+
+TEST_CASE("tensors whose dtype or shape differ between ranks give every rank a collective_error "
+          "naming both shapes before any data moves, and the next collective works") {
+  const std::vector<std::string> want{
+    "hvd::allgather 'rows': rank 1 sent shape [2, 3] but rank 0 has [2, 4]; every dimension but "
+    "the first must match",
+    "hvd::allgather 'rows': rank 1 sent shape [6] but rank 0 has [2, 3]; every rank must send as "
+    "many dimensions",
+    "hvd::allgather 'rows': rank 1 sent float64 [2, 3] but rank 0 has float32 [2, 3]; every rank "
+    "must send the same dtype",
+    "hvd::broadcast 'w': rank 1 has float32 [3] but root rank 0 has float32 [4]; every rank must "
+    "pass root's dtype and shape",
+    "hvd::broadcast 'w': rank 1 has int64 [4] but root rank 0 has float32 [4]",
+    "hvd::broadcast_parameters: rank 1 passed 3 tensors but root rank 0 passed 2",
+    "hvd::broadcast_parameters: tensor 1: rank 1 has float32 [3, 5] but root rank 0 has float32 "
+    "[3, 2]"};
+  auto ex = make(2);
+  ex.start();
+  for (int mode = 0; mode < static_cast<int>(want.size()); ++mode) {
+    CAPTURE(mode);
+    auto out = ex.run(&mismatched, mode);
+    REQUIRE(out.size() == 2);
+    for (auto& rank : out) {
+      CHECK(rank[0].rfind("collective_error: ", 0) == 0);
+      CHECK(rank[0].find(want[static_cast<size_t>(mode)]) != std::string::npos);
+      CHECK(rank[1] == "then ok");
+    }
+    CHECK(out[0][0] == out[1][0]); // the same verdict on every rank
+  }
+  ex.shutdown();
+}
+
+TEST_CASE("broadcast_optimizer_state gives every rank root's param group options (SGD and Adam, "
+          "two groups, options that differed per rank), and a step keeps ranks byte-identical") {
+  for (bool adam : {false, true}) {
+    CAPTURE(adam);
+    auto ex = make(2);
+    ex.start();
+    auto out = ex.run(&optimizer_options, adam);
+    ex.shutdown();
+    REQUIRE(out.size() == 2);
+    auto want = adam ? std::vector<double>{0.01, 0.8, 0.99, 1e-8, 0.0, 1.0,
+                                           0.011, 0.8, 0.9899, 1e-8, 0.003, 1.0}
+                     : std::vector<double>{0.1, 0.5, 0.0, 0.0, 1.0, 1.1, 0.51, 0.0, 0.001, 1.0};
+    for (auto& rank : out) {
+      REQUIRE(rank.size() == want.size() + 12);
+      for (size_t i = 0; i < want.size(); ++i) {
+        CAPTURE(i);
+        CHECK(rank[i] == doctest::Approx(want[i]).epsilon(1e-12));
+      }
+    }
+    // Options and parameters after one step: identical, bit for bit.
+    CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(double)) == 0);
+  }
+}
+
+TEST_CASE("broadcast_optimizer_state carries the options of every LibTorch optimizer") {
+  auto ex = make(2);
+  ex.start();
+  auto out = ex.run(&every_optimizer_lr);
+  ex.shutdown();
+  // SGD, Adam, AdamW, RMSprop, Adagrad, LBFGS: root rank 1's lr; LBFGS's
+  // history_size.
+  for (auto& rank : out)
+    CHECK(rank == std::vector<double>{0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 11.0});
+}
+
+TEST_CASE("broadcast_optimizer_state refuses, on every rank, options it cannot send and "
+          "optimizers that differ between ranks") {
+  const std::vector<std::string> want{
+    "the options of param group 0 (", // then the demangled plain_options
+    "param group 0 has torch::optim::SGDOptions on root rank 0 but torch::optim::AdamOptions on "
+    "rank 1",
+    "root rank 0 has 2 param groups but rank 1 has 1"};
+  auto ex = make(2);
+  ex.start();
+  for (int mode = 0; mode < 3; ++mode) {
+    CAPTURE(mode);
+    auto out = ex.run(&optimizer_refused, mode);
+    REQUIRE(out.size() == 2);
+    for (auto& text : out) {
+      CHECK(text.rfind("collective_error: hvd::broadcast_optimizer_state: ", 0) == 0);
+      CHECK(text.find(want[static_cast<size_t>(mode)]) != std::string::npos);
+      if (mode == 0)
+        CHECK(text.find("plain_options) on rank 0 cannot be serialized") != std::string::npos);
+    }
+    CHECK(out[0] == out[1]);
+  }
+  ex.shutdown();
 }
 
 TEST_CASE("a CUDA-less LibTorch and bad options give clear errors") {

@@ -18,18 +18,48 @@ namespace hvactor::hvd {
 void allreduce(torch::Tensor& t, op o = op::average);
 
 /// Every rank's `t` concatenated along dimension 0, in rank order; the
-/// first dimension may differ between ranks, the others must not.
-torch::Tensor allgather(const torch::Tensor& t);
+/// first dimension may differ between ranks, the others must not. The ranks
+/// first exchange their tensors' dtypes and shapes (a few words each): a
+/// rank whose dtype, number of dimensions or any dimension but the first
+/// differs from rank 0's makes the call throw collective_error on every
+/// rank, naming both ranks and both shapes (e.g. "hvd::allgather 'w':
+/// rank 1 sent shape [2, 3] but rank 0 has [2, 4]; every dimension but the
+/// first must match"), before any data moves. `name` appears in messages.
+/// 0-dimensional tensors gather into a 1-dimensional one of size() elements.
+torch::Tensor allgather(const torch::Tensor& t, const std::string& name = {});
 
-/// Overwrites `t` with root's (same shape everywhere).
-void broadcast(torch::Tensor& t, int root);
+/// Overwrites `t` with root's. Every rank must pass root's dtype and shape:
+/// they are exchanged first, and a difference throws collective_error on
+/// every rank naming both ranks and both shapes. std::invalid_argument when
+/// `root` is not a rank.
+void broadcast(torch::Tensor& t, int root, const std::string& name = {});
 
 /// Broadcasts every parameter from `root` (model->parameters()), so every
-/// rank starts from the same weights.
+/// rank starts from the same weights. One exchange checks first that every
+/// rank passes as many tensors as root, each of root's dtype and shape
+/// (collective_error on every rank otherwise, naming the tensor's index).
 void broadcast_parameters(const std::vector<torch::Tensor>& params, int root);
 
-/// Broadcasts the optimizer's whole state (param groups with their options,
-/// momentum buffers, step counts) from `root`, through its serialized form.
+/// Gives every rank root's optimizer state. Sent from `root`, applied on
+/// every other rank:
+/// - the per-parameter state Optimizer::save writes (momentum buffers,
+///   Adam's step, exp_avg, exp_avg_sq, max_exp_avg_sq, ...); a rank's own
+///   state for a parameter root has none for is dropped;
+/// - every param group's options, through OptimizerOptions::serialize: lr,
+///   momentum, dampening, weight_decay, nesterov (SGD); lr, betas, eps,
+///   weight_decay, amsgrad (Adam, AdamW); lr, alpha, eps, weight_decay,
+///   momentum, centered (RMSprop); lr, lr_decay, weight_decay,
+///   initial_accumulator_value, eps (Adagrad); lr, max_iter, max_eval,
+///   tolerance_grad, tolerance_change, history_size, line_search_fn
+///   (LBFGS). LibTorch's Optimizer::load reads the options but does not
+///   apply them; this call does.
+/// Not sent: the parameters themselves (broadcast_parameters) and which
+/// parameters a group holds. Every rank must build the same optimizer: as
+/// many param groups, as many parameters per group, the same options type;
+/// a difference, or options of your own whose OptimizerOptions subclass
+/// does not implement serialize(), throws collective_error on every rank
+/// naming the rank and both sides. A custom optimizer's per-parameter
+/// state travels only if it overrides save() and load().
 void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root);
 
 /// How gradients travel in distributed_optimizer (Horovod's

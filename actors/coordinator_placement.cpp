@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -170,9 +172,15 @@ void connect_agents(coord_actor self, cluster_view view) {
                            info.free.gpus});
     auto& prefer = self->state.cfg.node_order;
     if (!prefer.empty()) {
+      // One lookup table, not a search per comparison: a Slurm node list
+      // may name tens of thousands of nodes.
+      std::unordered_map<std::string, size_t> position;
+      position.reserve(prefer.size());
+      for (size_t i = 0; i < prefer.size(); ++i)
+        position.emplace(prefer[i], i);
       auto rank_of = [&](const node_resources& n) {
-        auto i = std::find(prefer.begin(), prefer.end(), n.node_id);
-        return static_cast<size_t>(i - prefer.begin());
+        auto it = position.find(n.node_id);
+        return it == position.end() ? prefer.size() : it->second;
       };
       std::stable_sort(ordered.begin(), ordered.end(),
                        [&](const node_resources& a, const node_resources& b) {

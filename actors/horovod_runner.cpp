@@ -3,6 +3,8 @@
 
 #include "hvactor/horovod_runner.hpp"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "internal/executor_access.hpp"
@@ -27,12 +29,14 @@ horovod_runner::horovod_runner(runtime& rt, horovod_runner_options opts) {
       "np must be > 0 (processes on the cluster) or < 0 (-n: n processes on the driver's "
       "machine only): Got 0.");
   if (opts.np < 0) {
+    // In 64 bits: -INT_MIN does not fit an int.
+    auto wanted = -static_cast<int64_t>(opts.np);
     auto cpus = rt.impl_->driver_cpus();
-    if (-opts.np > cpus)
+    if (wanted > cpus)
       throw std::invalid_argument(
         fmt::format("np = {} asks for {} processes on the driver's machine, which offers {} "
                     "CPUs: Got {}.",
-                    opts.np, -opts.np, cpus, opts.np));
+                    opts.np, wanted, cpus, opts.np));
   }
   validate(opts.settings);
   impl_.reset(new impl{rt, std::move(opts)});

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -118,7 +119,7 @@ launcher::launcher(runtime& rt, settings s, launch_options opts) {
   if (opts.program.empty())
     throw std::invalid_argument("no program given (hvactor-run -np N -- PROGRAM)");
   if (opts.num_hosts && opts.per_host && opts.np > 0
-      && opts.np != *opts.num_hosts * *opts.per_host)
+      && int64_t{opts.np} != int64_t{*opts.num_hosts} * *opts.per_host)
     throw std::invalid_argument(fmt::format("-np {} does not match --num-hosts {} x --per-host {}",
                                             opts.np, *opts.num_hosts, *opts.per_host));
   validate(slots_of(opts));

@@ -170,8 +170,7 @@ void start_workers(colocator_actor self) {
         segment->raise_abort(ex.pid, collectives::shm::abort_reason::exited);
       // On the reaper thread: what the worker left in its scratch dir goes
       // with it (a SIGKILLed worker cleans nothing up itself).
-      std::error_code ec;
-      std::filesystem::remove_all(worker_scratch_dir(static_cast<int>(ex.pid)), ec);
+      remove_worker_scratch_dir(static_cast<int>(ex.pid));
       worker_exit report{job, rank, node, static_cast<int32_t>(ex.pid), ex.exit_code, ex.signal,
                          false, std::move(ex.stderr_tail)};
       caf::anon_send(handle, exited_atom_v, std::move(report));

@@ -3,10 +3,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -76,6 +80,33 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return cells;
 }
 
+// The longest header line from_csv reads (a bound on what a file can make it
+// allocate before it knows the columns).
+constexpr size_t max_csv_header_bytes = size_t{8} << 20;
+
+// std::getline that reads at most `limit` bytes: false at the end of the
+// input; true with `in` failed when the line is longer (nothing beyond the
+// limit is held in memory).
+bool read_bounded_line(std::istream& in, std::string& line, size_t limit) {
+  line.clear();
+  std::istreambuf_iterator<char> it{in}, end;
+  if (it == end)
+    return false;
+  for (; it != end; ++it) {
+    char c = *it;
+    if (c == '\n') {
+      ++it;
+      return true;
+    }
+    if (line.size() == limit) {
+      in.setstate(std::ios::failbit);
+      return true;
+    }
+    line.push_back(c);
+  }
+  return true;
+}
+
 std::string trim(std::string s) {
   auto b = s.find_first_not_of(" \t\r\"");
   auto e = s.find_last_not_of(" \t\r\"");
@@ -85,35 +116,51 @@ std::string trim(std::string s) {
 } // namespace
 
 dataset dataset::from_csv(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw error(fmt::format("train::dataset::from_csv: cannot read '{}': it is a directory, "
+                            "not a CSV file",
+                            path));
   std::ifstream in{path};
   if (!in)
     throw error(fmt::format("train::dataset::from_csv: cannot read '{}'", path));
   std::string line;
   size_t line_no = 0;
   std::vector<std::string> names;
-  while (names.empty() && std::getline(in, line)) {
+  while (names.empty() && read_bounded_line(in, line, max_csv_header_bytes)) {
     ++line_no;
+    if (in.fail())
+      throw std::invalid_argument(fmt::format(
+        "train::dataset::from_csv: {}:{}: the header line is longer than {} bytes", path,
+        line_no, max_csv_header_bytes));
     if (trim(line).empty())
       continue;
     for (auto& c : split_csv_line(line))
       names.push_back(trim(c));
   }
   if (names.empty())
-    throw std::invalid_argument(
-      fmt::format("train::dataset::from_csv: '{}' has no header line", path));
+    throw std::invalid_argument(fmt::format(
+      "train::dataset::from_csv: '{}' has no header line (the file is empty or blank)", path));
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i].empty())
       throw std::invalid_argument(fmt::format(
         "train::dataset::from_csv: {}:{}: column {} has no name", path, line_no, i + 1));
-    for (size_t j = 0; j < i; ++j)
-      if (names[i] == names[j])
-        throw std::invalid_argument(fmt::format(
-          "train::dataset::from_csv: {}:{}: column '{}' appears twice", path, line_no,
-          names[i]));
+    if (!seen.insert(names[i]).second)
+      throw std::invalid_argument(fmt::format(
+        "train::dataset::from_csv: {}:{}: column '{}' appears twice", path, line_no,
+        names[i]));
   }
+  // A data line holds one number per column: bounded by the header's width.
+  const size_t max_row_bytes = max_csv_header_bytes + 64 * names.size();
   std::vector<std::vector<double>> cols(names.size());
-  while (std::getline(in, line)) {
+  while (read_bounded_line(in, line, max_row_bytes)) {
     ++line_no;
+    if (in.fail())
+      throw std::invalid_argument(fmt::format(
+        "train::dataset::from_csv: {}:{}: the line is longer than {} bytes ({} columns)", path,
+        line_no, max_row_bytes, names.size()));
     if (trim(line).empty())
       continue;
     auto cells = split_csv_line(line);

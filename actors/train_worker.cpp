@@ -72,9 +72,7 @@ struct worker_session {
   // process ends, however it ends.
   const fs::path& scratch() {
     if (temp_dir.empty()) {
-      auto root = worker_scratch_dir(::getpid());
-      fs::create_directories(root);
-      fs::permissions(root, fs::perms::owner_all, fs::perm_options::replace);
+      auto root = make_worker_scratch_dir(::getpid());
       auto dir = root / fmt::format("train-{}", std::random_device{}());
       fs::create_directories(dir);
       temp_dir = dir;

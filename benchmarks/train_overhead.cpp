@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <vector>
 
 #include <cxxopts.hpp>
@@ -45,9 +46,13 @@ int64_t cfg(const char* key) {
   return train::get_context().config().at(key).as_int();
 }
 
+/// A fresh private folder (mkdtemp: 0700, made here), so that removing it
+/// removes only what this benchmark wrote.
 fs::path scratch_dir(const std::string& what) {
-  return fs::temp_directory_path()
-         / fmt::format("hvactor-train-bench-{}-{}-{}", ::getpid(), what, train::get_context().world_rank());
+  auto pattern = (fs::temp_directory_path() / fmt::format("hvactor-train-bench-{}-XXXXXX", what)).string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot create a folder in the temp dir: " + pattern);
+  return pattern;
 }
 
 void write_file(const fs::path& p, size_t bytes) {
@@ -89,7 +94,6 @@ void sync_loop(train::context& ctx) {
 void ckpt_loop(train::context& ctx) {
   auto mib = cfg("ckpt_mib");
   auto dir = scratch_dir("ckpt");
-  fs::create_directories(dir);
   write_file(dir / "model.bin", static_cast<size_t>(mib) << 20);
   std::vector<double> rep, copy;
   for (int64_t i = 0; i < cfg("repeats"); ++i) {
@@ -97,13 +101,12 @@ void ckpt_loop(train::context& ctx) {
     train::report({{"i", i}}, train::checkpoint::from_directory(dir.string()));
     rep.push_back(seconds_since(t0));
     if (ctx.world_rank() == 0) {
-      auto target = scratch_dir("copy");
-      fs::remove_all(target);
+      auto copy_dir = scratch_dir("copy");
       t0 = clock_type::now();
-      fs::copy(dir, target, fs::copy_options::recursive);
+      fs::copy(dir, copy_dir / "copy", fs::copy_options::recursive);
       ::sync();
       copy.push_back(seconds_since(t0));
-      fs::remove_all(target);
+      fs::remove_all(copy_dir);
     }
   }
   fs::remove_all(dir);
@@ -116,7 +119,8 @@ void shard_loop(train::context&) {
   auto& shard = train::get_dataset_shard("train");
   auto fetch = seconds_since(t0);
   auto bytes = shard["x"].size_bytes();
-  auto file = scratch_dir("shard");
+  auto shard_dir = scratch_dir("shard");
+  auto file = shard_dir / "shard.bin";
   write_file(file, bytes);
   ::sync();
   // Drop nothing from the page cache: the peer is the fastest local read.
@@ -124,7 +128,7 @@ void shard_loop(train::context&) {
   std::vector<char> back(bytes);
   std::ifstream{file, std::ios::binary}.read(back.data(), static_cast<std::streamsize>(bytes));
   auto read = seconds_since(t0);
-  fs::remove(file);
+  fs::remove_all(shard_dir);
   train::report({{"fetch_s", fetch}, {"read_s", read}, {"bytes", static_cast<int64_t>(bytes)}});
 }
 
@@ -144,7 +148,7 @@ int main(int argc, char** argv) {
   auto o = cli.parse(static_cast<int>(rest.size()), rest.data());
   int workers = o["workers"].as<int>();
   int repeats = o["repeats"].as<int>();
-  auto storage = fs::temp_directory_path() / fmt::format("hvactor-train-bench-{}", ::getpid());
+  auto storage = scratch_dir("storage");
   auto run = [&](train::trainer::loop_fn loop, train::config c,
                  std::map<std::string, train::dataset> ds = {}) {
     train::trainer t{rt, loop,

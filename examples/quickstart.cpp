@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 
 #include <hvactor/hvactor.hpp>
@@ -77,9 +78,12 @@ void train_loop_per_worker(train::context& ctx) {
     }
 
     // Save a model checkpoint at the end of each epoch.
-    auto temp_checkpoint_dir = std::filesystem::temp_directory_path()
-                               / ("quickstart-ckpt-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(temp_checkpoint_dir);
+    // A fresh private folder (mkdtemp: 0700, made here), so that removing it
+    // below removes only what this epoch wrote.
+    auto pattern = (std::filesystem::temp_directory_path() / "quickstart-ckpt-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("cannot create a checkpoint folder in the temp dir");
+    std::filesystem::path temp_checkpoint_dir = pattern;
     torch::save(model, (temp_checkpoint_dir / "model.pt").string());
     train::report({{"loss", loss.item<double>()}, {"epoch", epoch}},
                   train::checkpoint::from_directory(temp_checkpoint_dir.string()));

@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -383,8 +385,89 @@ std::string find_program(const std::string& name) {
   throw std::invalid_argument(fmt::format("'{}' not found in PATH", name));
 }
 
+command_result run_command(process_spec spec, std::chrono::milliseconds limit) {
+  struct shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<process_exit> exit;
+    std::string out;
+  };
+  auto st = std::make_shared<shared>();
+  if (spec.capture_stdout) {
+    auto user = std::move(spec.on_line);
+    spec.on_line = [st, user](int stream, const std::string& line) {
+      if (stream == 1) {
+        std::lock_guard<std::mutex> lk{st->mu};
+        st->out += line + "\n";
+      }
+      if (user)
+        user(stream, line);
+    };
+  }
+  auto child = child_process::start(spec, [st](process_exit ex) {
+    std::lock_guard<std::mutex> lk{st->mu};
+    st->exit = std::move(ex);
+    st->cv.notify_all();
+  });
+  command_result r;
+  std::unique_lock<std::mutex> lk{st->mu};
+  auto ended = [&] { return st->exit.has_value(); };
+  if (!st->cv.wait_for(lk, limit, ended)) {
+    r.timed_out = true;
+    child->signal(SIGTERM);
+    if (!st->cv.wait_for(lk, std::chrono::seconds(2), ended))
+      child->signal(SIGKILL);
+    // The monitor reaps a SIGKILLed child at once, unless it is stuck in
+    // the kernel: then its monitor thread keeps waiting, not us.
+    st->cv.wait_for(lk, std::chrono::seconds(10), ended);
+  }
+  if (st->exit)
+    r.exit = std::move(*st->exit);
+  else
+    r.exit.pid = child->pid();
+  r.out = std::move(st->out);
+  return r;
+}
+
 std::filesystem::path worker_scratch_dir(int pid) {
   return std::filesystem::temp_directory_path() / ("hvactor-worker-" + std::to_string(pid));
+}
+
+namespace {
+
+// A real directory (not a link to one) owned by this user.
+bool own_directory(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid();
+}
+
+} // namespace
+
+std::filesystem::path make_worker_scratch_dir(int pid) {
+  auto dir = worker_scratch_dir(pid);
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    int err = errno;
+    if (err != EEXIST || !own_directory(dir))
+      throw error(fmt::format("cannot create the scratch folder {}: {}", dir.string(),
+                              err == EEXIST ? "something else is there (a link, or a folder of "
+                                              "another user)"
+                                            : std::strerror(err)));
+    ::chmod(dir.c_str(), 0700);
+  }
+  return dir;
+}
+
+void remove_worker_scratch_dir(int pid) noexcept {
+  try {
+    auto dir = worker_scratch_dir(pid);
+    if (!own_directory(dir))
+      return;
+    std::error_code ec;
+    // remove_all removes links inside, never what they point to.
+    std::filesystem::remove_all(dir, ec);
+  } catch (...) {
+    // temp_directory_path() failed: nothing of ours to remove.
+  }
 }
 
 } // namespace hvactor

@@ -277,7 +277,10 @@ public:
   static dataset from_tensors(std::map<std::string, column> columns);
   /// A CSV file with a header line of column names and numbers in every
   /// other line (float64 columns); std::invalid_argument naming the file and
-  /// line for anything else (a missing file: hvactor::error).
+  /// line for anything else: a header line over 8 MiB, a repeated column
+  /// name, a data line with another cell count or over 8 MiB + 64 B per
+  /// column, a cell that is not a number. A missing or unreadable file, or a
+  /// directory: hvactor::error.
   static dataset from_csv(const std::string& path);
 
   dataset() = default;

@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -88,10 +89,35 @@ private:
   std::shared_ptr<state> state_;
 };
 
+/// How a command run to its end went (run_command).
+struct command_result {
+  process_exit exit;
+  /// Its stdout, when the spec captured it: every line followed by '\n'.
+  std::string out;
+  /// True when it ran past its limit and was stopped.
+  bool timed_out = false;
+};
+
+/// Runs `spec` to its end: argv as given, no shell in between. Past
+/// `limit` the command gets SIGTERM, then SIGKILL 2 s later; either way it
+/// is reaped before this returns. Throws hvactor::error when it cannot start.
+command_result run_command(process_spec spec, std::chrono::milliseconds limit);
+
 /// A scratch directory for process `pid` (temp dir / hvactor-worker-<pid>):
 /// a worker puts what it unpacks there (hvactor::train's resume
 /// checkpoint), and its colocator removes it once it reaped the process, so
 /// nothing stays behind a SIGKILLed worker.
 std::filesystem::path worker_scratch_dir(int pid);
+
+/// Creates worker_scratch_dir(pid) (mode 0700) and returns it; an existing
+/// one is taken only when it is a real directory owned by this user.
+/// Anything else there (a symlink or another user's folder planted in a
+/// shared temp dir) is an hvactor::error: nothing is written through it.
+std::filesystem::path make_worker_scratch_dir(int pid);
+
+/// Removes worker_scratch_dir(pid) and what is in it when it is a real
+/// directory owned by this user; leaves anything else alone (it is not ours
+/// to remove). Never throws.
+void remove_worker_scratch_dir(int pid) noexcept;
 
 } // namespace hvactor

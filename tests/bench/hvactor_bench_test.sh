@@ -120,6 +120,22 @@ if command -v gnuplot > /dev/null; then
   if [ -s "$T/b.svg" ] && grep -q "<svg" "$T/b.svg" && grep -q "busbw" "$T/b.svg"; then echo "ok: --plot drew $T/b.svg"
   else fail "--plot: $(tail -3 "$T/p.out")"; fi
   check_plot_ext=1
+  # File names that a shell would run or choke on are just names: no command
+  # runs, and the plot is drawn (it ran `touch pwned` through system()).
+  mkdir -p "$T/inj"
+  ( cd "$T/inj" && timeout 120 "$BENCH" allreduce -np 2 -e 256 --iters 2 -w 1 \
+      --plot "x'\$(touch pwned)'.svg" > "$T/inj.out" 2>&1 ); rc=$?
+  if [ "$rc" = 0 ] && [ ! -e "$T/inj/pwned" ] && grep -q "<svg" "$T/inj/x'\$(touch pwned)'.svg"
+  then echo "ok: --plot with \$(...) and quotes in its name ran nothing and drew the file"
+  else fail "--plot injection: exit $rc, $(ls "$T/inj"): $(tail -3 "$T/inj.out")"; fi
+  ( cd "$T/inj" && timeout 120 "$BENCH" broadcast -np 2 -e 256 --iters 2 -w 1 \
+      --plot "it's \`touch pwned2\`.png" > "$T/inj2.out" 2>&1 ); rc=$?
+  if [ "$rc" = 0 ] && [ ! -e "$T/inj/pwned2" ] && [ -s "$T/inj/it's \`touch pwned2\`.png" ]
+  then echo "ok: --plot \"it's \\\`...\\\`.png\" drew a PNG, ran nothing"
+  else fail "--plot it's: exit $rc, $(ls "$T/inj"): $(tail -3 "$T/inj2.out")"; fi
+  # No private plot folder is left behind.
+  left=$(ls -d "${TMPDIR:-/tmp}"/hvactor-bench-plot-* 2>/dev/null)
+  [ -z "$left" ] && echo "ok: no plot folder left" || fail "plot folders left: $left"
 else
   "$BENCH" allreduce --plot "$T/x.svg" > "$T/p.out" 2>&1; rc=$?
   [ "$rc" = 2 ] && grep -q "needs gnuplot" "$T/p.out" && echo "ok: --plot without gnuplot says so"     || fail "--plot without gnuplot: exit $rc: $(cat "$T/p.out")"
@@ -138,6 +154,11 @@ check_bad "-e must not be below -b" allreduce -b 1M -e 4K
 check_bad "--backend must be" allreduce --backend mpi
 check_bad "-f must be in" broadcast -f 1
 check_bad "must end in .svg or .png" allreduce --plot "$T/x.pdf"
+# Unwritable outputs are refused before the sweep (they failed after it).
+mkdir -p "$T/adir.svg"
+check_bad "--plot $T/adir.svg: is a directory" allreduce --plot "$T/adir.svg"
+check_bad "--json $T/no/such/r.json: the folder $T/no/such does not exist" allreduce --json "$T/no/such/r.json"
+check_bad "--csv $T/adir.svg: is a directory" broadcast --csv "$T/adir.svg"
 check_bad "'nccl' is not a peer" allreduce --peer gloo,nccl
 check_bad "--peer runs its ranks on this machine" allreduce --num-hosts 2 --per-host 1 --peer gloo
 check_bad "--device must be cpu or gpu" allreduce --device tpu

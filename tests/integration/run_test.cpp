@@ -302,6 +302,17 @@ TEST_CASE("bad invocations fail fast with a clear message") {
     {{"--num-hosts", "-1", "--per-host", "2"}, "--num-hosts must be at least 1 (got -1)"},
     {{"--num-hosts", "1", "--per-host", "-2"}, "--per-host must be at least 1 (got -2)"},
     {{"-np", "2", "--num-cpus", "-4"}, "--num-cpus must be at least 1 (got -4)"},
+    // A value that is not a number names its option (cxxopts said only
+    // "Argument 'abc' failed to parse").
+    {{"-np", "abc"}, "-np abc: not a number"},
+    {{"-np", "2", "--reset-limit", "abc"}, "--reset-limit abc: not a number"},
+    {{"-np", "2", "--timeout=1.5x"}, "--timeout=1.5x: not a number"},
+    {{"--min-np", "1", "--blacklist-cooldown-range", "a", "b"},
+     "--blacklist-cooldown-range a: not a number"},
+    {{"--min-np", "1", "--blacklist-cooldown-range", "1", "b"},
+     "--blacklist-cooldown-range b: not a number"},
+    // Products of counts that overflow an int are refused, not wrapped.
+    {{"--num-hosts", "65536", "--per-host", "65536"}, "must be <= 2147483647"},
   };
   for (auto& [args, message] : negatives) {
     auto argv = args;

@@ -293,6 +293,12 @@ TEST_CASE("horovod_runner: np = 0, np beyond the driver's CPUs, a bad verbosity 
   r = hr(dir, {"--np", "-1000"});
   CHECK(r.status.code == 2);
   CHECK(r.out.find("np = -1000 asks for 1000 processes on the driver's machine") != std::string::npos);
+  // INT_MIN: its negation does not fit an int (it passed, then failed later
+  // with "num_workers must be >= 1: Got -2147483648.").
+  r = hr(dir, {"--np", "-2147483648"});
+  CHECK(r.status.code == 2);
+  CHECK(r.out.find("np = -2147483648 asks for 2147483648 processes on the driver's machine")
+        != std::string::npos);
   r = hr(dir, {"--np", "2", "--verbosity", "loud"});
   CHECK(r.status.code == 2);
   CHECK(r.out.find("driver_log_verbosity must be") != std::string::npos);

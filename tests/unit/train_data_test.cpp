@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -161,6 +162,58 @@ TEST_CASE("from_items, from_tensors, from_csv: the rows, and clear errors") {
   CHECK_THROWS_WITH_AS(train::dataset::from_csv(csv.string()),
                        doctest::Contains(":2: 3 cells, the header has 2"), std::invalid_argument);
   CHECK_THROWS_AS(train::dataset::from_csv((dir.path / "missing.csv").string()), hvactor::error);
+}
+
+TEST_CASE("from_csv: a directory, a huge header, a wide file and a long line") {
+  scratch dir;
+  // A directory is named as such (it said "has no header line").
+  CHECK_THROWS_WITH_AS(train::dataset::from_csv(dir.path.string()),
+                       doctest::Contains("it is a directory"), hvactor::error);
+  auto csv = dir.path / "wide.csv";
+  // 400,000 distinct columns: the duplicate check is linear (pairwise, it
+  // took minutes), and a repeated name at the end is still found.
+  constexpr int wide = 400000;
+  {
+    std::ofstream out{csv};
+    for (int i = 0; i < wide; ++i)
+      out << (i ? "," : "") << "c" << i;
+    out << "\n";
+    for (int i = 0; i < wide; ++i)
+      out << (i ? "," : "") << i;
+    out << "\n";
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto d = train::dataset::from_csv(csv.string());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(d.column_names().size() == wide);
+  CHECK(d["c399999"].values<double>()[0] == 399999);
+  {
+    std::ofstream out{csv};
+    for (int i = 0; i < wide; ++i)
+      out << "c" << i << ",";
+    out << "c7\n1\n";
+  }
+  start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(train::dataset::from_csv(csv.string()),
+                       doctest::Contains(":1: column 'c7' appears twice"), std::invalid_argument);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  // A header line over 8 MiB (here 32 MiB without a newline) is refused,
+  // naming the limit, without reading the rest.
+  std::ofstream{csv} << std::string(size_t{32} << 20, 'a');
+  CHECK_THROWS_WITH_AS(train::dataset::from_csv(csv.string()),
+                       doctest::Contains(":1: the header line is longer than 8388608 bytes"),
+                       std::invalid_argument);
+  // A data line longer than its columns can need.
+  std::ofstream{csv} << "x\n1\n" << std::string(size_t{9} << 20, '1') << "\n";
+  CHECK_THROWS_WITH_AS(train::dataset::from_csv(csv.string()),
+                       doctest::Contains(":3: the line is longer than"), std::invalid_argument);
+  // Empty and blank files.
+  std::ofstream{csv} << "\n  \n";
+  CHECK_THROWS_WITH_AS(train::dataset::from_csv(csv.string()),
+                       doctest::Contains("has no header line"), std::invalid_argument);
+  // The last line without a newline is read.
+  std::ofstream{csv} << "x,y\n1,2\n3,4";
+  CHECK(train::dataset::from_csv(csv.string()).count() == 2);
 }
 
 TEST_CASE("a shard's byte form round-trips; truncated or garbled bytes are errors") {

@@ -10,6 +10,7 @@
 #   4. a worker that cannot be reached is named; the others come up and run
 #      a job; down stops them and reports the unreachable one
 #   5. a typo in the cluster file is an error naming the key
+#   6. a directory, a duplicate key, an oversized file: exit 2 naming them
 set -uo pipefail
 B=$(realpath "${1:?build dir}")
 UP="$B/tools/hvactor-up"; DOWN="$B/tools/hvactor-down"; RUN="$B/tools/hvactor-run"
@@ -124,6 +125,26 @@ sed 's/ssh_user:/ssh_usr:/' "$D/c.yaml" > "$D/typo.yaml"
 HOME=$HOME_LOCAL "$UP" "$D/typo.yaml" > "$D/5.out" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "auth.ssh_usr: unknown key" "$D/5.out"; then ok "5: $(cat "$D/5.out")"
 else fail "5: exit $rc: $(cat "$D/5.out")"; fi
+
+# 6. a directory, a duplicate key (top level and nested), garbage: exit 2
+#    naming the file, the key and both lines; nothing started
+mkdir -p "$D/dir.yaml"
+HOME=$HOME_LOCAL "$UP" "$D/dir.yaml" > "$D/6a.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "$D/dir.yaml: cannot read the cluster file: it is a directory" "$D/6a.out"
+then ok "6a: $(cat "$D/6a.out")"; else fail "6a: exit $rc: $(cat "$D/6a.out")"; fi
+{ cat "$D/c.yaml"; echo "cluster_name: other"; } > "$D/dup.yaml"
+line=$(grep -c '' "$D/dup.yaml")
+HOME=$HOME_LOCAL "$UP" "$D/dup.yaml" > "$D/6b.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "$D/dup.yaml: cluster_name: the key appears twice, on lines 1 and $line" "$D/6b.out"
+then ok "6b: $(cat "$D/6b.out")"; else fail "6b: exit $rc: $(cat "$D/6b.out")"; fi
+sed 's/^  ssh_port:.*/&\n  ssh_user: mallory/' "$D/c.yaml" > "$D/dup2.yaml"
+HOME=$HOME_LOCAL "$UP" "$D/dup2.yaml" > "$D/6c.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "auth.ssh_user: the key appears twice, on lines" "$D/6c.out"
+then ok "6c: $(cat "$D/6c.out")"; else fail "6c: exit $rc: $(cat "$D/6c.out")"; fi
+head -c 3000000 /dev/zero | tr '\0' 'a' > "$D/big.yaml"
+HOME=$HOME_LOCAL "$UP" "$D/big.yaml" > "$D/6d.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "larger than 1048576 bytes" "$D/6d.out"
+then ok "6d: $(cat "$D/6d.out")"; else fail "6d: exit $rc: $(cat "$D/6d.out")"; fi
 
 echo "hvactor_up_test: $failures failure(s)"
 [ "$failures" = 0 ]

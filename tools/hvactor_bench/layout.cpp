@@ -1,12 +1,14 @@
 #include "layout.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "internal/slurm.hpp"
+#include "options.hpp"
 
 namespace hvactor::bench_tool {
 
@@ -53,7 +55,13 @@ layout parse_layout(const cxxopts::ParseResult& o) {
                        [&](int t) { return t == alloc->tasks_per_node.front(); })) {
       l.num_hosts = static_cast<int>(alloc->nodes.size());
       l.per_host = alloc->tasks_per_node.front();
-      l.np = l.num_hosts * l.per_host;
+      // In 64 bits, never wrapped.
+      auto np = int64_t{l.num_hosts} * l.per_host;
+      if (np > 65536)
+        throw std::invalid_argument(fmt::format(
+          "the allocation's {} nodes x {} tasks = {} ranks; hvactor-bench runs at most 65536",
+          l.num_hosts, l.per_host, np));
+      l.np = static_cast<int>(np);
     }
   }
   if (l.np < 1 || l.np > 65536)
@@ -65,30 +73,10 @@ cxxopts::ParseResult parse_words(cxxopts::Options& p, const std::vector<std::str
                                  size_t first) {
   std::vector<std::string> words(args.begin() + static_cast<long>(std::min(first, args.size())),
                                  args.end());
-  std::vector<char*> argv{const_cast<char*>("hvactor-bench")};
-  for (auto& w : words) {
+  for (auto& w : words)
     if (w == "-np")
       w = "--np";
-    argv.push_back(w.data());
-  }
-  cxxopts::ParseResult o;
-  try {
-    o = p.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
-    // cxxopts names the value, not the option: find the option it followed.
-    std::string what = e.what(), value;
-    auto open = what.find("\u2018"), close = what.find("\u2019");
-    if (open != std::string::npos && close != std::string::npos && close > open)
-      value = what.substr(open + 3, close - open - 3);
-    for (size_t i = 1; i < words.size(); ++i)
-      if (words[i] == value && words[i - 1].rfind("-", 0) == 0)
-        throw std::invalid_argument(
-          fmt::format("{} {}: not a number", words[i - 1] == "--np" ? "-np" : words[i - 1], value));
-    for (auto& w : words)
-      if (auto eq = w.find('='); eq != std::string::npos && w.substr(eq + 1) == value)
-        throw std::invalid_argument(fmt::format("{}: not a number", w));
-    throw std::invalid_argument(what);
-  }
+  auto o = tool::parse_options(p, "hvactor-bench", std::move(words));
   if (!o.unmatched().empty())
     throw std::invalid_argument("unexpected argument '" + o.unmatched().front() + "'");
   return o;

@@ -34,7 +34,12 @@ std::string helper(const std::string& file) {
 
 std::string python() {
   const char* v = std::getenv("HVACTOR_BENCH_PYTHON");
-  return v && *v ? v : "/usr/bin/python3";
+  std::string name = v && *v ? v : "/usr/bin/python3";
+  try {
+    return find_program(name); // "python3" through PATH, as a shell would
+  } catch (const std::exception&) {
+    return name; // reported by peer_missing
+  }
 }
 
 std::string mpirun() {
@@ -70,10 +75,21 @@ std::string peer_missing(const std::string& name) {
     if (helper("hvactor-bench-torch.py").empty())
       return "--peer torch: hvactor-bench-torch.py is missing next to hvactor-bench and in "
              "libexec/hvactor";
-    auto probe = fmt::format("'{}' -c 'import torch.distributed as d; assert d.is_gloo_available()' "
-                             "> /dev/null 2>&1",
-                             python());
-    if (std::system(probe.c_str()) != 0)
+    // argv, no shell: HVACTOR_BENCH_PYTHON is a path, never a command line.
+    process_spec probe;
+    probe.executable = python();
+    probe.args = {probe.executable, "-c",
+                  "import torch.distributed as d; assert d.is_gloo_available()"};
+    probe.capture_stdout = true;
+    probe.echo_stderr = false;
+    bool ok = false;
+    try {
+      auto r = run_command(probe, std::chrono::seconds(60));
+      ok = !r.timed_out && r.exit.exit_code == 0;
+    } catch (const std::exception&) {
+      // Not executable: reported below.
+    }
+    if (!ok)
       return fmt::format("--peer torch needs torch.distributed with gloo in {} (Debian: apt-get "
                          "install python3-torch; HVACTOR_BENCH_PYTHON picks another python)",
                          python());

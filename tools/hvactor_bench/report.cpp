@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -122,6 +125,31 @@ double quantile(std::vector<double> v, double q) {
     return 0;
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+void check_writable(const std::string& path, const char* option) {
+  namespace fs = std::filesystem;
+  if (path.empty())
+    throw std::invalid_argument(fmt::format("{}: the file name is empty", option));
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  if (fs::is_directory(st))
+    throw std::invalid_argument(fmt::format("{} {}: is a directory", option, path));
+  if (fs::exists(st)) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw std::invalid_argument(
+        fmt::format("{} {}: cannot write it: {}", option, path, std::strerror(errno)));
+    return;
+  }
+  auto dir = fs::path{path}.parent_path();
+  if (dir.empty())
+    dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw std::invalid_argument(
+      fmt::format("{} {}: the folder {} does not exist", option, path, dir.string()));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::invalid_argument(fmt::format("{} {}: cannot create files in {}: {}", option, path,
+                                            dir.string(), std::strerror(errno)));
 }
 
 std::vector<int> parse_int_list(const std::string& text, const char* option, int lo, int hi) {

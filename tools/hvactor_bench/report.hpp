@@ -40,6 +40,12 @@ double quantile(std::vector<double> v, double q);
 /// "1,2,4" -> {1, 2, 4}; std::invalid_argument naming `option` otherwise.
 std::vector<int> parse_int_list(const std::string& text, const char* option, int lo, int hi);
 
+/// Refuses (std::invalid_argument naming `option`) an output file that could
+/// not be written at the end of a run: a directory, a file without write
+/// permission, a missing or unwritable folder. Checked before a sweep, so a
+/// typo costs no measurement; nothing is created.
+void check_writable(const std::string& path, const char* option);
+
 /// The one-line progress report on stderr: shown only when stderr is a
 /// terminal, rewritten in place, erased by clear().
 class progress {

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -14,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "collective.hpp"
+#include "internal/process.hpp"
 #include "layout.hpp"
 #include "peer.hpp"
 #include "report.hpp"
@@ -76,6 +80,8 @@ struct config {
   std::string backend = "auto";
   std::vector<std::string> peers;
   std::string json, csv, plot;
+  /// gnuplot, found on PATH when --plot is given.
+  std::string gnuplot;
 };
 
 config parse(const std::vector<std::string>& args) {
@@ -165,18 +171,26 @@ config parse(const std::vector<std::string>& args) {
       if (auto why = peer_missing(name); !why.empty())
         throw std::invalid_argument(why);
   }
-  if (o.count("json"))
+  if (o.count("json")) {
     c.json = o["json"].as<std::string>();
-  if (o.count("csv"))
+    check_writable(c.json, "--json");
+  }
+  if (o.count("csv")) {
     c.csv = o["csv"].as<std::string>();
+    check_writable(c.csv, "--csv");
+  }
   if (o.count("plot")) {
     c.plot = o["plot"].as<std::string>();
     auto ext = c.plot.size() > 4 ? c.plot.substr(c.plot.size() - 4) : "";
     if (ext != ".svg" && ext != ".png")
       throw std::invalid_argument("--plot " + c.plot + ": the file must end in .svg or .png");
-    if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
+    try {
+      c.gnuplot = find_program("gnuplot");
+    } catch (const std::invalid_argument&) {
       throw std::invalid_argument("--plot needs gnuplot, which is not installed (Debian: apt-get "
                                   "install gnuplot-nox; scripts/setup.sh installs it)");
+    }
+    check_writable(c.plot, "--plot");
   }
   return c;
 }
@@ -256,46 +270,91 @@ void write_csv(const config& c, const std::vector<row>& rows) {
   }
 }
 
+// `s` as a gnuplot single-quoted string: only the quote itself is special
+// there (doubled); backquotes and dollars are not expanded inside it.
+std::string gnuplot_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) {
+    if (ch == '\n' || ch == '\r' || ch == '\0')
+      throw std::invalid_argument("a file name with a line break cannot go to gnuplot");
+    out += ch == '\'' ? std::string{"''"} : std::string{ch};
+  }
+  return out + "'";
+}
+
 // busbw and time per call against the message size, log scales, for
-// hvactor and each peer, through gnuplot (data and script next to the plot,
-// removed after).
+// hvactor and each peer, through gnuplot. gnuplot runs without a shell on
+// a script and data of its own in a private folder (mkdtemp, 0700) and draws
+// there; the picture is then copied to --plot. The user's file name never
+// reaches a shell or a gnuplot command line.
 void plot(const config& c, const std::vector<row>& rows) {
-  auto data = c.plot + ".dat", script = c.plot + ".gp";
-  {
-    std::ofstream out{data};
-    for (auto& r : rows) {
-      out << fmt::format("{} {:.6f} {:.6f}", r.bytes, r.busbw, r.time_us);
-      for (auto& p : r.peers)
-        out << fmt::format(" {:.6f} {:.6f}", p.busbw, p.time_us);
-      out << "\n";
-    }
-  }
-  auto series = [&](int first_col) {
-    std::string s = fmt::format("'{}' using 1:{} with linespoints title 'hvactor'", data, first_col);
-    for (size_t i = 0; i < c.peers.size(); ++i)
-      s += fmt::format(", '' using 1:{} with linespoints title '{}'", first_col + 2 + 2 * i,
-                       c.peers[i] == "mpi" ? "Open MPI" : c.peers[i] == "gloo" ? "raw Gloo" : "torch.distributed (gloo)");
-    return s;
-  };
+  namespace fs = std::filesystem;
+  auto tmpl = (fs::temp_directory_path() / "hvactor-bench-plot-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error(fmt::format("--plot: cannot create {}: {}", tmpl, std::strerror(errno)));
+  fs::path dir = tmpl;
   bool svg = c.plot.substr(c.plot.size() - 4) == ".svg";
-  {
-    std::ofstream gp{script};
-    gp << (svg ? "set terminal svg size 1000,420 dynamic\n" : "set terminal pngcairo size 1000,420\n")
-       << "set output '" << c.plot << "'\n"
-       << "set multiplot layout 1,2 title 'hvactor-bench " << c.kind << ", " << c.where.np
-       << " ranks (float32 sum)'\n"
-       << "set logscale x 2\nset format x '2^{%L}'\nset grid\n"
-       << "set xlabel 'message size (bytes)'\nset key top left\n"
-       << "set ylabel 'busbw (GB/s)'\nplot " << series(2) << "\n"
-       << "set logscale y 10\nset ylabel 'time per call (us)'\nplot " << series(3) << "\n"
-       << "unset multiplot\n";
+  auto data = dir / "data.dat", script = dir / "plot.gp", picture = dir / (svg ? "plot.svg" : "plot.png");
+  // Only the files written here are removed, then the folder made above.
+  auto clean = [&] {
+    for (auto& f : {data, script, picture})
+      ::unlink(f.c_str());
+    ::rmdir(dir.c_str());
+  };
+  try {
+    {
+      std::ofstream out{data};
+      for (auto& r : rows) {
+        out << fmt::format("{} {:.6f} {:.6f}", r.bytes, r.busbw, r.time_us);
+        for (auto& p : r.peers)
+          out << fmt::format(" {:.6f} {:.6f}", p.busbw, p.time_us);
+        out << "\n";
+      }
+    }
+    auto series = [&](int first_col) {
+      std::string s = fmt::format("{} using 1:{} with linespoints title 'hvactor'",
+                                  gnuplot_quoted(data.string()), first_col);
+      for (size_t i = 0; i < c.peers.size(); ++i)
+        s += fmt::format(", '' using 1:{} with linespoints title '{}'", first_col + 2 + 2 * i,
+                         c.peers[i] == "mpi"    ? "Open MPI"
+                         : c.peers[i] == "gloo" ? "raw Gloo"
+                                                : "torch.distributed (gloo)");
+      return s;
+    };
+    {
+      std::ofstream gp{script};
+      gp << (svg ? "set terminal svg size 1000,420 dynamic\n" : "set terminal pngcairo size 1000,420\n")
+         << "set output " << gnuplot_quoted(picture.string()) << "\n"
+         << "set multiplot layout 1,2 title 'hvactor-bench " << c.kind << ", " << c.where.np
+         << " ranks (float32 sum)'\n"
+         << "set logscale x 2\nset format x '2^{%L}'\nset grid\n"
+         << "set xlabel 'message size (bytes)'\nset key top left\n"
+         << "set ylabel 'busbw (GB/s)'\nplot " << series(2) << "\n"
+         << "set logscale y 10\nset ylabel 'time per call (us)'\nplot " << series(3) << "\n"
+         << "unset multiplot\nunset output\n";
+      if (!gp)
+        throw std::runtime_error("cannot write " + script.string());
+    }
+    process_spec spec;
+    spec.executable = c.gnuplot;
+    spec.args = {c.gnuplot, script.string()};
+    spec.capture_stdout = true;
+    spec.echo_stderr = false;
+    auto r = run_command(spec, std::chrono::seconds(60));
+    if (r.timed_out || r.exit.exit_code != 0 || !fs::exists(picture))
+      throw std::runtime_error(fmt::format(
+        "gnuplot failed to draw {} ({}): {}", c.plot,
+        r.timed_out ? "ran past 60 s" : describe_exit(r.exit.exit_code, r.exit.signal),
+        fmt::join(r.exit.stderr_tail, " | ")));
+    std::error_code ec;
+    fs::copy_file(picture, c.plot, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw std::runtime_error(fmt::format("--plot {}: cannot write it: {}", c.plot, ec.message()));
+  } catch (...) {
+    clean();
+    throw;
   }
-  auto cmd = fmt::format("gnuplot '{}' 2>&1", script);
-  int rc = std::system(cmd.c_str());
-  std::remove(data.c_str());
-  std::remove(script.c_str());
-  if (rc != 0)
-    throw std::runtime_error("gnuplot failed to draw " + c.plot);
+  clean();
   fmt::print("# plot: {}\n", c.plot);
 }
 

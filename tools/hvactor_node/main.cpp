@@ -16,6 +16,7 @@
 #include "internal/net.hpp"
 #include "hvactor/settings.hpp"
 #include "node_options.hpp"
+#include "options.hpp"
 
 namespace {
 
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
   // clang-format on
   parser.parse_positional({"command", "names"});
   try {
-    auto res = parser.parse(argc, argv);
+    auto res = hvactor::tool::parse_options(parser, argv[0], {argv + 1, argv + argc});
     if (res.count("help")) {
       std::cout << parser.help() << std::endl;
       return 0;

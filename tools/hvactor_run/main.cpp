@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -18,6 +20,7 @@
 
 #include "internal/launcher.hpp"
 #include "internal/slurm.hpp"
+#include "options.hpp"
 #include "slurm_cluster.hpp"
 #include "slurm_mode.hpp"
 #include "hvactor/runtime.hpp"
@@ -121,11 +124,9 @@ int main(int argc, char** argv) {
              "reaches the nodes)", cxxopts::value<std::string>())
     ("h,help", "print this help");
   // clang-format on
-  std::vector<char*> args;
-  for (auto& a : ours)
-    args.push_back(a.data());
   try {
-    auto res = parser.parse(static_cast<int>(args.size()), args.data());
+    // ours[0] is argv[0].
+    auto res = hvactor::tool::parse_options(parser, "hvactor-run", {ours.begin() + 1, ours.end()});
     if (res.count("help")) {
       std::cout << parser.help() << std::endl;
       return 0;
@@ -238,11 +239,15 @@ int main(int argc, char** argv) {
     } else if (!has_address && !alloc) {
       // Local mode (horovodrun -np N on one machine): N slots even when the
       // machine has fewer cores.
-      int slots = std::max({o.np, o.num_hosts.value_or(1) * o.per_host.value_or(1),
-                            o.min_np.value_or(0), o.max_np.value_or(0)});
-      int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      rt_args.insert(rt_args.end(),
-                     {"--num-cpus", std::to_string(std::max(slots * o.cpus_per_worker, cores))});
+      // In 64 bits, capped: the launcher refuses what does not fit an int
+      // with a message naming the options.
+      int64_t slots = std::max({int64_t{o.np},
+                                int64_t{o.num_hosts.value_or(1)} * o.per_host.value_or(1),
+                                int64_t{o.min_np.value_or(0)}, int64_t{o.max_np.value_or(0)}});
+      int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+      int64_t cpus = std::min<int64_t>(std::max(slots * o.cpus_per_worker, cores),
+                                       std::numeric_limits<int>::max());
+      rt_args.insert(rt_args.end(), {"--num-cpus", std::to_string(cpus)});
     }
     if (res.count("insecure"))
       rt_args.push_back("--insecure");

@@ -1,6 +1,9 @@
 #include "cluster_file.hpp"
 
+#include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -12,6 +15,9 @@
 namespace hvactor::up_tool {
 
 namespace {
+
+/// A cluster file is a page of YAML; a bound on what one makes us read.
+constexpr uintmax_t max_cluster_file_bytes = 1 << 20;
 
 struct reader {
   std::string path;
@@ -85,6 +91,29 @@ struct reader {
   }
 };
 
+// YAML forbids a key twice in one mapping; yaml-cpp keeps both and answers
+// the first, so a second `cluster_name:` would be ignored silently.
+void refuse_duplicate_keys(const reader& r, const YAML::Node& n, const std::string& where) {
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i)
+      refuse_duplicate_keys(r, n[i], fmt::format("{}[{}]", where, i));
+    return;
+  }
+  if (!n.IsMap())
+    return;
+  std::map<std::string, int> lines;
+  for (auto kv : n) {
+    auto key = kv.first.IsScalar() ? kv.first.Scalar() : std::string{"(a non-scalar key)"};
+    auto name = where.empty() ? key : where + "." + key;
+    int line = kv.first.Mark().line + 1;
+    if (auto [it, fresh] = lines.emplace(key, line); !fresh)
+      r.fail(name, fmt::format("the key appears twice, on lines {} and {} (YAML forbids "
+                               "duplicate keys; keep one)",
+                               it->second, line));
+    refuse_duplicate_keys(r, kv.second, name);
+  }
+}
+
 std::string home_path(std::string p) {
   if (p.rfind("~/", 0) == 0)
     if (const char* home = std::getenv("HOME"))
@@ -103,6 +132,17 @@ std::vector<machine> cluster_file::machines() const {
 cluster_file read_cluster_file(const std::string& path) {
   reader r{path};
   YAML::Node doc;
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status))
+    throw std::invalid_argument(
+      fmt::format("{}: cannot read the cluster file: it is a directory", path));
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw std::invalid_argument(
+      fmt::format("{}: cannot read the cluster file: not a regular file", path));
+  if (std::filesystem::exists(status) && std::filesystem::file_size(path, ec) > max_cluster_file_bytes)
+    throw std::invalid_argument(fmt::format(
+      "{}: cannot read the cluster file: larger than {} bytes", path, max_cluster_file_bytes));
   try {
     doc = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
@@ -110,6 +150,7 @@ cluster_file read_cluster_file(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw std::invalid_argument(fmt::format("{}: not valid YAML: {}", path, e.what()));
   }
+  refuse_duplicate_keys(r, doc, "");
   r.only(doc, "", {"cluster_name", "provider", "auth", "setup_commands", "head_setup_commands",
                    "worker_setup_commands", "hvactor"});
   cluster_file c;

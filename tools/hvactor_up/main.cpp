@@ -24,6 +24,7 @@
 #include "hvactor/errors.hpp"
 #include "internal/cert_authority.hpp"
 #include "internal/process.hpp"
+#include "options.hpp"
 #include "registry_probe.hpp"
 #include "remote.hpp"
 
@@ -282,7 +283,7 @@ int main(int argc, char** argv) {
   parser.parse_positional({"file"});
   parser.positional_help("CLUSTER.yaml");
   try {
-    auto res = parser.parse(argc, argv);
+    auto res = hvactor::tool::parse_options(parser, argv[0], {argv + 1, argv + argc});
     if (res.count("help")) {
       std::cout << parser.help() << std::endl;
       return 0;

@@ -176,6 +176,9 @@ int take_update() {
 void broadcast_bytes(std::vector<char>& data, int root) {
   int64_t n = static_cast<int64_t>(data.size());
   hvd::broadcast(std::span<int64_t>(&n, 1), root);
+  if (n < 0)
+    throw collective_error(
+      fmt::format("hvd::elastic: root rank {} announced {} bytes of state", root, n), root);
   // hvd has no byte type: whole int64 words, the last one padded.
   std::vector<int64_t> words(static_cast<size_t>((n + 7) / 8));
   if (hvd::rank() == root && n > 0)

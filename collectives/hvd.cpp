@@ -15,6 +15,7 @@
 #include "internal/host_backend.hpp"
 #include "internal/rendezvous_client.hpp"
 #include "internal/knobs.hpp"
+#include "internal/peer_counts.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/log.hpp"
 #include "internal/timeline.hpp"
@@ -311,6 +312,21 @@ void barrier() {
   current("barrier").run({.kind = op_kind::barrier}, [](collectives::backend& b) { b.barrier(); });
 }
 
+namespace {
+
+// Every rank's announcement (count, dtype) for a collective whose sizes
+// differ per rank; call inside engine::run.
+std::vector<int64_t> announced(collectives::backend& b, size_t count, dtype t) {
+  auto n = static_cast<size_t>(global().topo.size);
+  auto mine = collectives::announce(count, t);
+  std::vector<int64_t> table(n * mine.size());
+  std::vector<size_t> pairs(n, mine.size());
+  b.allgatherv(mine.data(), table.data(), pairs, dtype::int64);
+  return table;
+}
+
+} // namespace
+
 namespace detail {
 
 // Each call describes its operation by typed fields (no text: the engine
@@ -329,19 +345,13 @@ handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name
 
 std::vector<char> allgather(const void* data, size_t count, dtype t) {
   auto& eng = current("allgather");
-  auto n = static_cast<size_t>(global().topo.size);
   std::vector<char> out;
   eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
-    std::vector<int64_t> counts(n);
-    int64_t mine = static_cast<int64_t>(count);
-    std::vector<size_t> ones(n, 1);
-    b.allgatherv(&mine, counts.data(), ones, dtype::int64);
-    std::vector<size_t> sizes(counts.begin(), counts.end());
-    size_t total = 0;
-    for (auto c : sizes)
-      total += c;
-    out.resize(total * size_of(t));
-    b.allgatherv(data, out.data(), sizes, t);
+    // Counts and dtypes first; `out` is sized from the peers' counts, so
+    // each is checked before the data phase writes a byte.
+    auto checked = collectives::check_allgather_counts(announced(b, count, t), "hvd::allgather");
+    out.resize(checked.total_bytes);
+    b.allgatherv(data, out.data(), checked.counts, t);
   });
   return out;
 }
@@ -355,15 +365,13 @@ void allgather_into(const void* in, size_t count, void* out, size_t out_count, d
   eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
     // The counts first (8 bytes per rank): a rank with another count fails
     // on every rank instead of corrupting `out`.
-    std::vector<int64_t> counts(n);
-    int64_t mine = static_cast<int64_t>(count);
-    std::vector<size_t> ones(n, 1);
-    b.allgatherv(&mine, counts.data(), ones, dtype::int64);
+    auto counts = collectives::check_allgather_counts(announced(b, count, t), "hvd::allgather")
+                    .counts;
     for (size_t r = 0; r < n; ++r)
-      if (counts[r] != mine)
+      if (counts[r] != count)
         throw std::invalid_argument(fmt::format(
           "hvd::allgather into a buffer: every rank must pass the same count (rank {} passed {}, "
-          "this rank {})", r, counts[r], mine));
+          "this rank {})", r, counts[r], count));
     std::vector<size_t> sizes(n, count);
     b.allgatherv(in, out, sizes, t);
   });
@@ -400,12 +408,19 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   std::vector<char> out;
   std::vector<int64_t> recvs(n);
   eng.run({.kind = op_kind::alltoall, .type = t, .count = count}, [&](collectives::backend& b) {
-    std::vector<int64_t> ones(n, 1);
-    b.alltoallv(sends.data(), ones, recvs.data(), ones, dtype::int64);
-    int64_t total = 0;
-    for (auto c : recvs)
-      total += c;
-    out.resize(static_cast<size_t>(total) * size_of(t));
+    // What each rank sends here, and its dtype, checked before `out` is
+    // sized from it.
+    std::vector<int64_t> words, table(n * collectives::announcement_words);
+    for (auto c : sends) {
+      auto w = collectives::announce(static_cast<size_t>(c), t);
+      words.insert(words.end(), w.begin(), w.end());
+    }
+    std::vector<int64_t> pairs(n, collectives::announcement_words);
+    b.alltoallv(words.data(), pairs, table.data(), pairs, dtype::int64);
+    auto checked =
+      collectives::check_alltoall_counts(table, t, global().topo.rank, "hvd::alltoall");
+    recvs.assign(checked.counts.begin(), checked.counts.end());
+    out.resize(checked.total_bytes);
     b.alltoallv(data, sends, out.data(), recvs, t);
   });
   if (recv_counts)

@@ -205,6 +205,36 @@ std::string refused_after_shutdown() {
   return calls_refused_before_init();
 }
 
+// In a worker: an allgather (`mode` 0) or alltoall (1) of float32 on rank
+// 0 and float64 elsewhere, then an allgather that matches; the first one's
+// error ("collective_error: ..." or "other: ...") and the second one's sum.
+std::pair<std::string, double> mismatched_dtypes(int mode) {
+  hvd::init();
+  std::vector<float> f(4, 1.0f);
+  std::vector<double> d(4, 1.0);
+  std::string text = "none";
+  try {
+    bool floats = hvd::rank() == 0;
+    if (mode == 0 && floats)
+      hvd::allgather(std::span<const float>(f));
+    else if (mode == 0)
+      hvd::allgather(std::span<const double>(d));
+    else if (floats)
+      hvd::alltoall(std::span<const float>(f));
+    else
+      hvd::alltoall(std::span<const double>(d));
+  } catch (const hvactor::collective_error& e) {
+    text = std::string("collective_error: ") + e.what();
+  } catch (const std::exception& e) {
+    text = std::string("other: ") + e.what();
+  }
+  double sum = 0;
+  for (auto x : hvd::allgather(std::span<const double>(d)))
+    sum += x;
+  hvd::shutdown();
+  return {text, sum};
+}
+
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -414,6 +444,30 @@ TEST_CASE("after hvd::init a write to a socket whose peer closed returns EPIPE i
   CAPTURE(what);
   CHECK(errnos == std::vector<int>(2, EPIPE));
   ex.shutdown();
+}
+
+TEST_CASE("allgather and alltoall with another dtype on one rank give every rank a "
+          "collective_error naming both dtypes, on shared memory and on Gloo") {
+  for (const char* shm : {"1", "0"}) {
+    CAPTURE(shm);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = 2, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+    ex.start();
+    auto gathered = ex.run(&mismatched_dtypes, 0);
+    auto exchanged = ex.run(&mismatched_dtypes, 1);
+    ex.shutdown();
+    // The engine's check before every collective, or the counts' own
+    // check behind it, whichever sees it first: both name both dtypes.
+    for (auto* results : {&gathered, &exchanged})
+      for (auto& [text, sum] : *results) {
+        CHECK(text.rfind("collective_error: ", 0) == 0);
+        CHECK(text.find("rank 0") != std::string::npos);
+        CHECK(text.find("rank 1") != std::string::npos);
+        CHECK(text.find("float32") != std::string::npos);
+        CHECK(text.find("float64") != std::string::npos);
+        CHECK(sum == 8.0); // the next allgather works
+      }
+  }
 }
 
 } // TEST_SUITE

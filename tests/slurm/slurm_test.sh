@@ -12,7 +12,7 @@
 #   6. a node whose hvactor-node cannot start is named at once
 #   8. off loopback (this host's own address): per-job CA, mutual TLS
 #   9. hvactor-bench in an allocation: 2 nodes x 2 tasks, checked, node ids; train
-#   7. nothing is left: no hvactor-node, no rank, no per-job TLS directory
+#   7. nothing is left: no hvactor-node, no rank, no per-job TLS or work directory
 set -uo pipefail
 B=$(realpath "${1:?build dir}")
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -28,6 +28,9 @@ export SLURM_TEST_CTLD_PORT=$((20000 + RANDOM % 5000)) SLURM_TEST_SLURMD_PORT=$(
 SLURM_TEST_GPUS=2 "$HERE/slurm-up.sh" "$D" 3 2 || { echo "FAIL: slurm-up"; exit 1; }
 export SLURM_CONF=$D/slurm.conf
 failures=0
+# Per-job work dirs (the head's, every node's) already here, from elsewhere.
+WORK="${TMPDIR:-/tmp}/hvactor-$(id -u)"
+work_before=$(ls -d "$WORK"/slurm-* 2>/dev/null | sort)
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 ok() { echo "ok: $*"; }
 
@@ -142,6 +145,9 @@ sleep 1
 left=$(pgrep -f -- "hvactor-node --slurm|--node-id hvactor-run-" | tr '\n' ' ')
 [ -z "$left" ] && ok "7: no hvactor process left" || fail "7: left: $left ($(ps -o pid,args -p ${left// /,} 2>/dev/null | tail -n +2))"
 ls -d "$HOME"/.hvactor/slurm-* >/dev/null 2>&1 && fail "7: per-job TLS directories left in $HOME/.hvactor"
+work_after=$(ls -d "$WORK"/slurm-* 2>/dev/null | sort)
+[ "$work_after" = "$work_before" ] && ok "7: no per-job work directory left in $WORK" \
+  || fail "7: per-job work directories left: $(comm -13 <(echo "$work_before") <(echo "$work_after") | tr '\n' ' ')"
 
 echo "slurm_test: $failures failure(s)"
 [ "$failures" = 0 ]

@@ -1,4 +1,4 @@
-#include "shape_check.hpp"
+#include "tensor_check.hpp"
 
 #include <limits>
 

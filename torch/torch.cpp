@@ -2,7 +2,7 @@
 
 #include "hvactor/errors.hpp"
 #include "optimizer_state.hpp"
-#include "shape_check.hpp"
+#include "tensor_check.hpp"
 
 #include <cstring>
 #include <map>

@@ -141,6 +141,19 @@ TEST_CASE("a Slurm-mode start that fails at srun names it and leaves nothing in 
   CHECK_FALSE(fs::exists("/tmp/hvactor-" + std::to_string(::getuid()) + "/slurm-" + job));
 }
 
+TEST_CASE("array and heterogeneous job ids (N_M, N+M) start the head and reach srun") {
+  sandbox s;
+  for (const char* job : {"42_7", "42+1"}) {
+    CAPTURE(job);
+    auto r = s.run({std::string{"SLURM_JOB_ID="} + job, "SLURM_JOB_NODELIST=n1"},
+                   {"--timeout", "20", "--", "/bin/true"});
+    INFO("stderr:\n" << r.err);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("stand-in srun of the test") != std::string::npos);
+    CHECK(entries(s.tmp).empty());
+  }
+}
+
 TEST_CASE("SLURM_JOB_ID without a node list is refused naming SLURM_JOB_NODELIST, not run "
           "locally") {
   sandbox s;

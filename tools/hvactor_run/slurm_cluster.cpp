@@ -232,10 +232,13 @@ std::vector<std::pair<std::string, std::string>> slurm_cluster::driver_tls_env()
 }
 
 void slurm_cluster::start_head(const slurm::allocation& alloc) {
+  // A node id has no '+' (a heterogeneous component's "N+M").
+  auto head_id = "hvactor-run-" + alloc.job_id;
+  std::replace(head_id.begin(), head_id.end(), '+', '_');
   process_spec spec;
   spec.executable = opts_.node_binary;
   spec.args = {opts_.node_binary, "--head", "--port", "0", "--bind", bind_, "--node-ip", bind_,
-               "--num-cpus", "0", "--num-gpus", "0", "--node-id", "hvactor-run-" + alloc.job_id,
+               "--num-cpus", "0", "--num-gpus", "0", "--node-id", head_id,
                "--work-dir", work_dir_.path()};
   if (!tls_dir().empty())
     spec.args.insert(spec.args.end(), {"--tls-cert", tls_dir() + "/head.pem", "--tls-key",

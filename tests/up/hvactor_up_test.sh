@@ -141,6 +141,10 @@ sed 's/^  ssh_port:.*/&\n  ssh_user: mallory/' "$D/c.yaml" > "$D/dup2.yaml"
 HOME=$HOME_LOCAL "$UP" "$D/dup2.yaml" > "$D/6c.out" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "auth.ssh_user: the key appears twice, on lines" "$D/6c.out"
 then ok "6c: $(cat "$D/6c.out")"; else fail "6c: exit $rc: $(cat "$D/6c.out")"; fi
+sed "s|^  ssh_user:.*|  ssh_user: '-oProxyCommand=touch $D/pwned'|" "$D/c.yaml" > "$D/user.yaml"
+HOME=$HOME_LOCAL "$UP" "$D/user.yaml" > "$D/6e.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "auth.ssh_user: '-oProxyCommand=touch .*' is not a user name" "$D/6e.out" && [ ! -e "$D/pwned" ]
+then ok "6e: $(cat "$D/6e.out")"; else fail "6e: exit $rc, pwned: $(ls "$D/pwned" 2>&1): $(cat "$D/6e.out")"; fi
 head -c 3000000 /dev/zero | tr '\0' 'a' > "$D/big.yaml"
 HOME=$HOME_LOCAL "$UP" "$D/big.yaml" > "$D/6d.out" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "larger than 1048576 bytes" "$D/6d.out"

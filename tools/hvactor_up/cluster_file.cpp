@@ -1,5 +1,6 @@
 #include "cluster_file.hpp"
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -169,6 +170,15 @@ cluster_file read_cluster_file(const std::string& path) {
   if (!auth["ssh_user"])
     r.fail("auth.ssh_user", "is required");
   c.ssh_user = r.text(auth["ssh_user"], "auth.ssh_user");
+  // It goes before "@host" in ssh's argv: a leading '-' would be read as an
+  // option (-oProxyCommand=... runs a command here), so only a user name.
+  bool user_ok = !c.ssh_user.empty() && c.ssh_user.size() <= 64 && c.ssh_user.front() != '-';
+  for (unsigned char ch : c.ssh_user)
+    user_ok = user_ok && (std::isalnum(ch) || ch == '.' || ch == '_' || ch == '-' || ch == '$');
+  if (!user_ok)
+    r.fail("auth.ssh_user", fmt::format("'{}' is not a user name (letters, digits, . _ - $; "
+                                        "not starting with '-')",
+                                        c.ssh_user));
   if (auth["ssh_private_key"])
     c.ssh_key = home_path(r.text(auth["ssh_private_key"], "auth.ssh_private_key"));
   int ssh_port = auth["ssh_port"] ? r.number(auth["ssh_port"], "auth.ssh_port", 1, 65535) : 22;

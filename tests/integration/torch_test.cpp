@@ -14,6 +14,7 @@
 
 // LibTorch first: it defines glog's CHECK, which must not replace doctest's.
 #include <hvactor/torch.hpp>
+#include <hvactor/torch_state.hpp>
 #undef CHECK
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
@@ -560,6 +561,24 @@ TEST_CASE("broadcast_optimizer_state refuses, on every rank, options it cannot s
     CHECK(out[0] == out[1]);
   }
   ex.shutdown();
+}
+
+TEST_CASE("torch_state::restore() puts back the param groups' options of the last save, and "
+          "drops state the optimizer gained since") {
+  torch::nn::Linear l(2, 2);
+  torch::optim::Adam adam(l->parameters(), torch::optim::AdamOptions(0.01).betas({0.8, 0.9}));
+  hvd::elastic::torch_state st{l, adam};
+  auto& o = static_cast<torch::optim::AdamOptions&>(adam.param_groups()[0].options());
+  o.lr(0.5).betas({0.1, 0.2}).weight_decay(0.3);
+  l(torch::ones({1, 2})).sum().backward();
+  adam.step();
+  REQUIRE(!adam.state().empty());
+  st.restore();
+  CHECK(o.lr() == 0.01);
+  CHECK(std::get<0>(o.betas()) == 0.8);
+  CHECK(std::get<1>(o.betas()) == 0.9);
+  CHECK(o.weight_decay() == 0.0);
+  CHECK(adam.state().empty());
 }
 
 TEST_CASE("a CUDA-less LibTorch and bad options give clear errors") {

@@ -2,8 +2,11 @@
 
 /// hvd::elastic::torch_state (horovod.torch.elastic.TorchState): a module,
 /// its optimizer and named integer scalars (epoch, batch, ...) that survive
-/// a change of the world. commit() keeps a copy in memory; restore() puts it
-/// back after a peer died; sync() broadcasts rank 0's to every rank.
+/// a change of the world. commit() keeps a copy in memory (parameters,
+/// buffers, the optimizer's state and every param group's options, the
+/// scalars); restore() puts it back after a peer died, options included, as
+/// Horovod's load_state_dict does; sync() broadcasts rank 0's to every rank
+/// (broadcast_parameters, broadcast_optimizer_state).
 
 #include <cstdint>
 #include <map>

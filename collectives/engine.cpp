@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "hvactor/errors.hpp"
 #include "internal/timeline.hpp"
 #include "internal/knobs.hpp"
+#include "internal/shape_check.hpp"
 
 namespace hvactor::hvd::detail {
 
@@ -271,10 +273,11 @@ std::exception_ptr engine::execute_one(const operation& op, Body& body, steady_t
   int64_t t0 = tl ? tl->now() : 0, t1 = t0;
   std::exception_ptr err;
   try {
-    if (opts_.check_names) {
+    if (opts_.check_names)
       agree({false, {op}});
-      t1 = tl ? tl->now() : 0;
-    }
+    else
+      agree_on_shapes({false, {op}});
+    t1 = tl ? tl->now() : 0;
     auto& b = backend_for(op);
     body(b);
     b.finish();
@@ -287,7 +290,7 @@ std::exception_ptr engine::execute_one(const operation& op, Body& body, steady_t
     e.set_backend(op.device && device_ ? device_->name() : backend_->name());
     if (submitted != steady_time{})
       tl->record(e, collectives::timeline_phase::queue, ns_of(submitted), t0);
-    if (t1 != t0)
+    if (t1 != t0 && topo_.size > 1)
       tl->record(e, collectives::timeline_phase::negotiate, t0, t1);
     e.failed = err != nullptr;
     tl->record(e, collectives::timeline_phase::op, t1, tl->now());
@@ -305,11 +308,49 @@ size_t engine::negotiate(const std::vector<std::shared_ptr<pending_op>>& run, si
       mine.ops.push_back(p->op);
     return agree(mine);
   }
+  collectives::op_list mine{true, {}};
+  mine.ops.reserve(local);
+  for (size_t i = 0; i < local; ++i)
+    mine.ops.push_back(run[i]->op);
+  return agree_on_shapes(mine);
+}
+
+// One allreduce (min) of {f, -f, n, -n}: every rank learns the smallest and
+// largest fingerprint f and list length n, and takes the same branch.
+// Equal fingerprints: all n run. Different lengths (queued batches that
+// timing split differently): the common prefix is compared the same way.
+// Equal lengths and different fingerprints: a real mismatch; the ranks show
+// each other their lists (shape_check::explain throws).
+size_t engine::agree_on_shapes(const collectives::op_list& mine) {
   if (topo_.size == 1)
-    return local;
-  int64_t k = static_cast<int64_t>(local);
-  backend_->allreduce(&k, 1, dtype::int64, op::min);
-  return static_cast<size_t>(std::max<int64_t>(1, std::min<int64_t>(k, local)));
+    return mine.ops.size();
+  auto exchange = [&](const collectives::op_list& list) {
+    auto f = collectives::shape_check::fingerprint(list);
+    auto n = static_cast<int64_t>(list.ops.size());
+    std::array<int64_t, 4> v{f, -f, n, -n};
+    backend_->allreduce(v.data(), v.size(), dtype::int64, op::min);
+    return std::array<int64_t, 4>{v[0], -v[1], v[2], -v[3]};
+  };
+  auto got = exchange(mine);
+  if (got[0] == got[1])
+    return mine.ops.size();
+  auto compared = mine;
+  if (got[2] != got[3]) {
+    compared = collectives::shape_check::prefix(mine, static_cast<size_t>(std::max<int64_t>(got[2], 1)));
+    got = exchange(compared);
+    if (got[0] == got[1])
+      return compared.ops.size();
+  }
+  auto all = gather_strings(collectives::name_check::encode(compared));
+  std::vector<collectives::op_list> lists;
+  lists.reserve(all.size());
+  for (size_t r = 0; r < all.size(); ++r)
+    lists.push_back(collectives::name_check::decode(all[r], static_cast<int>(r)));
+  collectives::shape_check::explain(lists, topo_.rank, topo_.host);
+  throw collective_error(fmt::format(
+    "hvd: the ranks' collectives differ (their fingerprints do), but their lists look alike on "
+    "rank {} ({}); do all ranks run the same hvactor build?",
+    topo_.rank, topo_.host));
 }
 
 // HVACTOR_CHECK_NAMES: every rank shows the others what it is about to run

@@ -37,7 +37,11 @@ bool count_is_shared(const operation& op) {
 }
 
 bool same_collective(const operation& a, const operation& b) {
-  if (a.kind != b.kind || a.device != b.device || a.name != b.name)
+  return a.name == b.name && same_shape(a, b);
+}
+
+bool same_shape(const operation& a, const operation& b) {
+  if (a.kind != b.kind || a.device != b.device)
     return false;
   switch (a.kind) {
     case op_kind::barrier:

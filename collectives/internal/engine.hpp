@@ -134,6 +134,7 @@ private:
                      const std::vector<std::shared_ptr<pending_op>>& ops);
   size_t negotiate(const std::vector<std::shared_ptr<pending_op>>& run, size_t local_count);
   size_t agree(const collectives::op_list& mine);
+  size_t agree_on_shapes(const collectives::op_list& mine);
   void complete(pending_op& p, std::exception_ptr error);
 
   std::unique_ptr<collectives::backend> backend_;

@@ -76,6 +76,10 @@ bool count_is_shared(const operation& op);
 /// matter for the kind.
 bool same_collective(const operation& a, const operation& b);
 
+/// same_collective() without the name: what must agree for the backend to
+/// run the two at all (shape_check).
+bool same_shape(const operation& a, const operation& b);
+
 /// `op` as a message names it: "allreduce (float32 x 4, sum)",
 /// "allreduce 'grad/w' (device, float16 x 10, average)",
 /// "broadcast (float64 x 10, root 0)", "allgather (int64)", "barrier".

@@ -89,6 +89,56 @@ std::string allreduce_against_broadcast() {
   return "";
 }
 
+/// Every rank runs the collective `what` with a size or type that depends on
+/// its rank. Returns the error's text ("no error" when none), "|", and the
+/// sum of a matching allreduce run afterwards (the collectives stay usable).
+std::string mismatched(std::string what) {
+  session s;
+  int r = hvd::rank();
+  std::string text = "no error";
+  try {
+    if (what == "allreduce count") {
+      std::vector<float> x(10 + static_cast<size_t>(r), 1.0f);
+      hvd::allreduce(std::span<float>(x), hvd::op::sum);
+    } else if (what == "async allreduce count") {
+      std::vector<float> x(10 + static_cast<size_t>(r), 1.0f);
+      auto h = hvd::allreduce_async(std::span<float>(x), hvd::op::sum, "grad/w");
+      hvd::synchronize(h);
+    } else if (what == "allreduce dtype") {
+      std::vector<float> f(8, 1.0f);
+      std::vector<double> d(8, 1.0);
+      if (r == 0)
+        hvd::allreduce(std::span<float>(f), hvd::op::sum);
+      else
+        hvd::allreduce(std::span<double>(d), hvd::op::sum);
+    } else if (what == "broadcast count") {
+      std::vector<double> x(5 + static_cast<size_t>(r), 1.0);
+      hvd::broadcast(std::span<double>(x), 0);
+    } else if (what == "allgather dtype") {
+      std::vector<float> f(3, 1.0f);
+      std::vector<int32_t> i(3, 1);
+      if (r == 0)
+        hvd::allgather(std::span<const float>(f));
+      else
+        hvd::allgather(std::span<const int32_t>(i));
+    } else if (what == "alltoall dtype") {
+      std::vector<float> f(static_cast<size_t>(hvd::size()), 1.0f);
+      std::vector<double> d(static_cast<size_t>(hvd::size()), 1.0);
+      if (r == 0)
+        hvd::alltoall(std::span<const float>(f));
+      else
+        hvd::alltoall(std::span<const double>(d));
+    }
+  } catch (const hvactor::collective_error& e) {
+    text = e.what();
+  } catch (const std::exception& e) {
+    text = std::string{"not a collective_error: "} + e.what();
+  }
+  int64_t one = 1;
+  hvd::allreduce(std::span<int64_t>(&one, 1), hvd::op::sum);
+  return text + "|" + std::to_string(one);
+}
+
 /// Every rank but `absent` calls hvd::init().
 std::string init_unless(int absent) {
   if (std::atoi(std::getenv("HOROVOD_RANK")) == absent)
@@ -377,6 +427,59 @@ TEST_CASE("with HVACTOR_CHECK_NAMES=1, ranks that submit different names fail on
     CHECK(ex.run(&init_and_sum)
           == std::vector<int64_t>(static_cast<size_t>(n), int64_t{n * (n + 1) / 2}));
     ex.shutdown();
+  }
+}
+
+TEST_CASE("ranks that pass different sizes or types to one collective all fail with a "
+          "collective_error naming both ranks and both values, over Gloo and shared memory, and "
+          "the collectives stay usable") {
+  // Over Gloo (HVACTOR_SHM=0) a different element count used to abort rank
+  // 0 from Gloo's own thread (gloo::EnforceNotMet, SIGABRT).
+  struct variant {
+    std::string what;
+    std::vector<std::string> parts;
+  };
+  std::vector<variant> variants{
+    {"allreduce count",
+     {"Mismatched allreduce tensor sizes", "rank 0 sent a tensor of 10 elements", "sent one of 11"}},
+    {"async allreduce count",
+     {"Mismatched allreduce tensor sizes", "rank 0 sent a tensor 'grad/w' of 10 elements",
+      "sent one of 11"}},
+    {"allreduce dtype", {"Mismatched allreduce data types", "rank 0 sent float32", "sent float64"}},
+    {"broadcast count",
+     {"Mismatched broadcast tensor sizes", "rank 0 sent a tensor of 5 elements", "sent one of 6"}},
+    {"allgather dtype", {"Mismatched allgather data types", "rank 0 sent float32", "sent int32"}},
+    {"alltoall dtype", {"Mismatched alltoall data types", "rank 0 sent float32", "sent float64"}}};
+  for (const char* shm : {"0", "1"}) {
+    for (int n : {2, 3}) {
+      CAPTURE(shm);
+      CAPTURE(n);
+      hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 10s}),
+                           {.num_workers = n, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+      ex.start();
+      for (auto& v : variants) {
+        CAPTURE(v.what);
+        std::vector<std::string> results;
+        std::string run_error;
+        try {
+          results = ex.run(&mismatched, v.what);
+        } catch (const hvactor::worker_error& e) {
+          run_error = e.what();
+        }
+        CAPTURE(run_error);
+        REQUIRE(results.size() == static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r) {
+          auto& what = results[static_cast<size_t>(r)];
+          CAPTURE(r);
+          CAPTURE(what);
+          for (auto& part : v.parts)
+            CHECK(contains(what, part));
+          CHECK(contains(what, "seen on rank " + std::to_string(r)));
+          CHECK(contains(what, "|" + std::to_string(n)));
+        }
+      }
+      ex.shutdown();
+    }
   }
 }
 

@@ -70,7 +70,7 @@ void reexec_in_slurm(std::vector<std::string>& args) {
   if (!alloc) {
     if (launcher == "slurm")
       throw std::invalid_argument("--launcher slurm: not inside a Slurm allocation (SLURM_JOB_ID "
-                                  "and SLURM_JOB_NODELIST are not set)");
+                                  "is not set; run it under salloc or sbatch)");
     return;
   }
   if (address) {

@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
       alloc = hvactor::slurm::allocation_from_env();
     if (launcher_mode == "slurm" && !alloc)
       throw std::invalid_argument("--launcher slurm: not inside a Slurm allocation (SLURM_JOB_ID "
-                                  "and SLURM_JOB_NODELIST are not set)");
+                                  "is not set; run it under salloc or sbatch)");
     if (alloc && has_address)
       throw std::invalid_argument("--launcher slurm starts its own cluster: drop --address");
     bool driver = res.count("driver") > 0;

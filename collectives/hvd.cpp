@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <mutex>
 
@@ -80,6 +81,25 @@ std::string bind_host(const std::string& rendezvous_host) {
   return machine_hostname();
 }
 
+// HOROVOD_GLOO_TIMEOUT_SECONDS: whole seconds > 0, like every other
+// timeout (a rendezvous within 0 s cannot succeed; 0 used to fail "within
+// 0 ms" at once). Anything else fails init on every rank, naming it.
+std::chrono::milliseconds gloo_timeout_from_env() {
+  auto text = env::get(env::gloo_timeout_seconds);
+  if (!text)
+    return std::chrono::seconds{knobs::default_gloo_timeout_seconds};
+  int64_t seconds = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), seconds);
+  if (ec != std::errc{} || end != text->data() + text->size() || seconds < 1
+      || seconds > knobs::max_gloo_timeout_seconds)
+    throw std::invalid_argument(fmt::format(
+      "hvd::init: {}='{}' must be a whole number of seconds > 0 and <= {} (the timeout of the "
+      "rendezvous and of every collective; default {})",
+      env::gloo_timeout_seconds, *text, knobs::max_gloo_timeout_seconds,
+      knobs::default_gloo_timeout_seconds));
+  return std::chrono::seconds{seconds};
+}
+
 // The engine's and Gloo's knobs (named in internal/knobs.hpp), read once at
 // hvd::init; nothing reads them per call.
 detail::engine_options engine_options_from_env() {
@@ -91,8 +111,7 @@ detail::engine_options engine_options_from_env() {
       static_cast<int64_t>(std::strtod(v->c_str(), nullptr) * 1000.0)};
   if (auto v = env::get(env::check_names))
     opts.check_names = *v == "1" || *v == "true";
-  opts.timeout = std::chrono::milliseconds{
-    1000 * static_cast<int64_t>(env::get_int(env::gloo_timeout_seconds, 30))};
+  opts.timeout = gloo_timeout_from_env();
   // Validated here, so that a typo fails init on every rank before it
   // connects instead of silently taking the automatic choice.
   opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(

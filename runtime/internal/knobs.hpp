@@ -145,6 +145,13 @@ inline constexpr auto unpublish_timeout = 5s;
 /// answers (wrong service on the port, stalled TLS handshake).
 inline constexpr auto join_timeout = 10s;
 
+/// A connect whose caller gave up (its timeout passed) goes on in CAF's
+/// middleman; transport::connect waits this long more for it to finish, so
+/// that the caller may tear its actor system down (a handshake completing
+/// during ~actor_system could hang it for ever). A live peer finishes in
+/// milliseconds; a silent one is torn down pending, which is safe.
+inline constexpr auto connect_settle = 1s;
+
 /// The TLS connection watchdog (CAF 0.17's OpenSSL module has no handshake
 /// timeout): a connection that received nothing for this long is shut
 /// down. Live peers send heartbeats twice a second, so only stalled
@@ -301,6 +308,12 @@ inline constexpr auto node_stop_timeout = 15s;
 /// batch waits at most 1 ms to grow.
 inline constexpr size_t default_fusion_threshold = size_t{128} << 20;
 inline constexpr auto default_cycle_time = 1ms;
+
+/// HOROVOD_GLOO_TIMEOUT_SECONDS when unset (Horovod's 30 s), and the
+/// largest value accepted: longest_wait, beyond which waits are clamped.
+inline constexpr int64_t default_gloo_timeout_seconds = 30;
+inline constexpr int64_t max_gloo_timeout_seconds =
+  std::chrono::duration_cast<std::chrono::seconds>(longest_wait).count();
 
 /// A waiter gives up on the engine after twice the job's timeout plus this:
 /// every transfer under it has its own timeout, so reaching it means the

@@ -46,7 +46,9 @@ caf::expected<uint16_t> publish(caf::actor_system& sys, const caf::actor& whom, 
 void unpublish(caf::actor_system& sys, const caf::actor& whom, uint16_t port);
 
 /// Blocking connect (API edge only, never in a handler), bounded by
-/// `timeout`: the actor published at host:port, or the error.
+/// `timeout`: the actor published at host:port, or the error. After a
+/// timeout it waits up to knobs::connect_settle more for the middleman to
+/// finish the abandoned connect, so that `sys` may be destroyed at once.
 caf::expected<caf::strong_actor_ptr> connect(caf::actor_system& sys, const std::string& host,
                                              uint16_t port, std::chrono::milliseconds timeout);
 

@@ -35,6 +35,9 @@ struct state {
   std::unique_ptr<detail::engine> engine;
   /// HOROVOD_TIMELINE's file; outlives the engine, which records into it.
   std::unique_ptr<collectives::timeline> timeline;
+  /// The rendezvous store's client; outlives the engine: a Gloo failure
+  /// asks it which rank failed first (gloo_backend's blame).
+  std::unique_ptr<collectives::rendezvous_client> store;
   topology topo;
   // How many times init() connected; names the rendezvous prefix, so that a
   // re-init never reads the previous connection's keys.
@@ -126,8 +129,8 @@ detail::engine_options engine_options_from_env() {
 
 struct connection {
   std::unique_ptr<collectives::backend> host;
-  /// Lives until init() returns: the device setup passes the NCCL id
-  /// through it.
+  /// The device setup passes the NCCL id through it; then it lives as long
+  /// as the engine (state::store): the backends keep a reference.
   std::unique_ptr<collectives::rendezvous_client> store;
 };
 
@@ -236,6 +239,7 @@ void connect_locked(state& st) {
   collectives::restore_device(keep);
   eng->set_device_backend(std::move(dev.device));
   st.gpu = dev.description;
+  st.store = std::move(conn.store);
   st.engine = std::move(eng);
   st.timeline = std::move(timeline);
   log::debug("hvd::init: rank {} of {} on {} (GPU collectives: {})", t.rank, t.size, t.host,
@@ -280,6 +284,7 @@ void shutdown() {
     elastic::detail::left();
   st.engine->stop();
   st.engine.reset();
+  st.store.reset();
   if (st.timeline) {
     st.timeline->close();
     st.timeline.reset();

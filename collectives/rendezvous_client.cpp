@@ -57,7 +57,12 @@ rendezvous_client::~rendezvous_client() {
 }
 
 void rendezvous_client::set(const std::string& key, const std::vector<char>& value) {
-  impl_->request<bool>(timeout_, "set '" + key + "'", proto::set_atom_v, scope_, key, value);
+  set(key, value, timeout_);
+}
+
+void rendezvous_client::set(const std::string& key, const std::vector<char>& value,
+                            std::chrono::milliseconds timeout) {
+  impl_->request<bool>(timeout, "set '" + key + "'", proto::set_atom_v, scope_, key, value);
 }
 
 std::vector<char> rendezvous_client::get(const std::string& key,

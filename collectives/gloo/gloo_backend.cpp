@@ -67,7 +67,8 @@ class gloo_backend : public backend {
 public:
   gloo_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
                const std::string& bind_host, allreduce_algorithm_policy algorithm)
-    : topo_(topo), timeout_(client.timeout()), algorithm_(algorithm) {
+    : topo_(topo), timeout_(client.timeout()), algorithm_(algorithm), client_(&client),
+      prefix_(prefix) {
     connect(client, prefix, bind_host);
   }
 
@@ -190,23 +191,82 @@ private:
     }
   }
 
+  // A rank whose collective fails first says whom it blames (in the store,
+  // "<prefix>/failed/<rank>"), then closes its connections so that the
+  // others fail at once. A rank that sees a peer close on it therefore asks
+  // the store first: a peer that announced is alive and passes its blame
+  // on; one that did not is the one that died (or stalls).
   [[noreturn]] void fail(const std::string& what, const std::string& gloo_text) {
-    int peer = peer_of(gloo_text);
-    std::string peer_text = peer >= 0 ? fmt::format("peer rank {}", peer) : "a peer";
+    int direct = peer_of(gloo_text);
+    int culprit = blame(direct);
     bool timed_out = gloo_text.find("imed out") != std::string::npos
                      || gloo_text.find("imeout") != std::string::npos;
+    auto how = timed_out ? "did not answer within " + seconds(timeout_)
+                         : std::string{"closed its connection"};
+    std::string who;
+    if (culprit >= 0 && culprit == direct)
+      who = fmt::format("peer rank {} {}", culprit, how);
+    else if (culprit >= 0)
+      who = fmt::format("peer rank {} failed first ({} saw it and closed its connections)",
+                        culprit, direct >= 0 ? "rank " + std::to_string(direct)
+                                             : std::string{"another rank"});
+    else if (direct >= 0)
+      who = fmt::format("rank {} {} after a failure of its own; which rank failed first is not "
+                        "known",
+                        direct, how);
+    else
+      who = fmt::format("a peer {}; which rank is not known", how);
     auto msg = fmt::format(
-      "{} failed on rank {} of {} ({}): {} {} [gloo: {}]. {}", what, topo_.rank, topo_.size,
-      topo_.host, peer_text,
-      timed_out ? "did not answer within " + seconds(timeout_) : "closed its connection",
-      gloo_text,
+      "{} failed on rank {} of {} ({}): {} [gloo: {}]. {}", what, topo_.rank, topo_.size,
+      topo_.host, who, gloo_text,
       "The peer process probably died or stalls; the collectives stay unusable until "
       "hvd::shutdown() and hvd::init()");
     broken_ = gloo_text;
+    announce(culprit);
     // Closing every connection now makes the ranks that still wait on this
     // one fail at once instead of after their timeout.
     ctx_.reset();
-    throw collective_error(msg, peer);
+    throw collective_error(msg, culprit);
+  }
+
+  std::string failed_key(int rank) const {
+    return prefix_ + "/failed/" + std::to_string(rank);
+  }
+
+  // The rank that failed first: the peer whose connection failed, unless it
+  // announced a failure of its own (then it is alive); else one that an
+  // announcement blames and that did not announce itself; else -1.
+  int blame(int direct) {
+    if (client_ == nullptr)
+      return direct;
+    std::map<int, int> announced;
+    try {
+      for (int r = 0; r < topo_.size; ++r)
+        if (r != topo_.rank)
+          if (auto value = client_->try_get(failed_key(r)))
+            announced[r] = std::atoi(std::string(value->begin(), value->end()).c_str());
+    } catch (const std::exception&) {
+      return direct; // no store: what this rank saw is all it knows
+    }
+    if (direct >= 0 && announced.count(direct) == 0)
+      return direct;
+    for (auto& [r, c] : announced)
+      if (c >= 0 && c != topo_.rank && announced.count(c) == 0)
+        return c;
+    return -1;
+  }
+
+  void announce(int culprit) {
+    if (client_ == nullptr)
+      return;
+    auto text = std::to_string(culprit);
+    try {
+      client_->set(failed_key(topo_.rank), std::vector<char>(text.begin(), text.end()),
+                   knobs::store_round_trip);
+    } catch (const std::exception&) {
+      // The peers then blame this rank, which is closing on them: the best
+      // they can know without the store.
+    }
   }
 
   // Gloo names a pair by its peer's address, "[host]:port".
@@ -302,6 +362,9 @@ private:
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<::gloo::rendezvous::Context> ctx_;
   std::map<std::string, int> peers_;
+  // Outlives the backend (hvd keeps it for the session); asked on failure.
+  rendezvous_client* client_ = nullptr;
+  std::string prefix_;
   uint32_t tag_ = 0;
   std::string broken_;
 };

@@ -26,7 +26,8 @@ struct host_backend_options {
 /// identically on every rank (host_paths), and reported by describe().
 /// A failure on any path makes this rank leave the segment and close its
 /// Gloo connections, so that its peers, here and on other nodes, fail at
-/// once rather than after their timeout.
+/// once rather than after their timeout. `client` must outlive the backend
+/// (make_gloo_backend).
 std::unique_ptr<backend> make_host_backend(const topology& topo, rendezvous_client& client,
                                            const std::string& prefix,
                                            const std::string& bind_host,

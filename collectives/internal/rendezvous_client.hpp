@@ -28,6 +28,10 @@ public:
 
   void set(const std::string& key, const std::vector<char>& value);
 
+  /// set() bounded by `timeout` instead of the client's.
+  void set(const std::string& key, const std::vector<char>& value,
+           std::chrono::milliseconds timeout);
+
   /// The value of `key`, waiting up to `timeout` for it to be set.
   std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout);
 

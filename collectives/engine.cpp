@@ -371,10 +371,19 @@ std::vector<std::string> engine::gather_strings(const std::string& mine) {
   std::vector<size_t> ones(n, 1);
   backend_->allgatherv(&my_length, lengths.data(), ones, dtype::int64);
   // Bytes travel as int32 words: Gloo has no char type here.
+  // A peer's length sizes what this rank allocates: checked first (a
+  // negative one read as size_t would be about 2^64).
+  constexpr int64_t max_list_bytes = int64_t{64} << 20;
   std::vector<size_t> words(n);
   size_t total = 0;
-  for (size_t r = 0; r < n; ++r)
+  for (size_t r = 0; r < n; ++r) {
+    if (lengths[r] < 0 || lengths[r] > max_list_bytes)
+      throw collective_error(fmt::format(
+        "hvd: rank {} announced a list of {} bytes of collectives (0..{} expected), seen on rank "
+        "{} ({}); do all ranks run the same hvactor build?",
+        r, lengths[r], max_list_bytes, topo_.rank, topo_.host));
     total += words[r] = (static_cast<size_t>(lengths[r]) + 3) / 4;
+  }
   std::vector<int32_t> in(words[static_cast<size_t>(topo_.rank)], 0);
   if (!mine.empty())
     std::memcpy(in.data(), mine.data(), mine.size());

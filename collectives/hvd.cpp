@@ -103,15 +103,36 @@ std::chrono::milliseconds gloo_timeout_from_env() {
   return std::chrono::seconds{seconds};
 }
 
+// Bounds of the fusion knobs: a fusion buffer of this size is allocated, and
+// a cycle longer than this delays every batch by that much.
+constexpr uint64_t max_fusion_threshold = uint64_t{16} << 30;
+constexpr double max_cycle_time_ms = 10000;
+
 // The engine's and Gloo's knobs (named in internal/knobs.hpp), read once at
 // hvd::init; nothing reads them per call.
 detail::engine_options engine_options_from_env() {
   detail::engine_options opts;
-  if (auto v = env::get(env::fusion_threshold))
-    opts.fusion_threshold = std::strtoull(v->c_str(), nullptr, 10);
-  if (auto v = env::get(env::cycle_time))
-    opts.cycle_time = std::chrono::microseconds{
-      static_cast<int64_t>(std::strtod(v->c_str(), nullptr) * 1000.0)};
+  // Horovod's units: bytes (0: no fusion) and milliseconds (a fraction is
+  // fine). Text, negatives and absurd sizes fail init naming the variable
+  // (they became 0, silently).
+  if (auto v = env::get(env::fusion_threshold)) {
+    uint64_t bytes = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), bytes);
+    if (ec != std::errc{} || end != v->data() + v->size() || bytes > max_fusion_threshold)
+      throw std::invalid_argument(fmt::format(
+        "hvd::init: {}='{}' must be a whole number of bytes from 0 (no fusion) to {}",
+        env::fusion_threshold, *v, max_fusion_threshold));
+    opts.fusion_threshold = bytes;
+  }
+  if (auto v = env::get(env::cycle_time)) {
+    char* end = nullptr;
+    double ms = std::strtod(v->c_str(), &end);
+    if (v->empty() || end != v->c_str() + v->size() || !(ms >= 0 && ms <= max_cycle_time_ms))
+      throw std::invalid_argument(fmt::format(
+        "hvd::init: {}='{}' must be milliseconds from 0 to {} (e.g. 1 or 0.5)", env::cycle_time,
+        *v, max_cycle_time_ms));
+    opts.cycle_time = std::chrono::microseconds{static_cast<int64_t>(ms * 1000.0)};
+  }
   if (auto v = env::get(env::check_names))
     opts.check_names = *v == "1" || *v == "true";
   opts.timeout = gloo_timeout_from_env();

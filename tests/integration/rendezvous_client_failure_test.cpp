@@ -116,12 +116,12 @@ std::chrono::milliseconds probe(uint16_t port, int timeout_ms, int count,
   return slowest;
 }
 
-/// hvd::init()'s exception with HOROVOD_GLOO_TIMEOUT_SECONDS=`value` in a
-/// 2-rank environment, or "" when it does not throw std::invalid_argument.
-std::string init_error_with_timeout(const char* value) {
+/// hvd::init()'s exception with `variable`=`value` in a 2-rank environment,
+/// or "" when it does not throw std::invalid_argument.
+std::string init_error_with(const char* variable, const char* value) {
   ::setenv("HOROVOD_RANK", "0", 1);
   ::setenv("HOROVOD_SIZE", "2", 1);
-  ::setenv("HOROVOD_GLOO_TIMEOUT_SECONDS", value, 1);
+  ::setenv(variable, value, 1);
   std::string what;
   try {
     hvactor::hvd::init();
@@ -131,9 +131,13 @@ std::string init_error_with_timeout(const char* value) {
   } catch (const std::exception& e) {
     what = std::string{"not invalid_argument: "} + e.what();
   }
-  for (auto* name : {"HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_GLOO_TIMEOUT_SECONDS"})
+  for (auto* name : {"HOROVOD_RANK", "HOROVOD_SIZE", variable})
     ::unsetenv(name);
   return what;
+}
+
+std::string init_error_with_timeout(const char* value) {
+  return init_error_with("HOROVOD_GLOO_TIMEOUT_SECONDS", value);
 }
 
 } // namespace
@@ -173,6 +177,22 @@ TEST_CASE("HOROVOD_GLOO_TIMEOUT_SECONDS that is 0, negative or not a whole numbe
     CHECK(what.find("HOROVOD_GLOO_TIMEOUT_SECONDS='" + std::string{value} + "'")
           != std::string::npos);
     CHECK(what.find("> 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME that are text, negative or absurd fail "
+          "hvd::init naming the variable (they became 0 silently)") {
+  for (const char* value : {"abc", "-1", "64MB", "", "99999999999999999999", "17179869185"}) {
+    CAPTURE(value);
+    auto what = init_error_with("HOROVOD_FUSION_THRESHOLD", value);
+    CHECK(what.find("HOROVOD_FUSION_THRESHOLD='" + std::string{value} + "' must be a whole number "
+                    "of bytes") != std::string::npos);
+  }
+  for (const char* value : {"abc", "-1", "1ms", "", "nan", "1e9"}) {
+    CAPTURE(value);
+    auto what = init_error_with("HOROVOD_CYCLE_TIME", value);
+    CHECK(what.find("HOROVOD_CYCLE_TIME='" + std::string{value} + "' must be milliseconds")
+          != std::string::npos);
   }
 }
 

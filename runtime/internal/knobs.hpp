@@ -77,6 +77,14 @@ inline constexpr const char* check_names = "HVACTOR_CHECK_NAMES";
 inline constexpr const char* gloo_allreduce = "HVACTOR_GLOO_ALLREDUCE";
 /// Chrome trace of every collective (a path; "{rank}" names each rank's).
 inline constexpr const char* timeline = "HOROVOD_TIMELINE";
+/// Horovod's stall inspector: whole seconds before a rank warns about
+/// operations other ranks have not submitted (default 60), whole seconds
+/// before it fails them (default 0: never), and "1" to turn it off
+/// (hvactor-run's --stall-check-warning-time-seconds,
+/// --stall-check-shutdown-time-seconds, --no-stall-check).
+inline constexpr const char* stall_check_time_seconds = "HOROVOD_STALL_CHECK_TIME_SECONDS";
+inline constexpr const char* stall_shutdown_time_seconds = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS";
+inline constexpr const char* stall_check_disable = "HOROVOD_STALL_CHECK_DISABLE";
 /// "0": ranks on one node talk over Gloo's TCP instead of the node's
 /// shared-memory segment (default: shared memory when possible).
 inline constexpr const char* shm = "HVACTOR_SHM";

@@ -5,6 +5,8 @@
 //   run_program where        the same, then "where rank=R host=H local=L cvd=C"
 //   run_program sleep        prints "pid P", then sleeps 60 s
 //   run_program lines MIB    prints MIB MiB of 100-byte lines "RANK SEQ xxx" (no hvd::init)
+//   run_program env VAR...   prints "env rank=R VAR=VALUE ..." ("VAR=-" when unset; no
+//                            hvd::init)
 
 #include <unistd.h>
 
@@ -32,6 +34,16 @@ int main(int argc, char** argv) {
     std::string pad(100 - 12 - std::strlen(rank ? rank : "0"), 'x');
     for (long i = 0; i < lines; ++i)
       std::printf("%s %09ld %s\n", rank ? rank : "0", i, pad.c_str());
+    return 0;
+  }
+  if (mode == "env") {
+    const char* rank = std::getenv("HOROVOD_RANK");
+    std::string line = std::string{"env rank="} + (rank ? rank : "-");
+    for (int i = 2; i < argc; ++i) {
+      const char* v = std::getenv(argv[i]);
+      line += std::string{" "} + argv[i] + "=" + (v ? v : "-");
+    }
+    std::printf("%s\n", line.c_str());
     return 0;
   }
   hvd::init();

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -313,6 +314,30 @@ TEST_CASE("bad invocations fail fast with a clear message") {
      "--blacklist-cooldown-range b: not a number"},
     // Products of counts that overflow an int are refused, not wrapped.
     {{"--num-hosts", "65536", "--per-host", "65536"}, "must be <= 2147483647"},
+    // The stall check: whole seconds, a warning time of at least 1, a
+    // shutdown time of 0 (never) or at least the warning time (Horovod
+    // would silently never shut down), never both on and off.
+    {{"-np", "2", "--stall-check-warning-time-seconds", "0"},
+     "--stall-check-warning-time-seconds must be at least 1 (got 0)"},
+    {{"-np", "2", "--stall-check-warning-time-seconds=-3"},
+     "--stall-check-warning-time-seconds must be at least 1 (got -3)"},
+    {{"-np", "2", "--stall-check-shutdown-time-seconds", "-1"},
+     "--stall-check-shutdown-time-seconds must be 0 or more (got -1)"},
+    {{"-np", "2", "--stall-check-warning-time-seconds", "abc"},
+     "--stall-check-warning-time-seconds abc: not a number"},
+    {{"-np", "2", "--stall-check-shutdown-time-seconds", "1.5"},
+     "--stall-check-shutdown-time-seconds 1.5: not a number"},
+    {{"-np", "2", "--stall-check-warning-time-seconds", "30", "--stall-check-shutdown-time-seconds",
+      "10"},
+     "--stall-check-shutdown-time-seconds must be 0 (never) or at least the warning time, 30 s "
+     "(--stall-check-warning-time-seconds); got 10"},
+    {{"-np", "2", "--stall-check-shutdown-time-seconds", "10"},
+     "at least the warning time, 60 s (the default); got 10"},
+    {{"-np", "2", "-x", "HOROVOD_STALL_CHECK_TIME_SECONDS=20", "--stall-check-shutdown-time-seconds",
+      "10"},
+     "at least the warning time, 20 s (-x HOROVOD_STALL_CHECK_TIME_SECONDS); got 10"},
+    {{"-np", "2", "--no-stall-check", "--stall-check-warning-time-seconds", "5"},
+     "--no-stall-check turns the stall check off: drop --stall-check-warning-time-seconds"},
   };
   for (auto& [args, message] : negatives) {
     auto argv = args;
@@ -325,6 +350,59 @@ TEST_CASE("bad invocations fail fast with a clear message") {
   // No message repeats its prefix.
   for (auto& r : {none, missing, bad_env})
     CHECK(r.err.find("hvactor-run: hvactor-run:") == std::string::npos);
+}
+
+TEST_CASE("the stall-check flags reach every rank as Horovod's variables, over -x's") {
+  temp_dir dir;
+  // Every rank's "env" line: rank -> VAR -> value ("-": unset).
+  auto ranks_env = [&](std::vector<std::string> flags) {
+    auto argv = flags;
+    argv.insert(argv.end(), {"--", HVACTOR_RUN_PROGRAM, "env", "HOROVOD_STALL_CHECK_TIME_SECONDS",
+                             "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "HOROVOD_STALL_CHECK_DISABLE"});
+    auto r = run(dir, argv, 30s);
+    INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+    CHECK(r.status.code == 0);
+    std::map<std::string, std::map<std::string, std::string>> out;
+    for (auto& line : lines_of(r.out)) {
+      auto at = line.find("<stdout>:env ");
+      if (at == std::string::npos)
+        continue;
+      std::map<std::string, std::string> vars;
+      std::istringstream words{line.substr(at + 13)};
+      for (std::string w; words >> w;)
+        if (auto eq = w.find('='); eq != std::string::npos)
+          vars[w.substr(0, eq)] = w.substr(eq + 1);
+      out[vars["rank"]] = vars;
+    }
+    return out;
+  };
+  auto timed = ranks_env({"-np", "2", "-x", "HOROVOD_STALL_CHECK_TIME_SECONDS=99",
+                          "--stall-check-warning-time-seconds", "5",
+                          "--stall-check-shutdown-time-seconds", "20"});
+  REQUIRE(timed.size() == 2);
+  for (auto& [rank, vars] : timed) {
+    CAPTURE(rank);
+    CHECK(vars["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "5");
+    CHECK(vars["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] == "20");
+    CHECK(vars["HOROVOD_STALL_CHECK_DISABLE"] == "-");
+  }
+  // A shutdown time measured against -x's warning time (10 < the default 60).
+  auto from_x = ranks_env({"-np", "2", "-x", "HOROVOD_STALL_CHECK_TIME_SECONDS=10",
+                           "--stall-check-shutdown-time-seconds", "10"});
+  REQUIRE(from_x.size() == 2);
+  for (auto& [rank, vars] : from_x) {
+    CAPTURE(rank);
+    CHECK(vars["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "10");
+    CHECK(vars["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] == "10");
+  }
+  auto off = ranks_env({"-np", "2", "--no-stall-check"});
+  REQUIRE(off.size() == 2);
+  for (auto& [rank, vars] : off) {
+    CAPTURE(rank);
+    CHECK(vars["HOROVOD_STALL_CHECK_DISABLE"] == "1");
+    CHECK(vars["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "-");
+    CHECK(vars["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] == "-");
+  }
 }
 
 TEST_CASE("a program that cannot be executed is reported naming the rank, node and reason, "

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -68,6 +70,49 @@ int int_option(const cxxopts::ParseResult& res, const std::string& name, int min
   return v;
 }
 
+// horovodrun's stall-check flags, as the variables Horovod's stall
+// inspector reads on every rank (after -x, so the flags win).
+void stall_check_env(const cxxopts::ParseResult& res, std::map<std::string, std::string>& env) {
+  const std::string warning = "stall-check-warning-time-seconds";
+  const std::string shutdown = "stall-check-shutdown-time-seconds";
+  if (res.count("no-stall-check")) {
+    for (auto& name : {warning, shutdown})
+      if (res.count(name))
+        throw std::invalid_argument(fmt::format(
+          "--no-stall-check turns the stall check off: drop --{} or --no-stall-check", name));
+    env[hvactor::env::stall_check_disable] = "1";
+    return;
+  }
+  // The warning time the ranks will use: the flag, else -x's, else
+  // Horovod's default.
+  int warning_s = 60;
+  std::string warning_from = "the default";
+  if (res.count(warning)) {
+    warning_s = int_option(res, warning, 1);
+    env[hvactor::env::stall_check_time_seconds] = std::to_string(warning_s);
+    warning_from = "--" + warning;
+  } else if (auto it = env.find(hvactor::env::stall_check_time_seconds); it != env.end()) {
+    // Not a whole number: left to the ranks, which name it at hvd::init.
+    auto& v = it->second;
+    int x = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec == std::errc{} && end == v.data() + v.size()) {
+      warning_s = x;
+      warning_from = fmt::format("-x {}", hvactor::env::stall_check_time_seconds);
+    }
+  }
+  if (res.count(shutdown)) {
+    int shutdown_s = int_option(res, shutdown, 0);
+    // Horovod ignores a shutdown time below the warning time (it logs that
+    // it will not shut down); refused here instead.
+    if (shutdown_s > 0 && shutdown_s < warning_s)
+      throw std::invalid_argument(fmt::format(
+        "--{} must be 0 (never) or at least the warning time, {} s ({}); got {}", shutdown,
+        warning_s, warning_from, shutdown_s));
+    env[hvactor::env::stall_shutdown_time_seconds] = std::to_string(shutdown_s);
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -109,6 +154,18 @@ int main(int argc, char** argv) {
     ("timestamps", "prefix every forwarded line with its arrival time")
     ("timeline", "write a Chrome trace of every collective (sets HOROVOD_TIMELINE)",
      cxxopts::value<std::string>())
+    ("stall-check-warning-time-seconds", "seconds a rank waits for the other ranks to submit "
+                                         "an operation before it warns, naming them and the "
+                                         "operation, again every such interval (whole seconds "
+                                         ">= 1; default 60; sets "
+                                         "HOROVOD_STALL_CHECK_TIME_SECONDS)",
+     cxxopts::value<int>())
+    ("stall-check-shutdown-time-seconds", "seconds until such a stall fails every rank: 0 "
+                                          "(never, the default) or at least the warning time "
+                                          "(sets HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)",
+     cxxopts::value<int>())
+    ("no-stall-check", "no stall warnings and no stall shutdown (sets "
+                       "HOROVOD_STALL_CHECK_DISABLE=1)")
     ("num-cpus", "CPUs of the embedded local cluster (default: all)", cxxopts::value<int>())
     ("tls-cert", "this launcher's certificate (PEM), for a TLS cluster",
      cxxopts::value<std::string>())
@@ -197,6 +254,7 @@ int main(int argc, char** argv) {
       }
     if (res.count("timeline"))
       o.env[hvactor::env::timeline] = res["timeline"].as<std::string>();
+    stall_check_env(res, o.env);
     if (res.count("output-dir"))
       o.output_dir = res["output-dir"].as<std::string>();
     o.timestamps = res.count("timestamps") > 0;

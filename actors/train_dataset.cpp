@@ -221,19 +221,22 @@ batch_range dataset::iter_batches(int64_t batch_size, batch_options opts) const 
   return r;
 }
 
-std::pair<int64_t, int64_t> dataset::shard_bounds(int64_t rows, int rank, int world_size) {
+std::pair<int64_t, int64_t> dataset::shard_bounds(int64_t rows, int rank, int world_size,
+                                                  data_config how) {
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw std::invalid_argument(
       fmt::format("train::dataset::shard: rank {} of a world of {}", rank, world_size));
   auto base = rows / world_size;
+  if (how.equal) // the last rows % world_size rows belong to no rank
+    return {rank * base, (rank + 1) * base};
   auto extra = rows % world_size;
   auto begin = rank * base + std::min<int64_t>(rank, extra);
   auto end = begin + base + (rank < extra ? 1 : 0);
   return {begin, end};
 }
 
-dataset dataset::shard(int rank, int world_size) const {
-  auto [begin, end] = shard_bounds(rows_, rank, world_size);
+dataset dataset::shard(int rank, int world_size, data_config how) const {
+  auto [begin, end] = shard_bounds(rows_, rank, world_size, how);
   dataset d;
   for (auto& [name, col] : columns_)
     d.columns_.emplace(name, col.slice(begin, end));

@@ -329,7 +329,7 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   for (auto& [name, ds] : opts.datasets) {
     spec.datasets.push_back(name);
     for (int r = 0; r < size; ++r)
-      put_chunked(set, keys::data(name, r), ds.shard(r, size).to_bytes());
+      put_chunked(set, keys::data(name, r), ds.shard(r, size, opts.dataset_config).to_bytes());
   }
   if (resume) {
     put_chunked(set, keys::resume, archive_directory(resume.path()));

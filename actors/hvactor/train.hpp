@@ -263,6 +263,21 @@ private:
   std::optional<dtype> dtype_;
 };
 
+/// How a dataset is split among `world_size` ranks (Ray Train's DataConfig;
+/// Ray Data's `split(n, equal=...)`). Both splits are contiguous, in rank
+/// order, and never duplicate a row.
+struct data_config {
+  /// true (the default; Ray Train splits with `streaming_split(n,
+  /// equal=True)`): every rank gets rows / world_size rows, rank r the rows
+  /// [r * q, (r + 1) * q) with q = rows / world_size; the last
+  /// rows % world_size rows are dropped (as Ray's `split(n, equal=True)`),
+  /// so every rank runs the same number of batches. Fewer rows than ranks:
+  /// every shard is empty.
+  /// false: nothing is dropped; shares differ by at most one row, the first
+  /// rows % world_size ranks holding one more (100 rows over 3: 34, 33, 33).
+  bool equal = true;
+};
+
 /// Rows of named columns, all with the same number of rows (Ray Data's
 /// Dataset, in memory). On the driver it is what `.datasets` hands the
 /// trainer; in a worker, get_dataset_shard() returns this worker's share.
@@ -297,11 +312,13 @@ public:
   /// Batches of `batch_size` rows (>= 1, else std::invalid_argument).
   batch_range iter_batches(int64_t batch_size, batch_options opts = {}) const;
 
-  /// Rank `rank`'s share of `world_size` (Ray's equal split): contiguous
-  /// rows, sizes differ by at most one, nothing dropped or duplicated.
-  dataset shard(int rank, int world_size) const;
-  /// Rows [begin, end) of rank `rank` of `world_size`.
-  static std::pair<int64_t, int64_t> shard_bounds(int64_t rows, int rank, int world_size);
+  /// Rank `rank`'s share of `world_size`, split as `how` says (default:
+  /// equal shares, the last rows % world_size rows dropped); the columns'
+  /// bytes are shared. std::invalid_argument unless 0 <= rank < world_size.
+  dataset shard(int rank, int world_size, data_config how = {}) const;
+  /// Rows [begin, end) of rank `rank` of `world_size`, split as `how` says.
+  static std::pair<int64_t, int64_t> shard_bounds(int64_t rows, int rank, int world_size,
+                                                  data_config how = {});
 
   /// The columns as one byte string (how shards travel to the workers) and
   /// back; from_bytes throws hvactor::error on malformed input.
@@ -429,6 +446,10 @@ struct run_config {
 struct trainer_options {
   scaling_config scaling;
   std::map<std::string, dataset> datasets;
+  /// How every dataset is split among the workers (HorovodTrainer's
+  /// dataset_config): equal shares by default, `{.equal = false}` for
+  /// shares that keep every row.
+  data_config dataset_config;
   run_config run;
   /// Where a new fit starts from (get_checkpoint() in the loop).
   checkpoint resume_from_checkpoint;

@@ -8,6 +8,7 @@
 //                [--rows R] [--max-failures K] [--num-to-keep K]
 //                [--kill-rank R --kill-epoch E] [--throw-rank R --throw-epoch E]
 //                [--resume DIR] [--ckpt-bytes B] [--short-rank R]
+//                [--equal 0|1]   (dataset_config.equal; default 1)
 //
 // Prints key=value lines: "history ..." per report of rank 0, "shard ..."
 // per rank of the last report, "checkpoint path=... intact=0|1", and
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
     train::trainer_options o;
     o.scaling.num_workers = static_cast<int>(num("--workers", 3));
     o.datasets = {{"train", train::dataset::from_items(rows)}};
+    o.dataset_config.equal = num("--equal", 1) != 0;
     o.run.name = opt("--name", "run");
     o.run.storage_path = opt("--storage", "");
     o.run.failure.max_failures = static_cast<int>(num("--max-failures", 0));

@@ -79,9 +79,25 @@ std::vector<std::string> checkpoints(const fs::path& run) {
   return out;
 }
 
+/// The "shard" lines of train_driver: rank r holds expected[r] = {rows,
+/// first x} rows, consecutive with y == 2x, and batches see every row.
+void check_shards(const std::string& out,
+                  const std::vector<std::pair<std::string, std::string>>& expected) {
+  auto shards = records(out, "shard");
+  REQUIRE(shards.size() == expected.size());
+  for (size_t rank = 0; rank < expected.size(); ++rank) {
+    CAPTURE(rank);
+    CHECK(shards[rank]["rank"] == std::to_string(rank));
+    CHECK(shards[rank]["rows"] == expected[rank].first);
+    CHECK(shards[rank]["first"] == expected[rank].second);
+    CHECK(shards[rank]["consistent"] == "1");
+    CHECK(shards[rank]["batched"] == shards[rank]["rows"]);
+  }
+}
+
 } // namespace
 
-TEST_CASE("fit: every rank's reports in order, contiguous shards, a checkpoint per report") {
+TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per report") {
   temp_dir dir;
   auto r = train(dir, {"--workers", "3", "--epochs", "4", "--rows", "100", "--name", "basic"});
   INFO(describe(r));
@@ -94,18 +110,9 @@ TEST_CASE("fit: every rank's reports in order, contiguous shards, a checkpoint p
     CHECK(history[i]["attempt"] == "0");
     CHECK(history[i]["rank"] == "0");
   }
-  // Ray's equal split of 100 rows over 3 ranks: 34, 33, 33 from 0, 34, 67.
-  auto shards = records(r.out, "shard");
-  REQUIRE(shards.size() == 3);
-  std::vector<std::pair<std::string, std::string>> expected{{"34", "0"}, {"33", "34"}, {"33", "67"}};
-  for (int rank = 0; rank < 3; ++rank) {
-    CAPTURE(rank);
-    CHECK(shards[rank]["rank"] == std::to_string(rank));
-    CHECK(shards[rank]["rows"] == expected[rank].first);
-    CHECK(shards[rank]["first"] == expected[rank].second);
-    CHECK(shards[rank]["consistent"] == "1");
-    CHECK(shards[rank]["batched"] == shards[rank]["rows"]);
-  }
+  // Ray's split(3, equal=True) of 100 rows: 33 each from rows 0, 33, 66;
+  // row 99 is dropped.
+  check_shards(r.out, {{"33", "0"}, {"33", "33"}, {"33", "66"}});
   CHECK(checkpoints(dir.path() / "results" / "basic")
         == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001", "checkpoint_000002",
                                     "checkpoint_000003"});
@@ -115,6 +122,16 @@ TEST_CASE("fit: every rank's reports in order, contiguous shards, a checkpoint p
   CHECK(ck["path"] == (dir.path() / "results" / "basic" / "checkpoint_000003").string());
   // Progress: one plain line per report when stdout is a file.
   CHECK(r.out.find("[basic] iter 4 |") != std::string::npos);
+}
+
+TEST_CASE("dataset_config.equal = false: shards keep every row, sizes within one") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "3", "--epochs", "1", "--rows", "100", "--equal", "0",
+                       "--name", "keep-rows"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  // 100 rows over 3 ranks: 34, 33, 33 from rows 0, 34, 67.
+  check_shards(r.out, {{"34", "0"}, {"33", "34"}, {"33", "67"}});
 }
 
 TEST_CASE("num_to_keep = 2 keeps the two newest checkpoints") {

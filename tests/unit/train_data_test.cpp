@@ -41,44 +41,92 @@ struct scratch {
   }
 };
 
-} // namespace
-
-TEST_CASE("shards: for any rows and world size, equal contiguous shares covering every row once") {
+/// 210 (rows, world size) pairs: the edges, then random ones up to 5,000
+/// rows and 100 ranks.
+std::vector<std::pair<int64_t, int>> shard_cases() {
   std::mt19937 rng{7};
   std::vector<std::pair<int64_t, int>> cases{{0, 1}, {0, 5}, {1, 1}, {1, 4}, {2, 3}, {32, 3},
                                              {100, 3}, {7, 7}, {7, 8}, {1000, 64}};
   for (int i = 0; i < 200; ++i)
     cases.emplace_back(std::uniform_int_distribution<int64_t>{0, 5000}(rng),
                        std::uniform_int_distribution<int>{1, 100}(rng));
-  for (auto [rows, size] : cases) {
+  return cases;
+}
+
+/// Every rank's row ids, in rank order; checks that each shard's columns
+/// agree row by row and that shard() and shard_bounds() agree.
+std::vector<std::vector<int64_t>> shard_ids(int64_t rows, int size, train::data_config how) {
+  auto ds = iota_rows(rows);
+  std::vector<std::vector<int64_t>> out;
+  for (int r = 0; r < size; ++r) {
+    auto shard = ds.shard(r, size, how);
+    auto ids = shard["id"].values<int64_t>();
+    REQUIRE(static_cast<int64_t>(ids.size()) == shard.count());
+    auto xs = shard["x"].values<double>();
+    for (size_t k = 0; k < xs.size(); ++k)
+      CHECK(xs[k] == static_cast<double>(ids[k]));
+    auto [begin, end] = train::dataset::shard_bounds(rows, r, size, how);
+    CHECK(end - begin == shard.count());
+    if (shard.count() > 0)
+      CHECK(ids[0] == begin);
+    out.emplace_back(ids.begin(), ids.end());
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("equal shards (the default): for any rows and world size, rows / size contiguous rows "
+          "each, the last rows % size rows dropped, nothing duplicated") {
+  for (auto [rows, size] : shard_cases()) {
     CAPTURE(rows);
     CAPTURE(size);
-    auto ds = iota_rows(rows);
-    std::vector<int64_t> seen;
-    int64_t smallest = rows, largest = 0;
+    auto shards = shard_ids(rows, size, {});
+    int64_t each = rows / size;
     int64_t expected_next = 0;
-    for (int r = 0; r < size; ++r) {
-      auto shard = ds.shard(r, size);
-      smallest = std::min(smallest, shard.count());
-      largest = std::max(largest, shard.count());
-      auto ids = shard["id"].values<int64_t>();
-      REQUIRE(static_cast<int64_t>(ids.size()) == shard.count());
-      for (auto id : ids) {
-        CHECK(id == expected_next); // contiguous, in rank order
-        ++expected_next;
-        seen.push_back(id);
-      }
-      // The shard's columns agree row by row.
-      auto xs = shard["x"].values<double>();
-      for (size_t k = 0; k < xs.size(); ++k)
-        CHECK(xs[k] == static_cast<double>(ids[k]));
+    for (auto& ids : shards) {
+      CHECK(static_cast<int64_t>(ids.size()) == each); // every rank the same
+      for (auto id : ids)
+        CHECK(id == expected_next++); // contiguous, in rank order: no duplicate
     }
-    CHECK(static_cast<int64_t>(seen.size()) == rows);            // nothing dropped
-    CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == seen.size()); // no duplicate
-    CHECK(largest - smallest <= 1);
+    // Exactly rows [0, size * each) are kept: the dropped ones are the last
+    // rows % size.
+    CHECK(expected_next == rows - rows % size);
+    // The default is the equal split.
+    CHECK(shards == shard_ids(rows, size, {.equal = true}));
   }
+  // Ray's split(n, equal=True): 100 rows over 3 ranks are 33 each from rows
+  // 0, 33, 66; row 99 is dropped. Fewer rows than ranks: every shard empty.
+  CHECK(train::dataset::shard_bounds(100, 2, 3) == std::pair<int64_t, int64_t>{66, 99});
+  CHECK(iota_rows(3).shard(3, 4).count() == 0);
+  CHECK(iota_rows(3).shard(0, 4).count() == 0);
   CHECK_THROWS_AS(iota_rows(10).shard(3, 3), std::invalid_argument);
   CHECK_THROWS_AS(iota_rows(10).shard(0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(iota_rows(10).shard(-1, 3), std::invalid_argument);
+}
+
+TEST_CASE("shards with equal = false: for any rows and world size, contiguous shares within one "
+          "row of each other, covering every row once") {
+  train::data_config keep_all{.equal = false};
+  for (auto [rows, size] : shard_cases()) {
+    CAPTURE(rows);
+    CAPTURE(size);
+    int64_t smallest = rows, largest = 0;
+    int64_t expected_next = 0;
+    for (auto& ids : shard_ids(rows, size, keep_all)) {
+      smallest = std::min(smallest, static_cast<int64_t>(ids.size()));
+      largest = std::max(largest, static_cast<int64_t>(ids.size()));
+      for (auto id : ids)
+        CHECK(id == expected_next++); // contiguous, in rank order: no duplicate
+    }
+    CHECK(expected_next == rows); // nothing dropped
+    CHECK(largest - smallest <= 1);
+  }
+  // 100 rows over 3 ranks: 34, 33, 33 from rows 0, 34, 67.
+  CHECK(train::dataset::shard_bounds(100, 0, 3, keep_all) == std::pair<int64_t, int64_t>{0, 34});
+  CHECK(train::dataset::shard_bounds(100, 2, 3, keep_all) == std::pair<int64_t, int64_t>{67, 100});
+  CHECK_THROWS_AS(iota_rows(10).shard(3, 3, keep_all), std::invalid_argument);
+  CHECK_THROWS_AS(iota_rows(10).shard(0, 0, keep_all), std::invalid_argument);
 }
 
 TEST_CASE("iter_batches: sizes, drop_last, a seeded shuffle is a permutation, dtype") {

@@ -80,7 +80,9 @@ void loop(train::context& ctx) {
       throw std::runtime_error("boom at epoch " + std::to_string(epoch));
     if (rank == cfg(ctx, "short_rank", -1) && epoch == epochs - 1)
       return; // reports one time fewer than the others
-    auto dir = fs::temp_directory_path()
+    // Under the driver's storage folder, which the test removes: a rank
+    // stopped mid-report (a peer was killed) never removes its own.
+    auto dir = fs::path{ctx.config().at("scratch").as_string()}
                / ("train-driver-" + std::to_string(::getpid()) + "-" + std::to_string(epoch));
     fs::create_directories(dir / "sub");
     std::ofstream{dir / "epoch"} << epoch;
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
     o.scaling.num_workers = static_cast<int>(num("--workers", 3));
     o.datasets = {{"train", train::dataset::from_items(rows)}};
     o.dataset_config.equal = num("--equal", 1) != 0;
+    o.config["scratch"] = (fs::path{opt("--storage", "")} / "scratch").string();
     o.run.name = opt("--name", "run");
     o.run.storage_path = opt("--storage", "");
     o.run.failure.max_failures = static_cast<int>(num("--max-failures", 0));

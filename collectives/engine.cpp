@@ -5,13 +5,15 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
 #include "internal/timeline.hpp"
 #include "internal/knobs.hpp"
-#include "internal/shape_check.hpp"
+#include "internal/log.hpp"
+#include <hvactor/event.hpp>
 
 namespace hvactor::hvd::detail {
 
@@ -46,7 +48,8 @@ engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topol
     opts_(opts),
     planner_(opts.fusion_threshold),
     fusion_(opts.fusion_threshold, topo.size, opts.timeline),
-    check_(topo.rank, topo.host) {
+    negotiator_(topo.rank, topo.size, topo.host, opts.cache_capacity),
+    stall_(opts.stall, topo.rank, topo.size) {
   thread_ = std::thread([this] {
     ::pthread_setname_np(::pthread_self(), "hvd.engine");
     loop();
@@ -78,38 +81,63 @@ void engine::run(const operation& op, const std::function<void(collectives::back
   run_in_order(op, fn);
 }
 
-// The synchronous path. `body` is a reference to the caller's callable:
-// the fast path runs it without copying it into a std::function.
-template <class Body>
-void engine::run_in_order(const operation& op, Body& body) {
-  std::unique_lock<std::mutex> lk{mu_};
-  if (stopping_)
-    throw not_started(fmt::format("hvd: {} after hvd::shutdown()", describe(op)));
-  if (queue_.empty() && !busy_) {
-    // Nothing ahead of us: run here and spare the hand-off.
-    busy_ = true;
-    lk.unlock();
-    auto err = execute_one(op, body, {});
-    lk.lock();
-    busy_ = false;
-    // Wake the engine only if work arrived meanwhile: a needless wake-up
-    // per call costs a scheduler tick on an oversubscribed machine.
-    bool queued = !queue_.empty();
-    lk.unlock();
-    if (queued)
-      cv_.notify_all();
-    if (err)
-      std::rethrow_exception(err);
+// Names an unnamed operation and hands it to the next round.
+void engine::enqueue_locked(const std::shared_ptr<pending_op>& p) {
+  p->id = next_id_++;
+  if (p->op.name.empty()) {
+    p->lane = true;
+    auto k = static_cast<size_t>(p->op.kind);
+    p->op.name = collectives::negotiator::noname(p->op.kind, noname_[k]++);
+  }
+  p->submitted = std::chrono::steady_clock::now();
+  if (ended_) {
+    complete(*p, ended_);
     return;
   }
+  incoming_.push_back(p);
+  submitted_since_round_ = true;
+}
+
+// The synchronous path: the caller runs the rounds itself while the engine
+// is idle (no hand-off to the engine's thread), else waits for it.
+template <class Body>
+void engine::run_in_order(const operation& op, Body& body) {
   auto p = std::make_shared<pending_op>();
   p->op = op;
   p->run = body;
-  p->submitted = std::chrono::steady_clock::now();
-  queue_.push_back(p);
+  std::unique_lock<std::mutex> lk{mu_};
+  if (stopping_)
+    throw not_started(fmt::format("hvd: {} after hvd::shutdown()", describe(op)));
+  enqueue_locked(p);
+  if (ended_) {
+    lk.unlock();
+    p->done.get();
+    return;
+  }
+  if (busy_) {
+    lk.unlock();
+    cv_.notify_all();
+    wait(*p);
+    return;
+  }
+  using namespace std::chrono_literals;
+  busy_ = true;
+  while (p->done.wait_for(0s) != std::future_status::ready) {
+    if (!progress_ && !submitted_since_round_)
+      cv_.wait_until(lk, last_round_ + opts_.cycle_time,
+                     [&] { return submitted_since_round_ || stopping_; });
+    lk.unlock();
+    round();
+    lk.lock();
+  }
+  busy_ = false;
+  // Wake the engine only if work is left: a needless wake-up per call
+  // costs a scheduler tick on an oversubscribed machine.
+  bool left = has_work_locked();
   lk.unlock();
-  cv_.notify_all();
-  wait(*p);
+  if (left)
+    cv_.notify_all();
+  p->done.get();
 }
 
 std::shared_ptr<pending_op> engine::submit(operation op, void* data) {
@@ -117,17 +145,16 @@ std::shared_ptr<pending_op> engine::submit(operation op, void* data) {
   p->op = std::move(op);
   p->fusible = true;
   p->data = data;
-  p->submitted = std::chrono::steady_clock::now();
   bool wake = false;
   {
     std::lock_guard<std::mutex> lk{mu_};
     if (stopping_)
       throw not_started(
         fmt::format("hvd: allreduce_async('{}') after hvd::shutdown()", p->op.name));
-    queue_.push_back(p);
-    // The engine sleeps until the queue is non-empty, then until the batch
-    // closes; only the first entry and a full batch need to wake it.
-    wake = queue_.size() == 1 || run_closed();
+    enqueue_locked(p);
+    // The engine sleeps until there is work, then until the batch closes;
+    // only the first entry and a full batch need to wake it.
+    wake = incoming_.size() == 1 || run_closed();
   }
   if (wake)
     cv_.notify_all();
@@ -142,6 +169,10 @@ void engine::wait(pending_op& p) {
       ++flush_;
     }
     cv_.notify_all();
+    // Negotiated operations wait for their peers as long as those live
+    // (every round's exchange has the transport's timeout); only one that
+    // never reached a round is given up, so that no closure runs after its
+    // caller left.
     auto bound = 2 * opts_.timeout + knobs::engine_wait_slack;
     auto status = p.done.wait_for(bound);
     bool dequeued = false;
@@ -149,25 +180,21 @@ void engine::wait(pending_op& p) {
       std::lock_guard<std::mutex> lk{mu_};
       --flush_;
       if (status != std::future_status::ready) {
-        // Still queued: drop it, so the engine never runs a closure whose
-        // caller (and the buffers it captured) is gone. Already running:
-        // keep waiting; every transfer under it has its own timeout.
-        auto i = std::find_if(queue_.begin(), queue_.end(),
+        auto i = std::find_if(incoming_.begin(), incoming_.end(),
                               [&](const std::shared_ptr<pending_op>& q) { return q.get() == &p; });
-        if (i != queue_.end()) {
-          queue_.erase(i);
+        if (i != incoming_.end()) {
+          incoming_.erase(i);
           dequeued = true;
         }
       }
     }
-    if (status != std::future_status::ready && !dequeued)
-      status = (p.done.wait(), std::future_status::ready);
-    if (status != std::future_status::ready)
+    if (dequeued)
       throw collective_error(fmt::format(
-        "hvd: {} on rank {} ({}) did not finish within {} s although every transfer has a "
+        "hvd: {} on rank {} ({}) was not negotiated within {} s although every transfer has a "
         "timeout; the collectives engine is stuck (please report this)",
         describe(p.op), topo_.rank, topo_.host,
         std::chrono::duration_cast<std::chrono::seconds>(bound).count()));
+    p.done.wait();
   }
   p.done.get();
 }
@@ -189,10 +216,11 @@ collectives::backend& engine::backend_for(const operation& op) {
   return *device_;
 }
 
-// True when the fusible run at the queue's front cannot grow any more.
+// True when the new submissions fill a batch, or one is not fusible (a
+// synchronous caller waits for it).
 bool engine::run_closed() const {
   std::vector<collectives::fusion_entry> run;
-  for (auto& p : queue_) {
+  for (auto& p : incoming_) {
     if (!p->fusible)
       return true;
     run.push_back(entry_of(*p));
@@ -200,168 +228,257 @@ bool engine::run_closed() const {
   return planner_.batch_size(run) < run.size();
 }
 
+// A rank without work still joins a round every heartbeat: a peer that
+// waits in a round for it (this rank is busy outside hvd calls) then waits
+// one heartbeat per round, never the transport's timeout; stalls are the
+// stall inspector's to report.
+std::chrono::milliseconds engine::heartbeat() const {
+  return std::min<std::chrono::milliseconds>(knobs::negotiation_heartbeat, opts_.timeout / 4);
+}
+
 void engine::loop() {
   std::unique_lock<std::mutex> lk{mu_};
+  std::chrono::steady_clock::time_point stop_began{};
   for (;;) {
-    cv_.wait(lk, [&] { return !busy_ && (!queue_.empty() || stopping_); });
-    if (queue_.empty())
+    if (ended_) {
+      cv_.wait(lk, [&] { return stopping_ && !busy_; });
       return;
-    auto head = queue_.front();
-    if (!head->fusible) {
-      queue_.pop_front();
+    }
+    bool woken = cv_.wait_until(lk, last_round_ + heartbeat(),
+                                [&] { return !busy_ && (has_work_locked() || stopping_); });
+    if (busy_)
+      continue;
+    if (stopping_) {
+      // The last round tells the peers this rank leaves; pending work is
+      // finished first, but not waited for beyond the job's timeout.
+      auto now = std::chrono::steady_clock::now();
+      if (stop_began == std::chrono::steady_clock::time_point{})
+        stop_began = now;
+      if (!has_work_locked() || now - stop_began > opts_.timeout) {
+        busy_ = true;
+        lk.unlock();
+        if (topo_.size > 1)
+          round(true);
+        lk.lock();
+        busy_ = false;
+        return;
+      }
+    }
+    if (!woken) {
       busy_ = true;
       lk.unlock();
-      complete(*head, execute_one(head->op, head->run, head->submitted));
+      round();
       lk.lock();
       busy_ = false;
       cv_.notify_all();
       continue;
     }
-    // Let the batch grow for one cycle unless someone needs it now.
-    cv_.wait_until(lk, head->submitted + opts_.cycle_time,
-                   [&] { return flush_ > 0 || stopping_ || run_closed(); });
-    std::vector<std::shared_ptr<pending_op>> run;
-    std::vector<collectives::fusion_entry> entries;
-    for (auto& p : queue_) {
-      if (!p->fusible)
-        break;
-      run.push_back(p);
-      entries.push_back(entry_of(*p));
+    if (outstanding_count_ > 0 && !progress_) {
+      // Peers have not caught up: the next round after a cycle, or at
+      // once for new work.
+      cv_.wait_until(lk, last_round_ + opts_.cycle_time, [&] {
+        return busy_ || flush_ > 0 || stopping_ || submitted_since_round_;
+      });
+    } else if (outstanding_count_ == 0 && !incoming_.empty()) {
+      // Let the batch grow for one cycle unless someone needs it now.
+      auto first = incoming_.front()->submitted;
+      cv_.wait_until(lk, first + opts_.cycle_time,
+                     [&] { return busy_ || flush_ > 0 || stopping_ || run_closed(); });
     }
-    size_t local = planner_.batch_size(entries);
-    run.resize(local);
+    if (busy_ || !has_work_locked() || ended_)
+      continue;
     busy_ = true;
     lk.unlock();
-    size_t k = local;
-    std::exception_ptr err;
-    auto* tl = opts_.timeline;
-    int64_t t0 = tl ? tl->now() : 0;
-    try {
-      k = negotiate(run, local);
-    } catch (...) {
-      err = std::current_exception();
-    }
-    run.resize(k);
-    auto items = items_of(run);
-    if (tl) {
-      auto e = collectives::batch_event(items, backend_->name());
-      tl->record(e, collectives::timeline_phase::queue, ns_of(run.front()->submitted), t0);
-      e.failed = err != nullptr;
-      tl->record(e, collectives::timeline_phase::negotiate, t0, tl->now());
-    }
-    lk.lock();
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(k));
-    lk.unlock();
-    if (err) {
-      for (auto& p : run)
-        complete(*p, err);
-    } else {
-      execute_batch(items, run);
-    }
+    round();
     lk.lock();
     busy_ = false;
     cv_.notify_all();
   }
 }
 
-// Runs one operation that is not fused, on the calling thread, and waits
-// for its backend; a `submitted` time (ops that were queued) adds their
-// QUEUE span.
-template <class Body>
-std::exception_ptr engine::execute_one(const operation& op, Body& body, steady_time submitted) {
+// One negotiation round (collectives::negotiator describes the steps),
+// then whatever it readied runs. Returns whether anything finished. Runs
+// on the thread that holds busy_. `leave`: this rank's last round.
+bool engine::round(bool leave) {
+  std::deque<std::shared_ptr<pending_op>> fresh;
+  {
+    std::lock_guard<std::mutex> lk{mu_};
+    fresh.swap(incoming_);
+    submitted_since_round_ = false;
+  }
+  auto now = std::chrono::steady_clock::now();
+  for (auto& p : fresh) {
+    try {
+      negotiator_.add(p->id, p->op, p->lane);
+    } catch (...) {
+      complete(*p, std::current_exception());
+      continue;
+    }
+    p->proposed = now;
+    outstanding_.emplace(p->id, p);
+  }
+  // The stall inspector: what waits long enough is announced by name (so
+  // that every rank learns who submitted it), then warned about.
+  collectives::stall_inspector::verdict stall;
+  if (!outstanding_.empty() && stall_.overdue(now, std::min_element(outstanding_.begin(), outstanding_.end(), [](auto& a, auto& b) { return a.second->submitted < b.second->submitted; })->second->submitted)) {
+    std::vector<collectives::stall_inspector::waiting> waiting;
+    for (auto& w : negotiator_.pending()) {
+      auto& p = *outstanding_.at(w.id);
+      if (stall_.overdue(now, p.submitted))
+        negotiator_.uncache(w.id);
+      waiting.push_back({w.name, w.missing, w.known, p.submitted});
+    }
+    stall = stall_.check(now, waiting);
+    if (!stall.warning.empty()) {
+      log::warn("{}", stall.warning);
+      log::event({{"event", "stall"}, {"rank", std::to_string(topo_.rank)},
+                  {"waiting", stall.summary}, {"message", stall.warning}});
+    }
+  }
+  collectives::round_result result;
+  std::exception_ptr ended;
+  try {
+    auto header = negotiator_.propose(stall.shutdown, leave);
+    if (topo_.size > 1)
+      backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
+    auto plan = negotiator_.read(header);
+    if (plan.abort) {
+      ended = ending_error(plan, stall);
+    } else {
+      if (plan.lane_prefix) {
+        auto prefix = negotiator_.lane_prefix();
+        if (topo_.size > 1)
+          backend_->allreduce(prefix.data(), prefix.size(), dtype::int64, op::min);
+        if (negotiator_.read_lane_prefix(prefix))
+          negotiator_.explain_lane(gather_strings(negotiator_.lane_list()));
+      }
+      if (plan.names)
+        negotiator_.learn(gather_strings(negotiator_.announcements()));
+    }
+    result = negotiator_.finish(ended);
+  } catch (...) {
+    // The transport failed: it is unusable, and so is every pending
+    // operation.
+    ended = std::current_exception();
+    for (auto id : negotiator_.drop_all())
+      result.failed.emplace_back(id, ended);
+  }
+  bool progress = !result.ready.empty() || !result.failed.empty();
+  execute(result);
+  std::deque<std::shared_ptr<pending_op>> late;
+  {
+    std::lock_guard<std::mutex> lk{mu_};
+    outstanding_count_ = outstanding_.size();
+    progress_ = progress;
+    last_round_ = std::chrono::steady_clock::now();
+    if (ended) {
+      ended_ = ended;
+      late.swap(incoming_);
+    }
+  }
+  for (auto& p : late)
+    complete(*p, ended);
+  return progress;
+}
+
+// Why the ranks stop negotiating: a rank shuts down, or one gave up on a
+// stall (its message, which every rank reports: gathered from the ranks).
+std::exception_ptr engine::ending_error(const collectives::negotiator::plan& plan,
+                                        const collectives::stall_inspector::verdict& mine) {
+  if (plan.leave)
+    return std::make_exception_ptr(collective_error(fmt::format(
+      "hvd: rank {} shut down its collectives (hvd::shutdown()), so rank {} ({}) can run no "
+      "more collectives in this session; call hvd::shutdown() and hvd::init() again",
+      plan.leaver, topo_.rank, topo_.host)));
+  auto all = gather_strings(mine.shutdown ? mine.message : std::string{});
+  for (auto& m : all)
+    if (!m.empty())
+      return std::make_exception_ptr(collective_error(fmt::format("{} (seen on rank {} on {})", m, topo_.rank, topo_.host)));
+  return std::make_exception_ptr(collective_error("hvd: the ranks gave up on stalled collectives"));
+}
+
+// Runs what a round readied: every rank has the same list, so the same
+// batches and the same order. Async allreduces are sorted (stably) into
+// runs that one reduction can carry, then fused up to the threshold;
+// everything else runs alone.
+void engine::execute(const collectives::round_result& r) {
+  auto take = [&](uint64_t id) {
+    auto i = outstanding_.find(id);
+    auto p = std::move(i->second);
+    outstanding_.erase(i);
+    return p;
+  };
+  for (auto& [id, err] : r.failed) {
+    auto p = take(id);
+    complete(*p, err);
+  }
+  std::vector<std::shared_ptr<pending_op>> fusible;
+  std::vector<std::shared_ptr<pending_op>> single;
+  for (auto id : r.ready) {
+    auto p = take(id);
+    (p->fusible ? fusible : single).push_back(std::move(p));
+  }
+  for (auto& p : single)
+    execute_one(*p);
+  auto key = [](const pending_op& p) {
+    return std::tuple{p.op.device, p.op.type, collectives::backend_reduction(p.op.reduction)};
+  };
+  std::stable_sort(fusible.begin(), fusible.end(),
+                   [&](const auto& a, const auto& b) { return key(*a) < key(*b); });
+  std::vector<collectives::fusion_entry> entries;
+  entries.reserve(fusible.size());
+  for (auto& p : fusible)
+    entries.push_back(entry_of(*p));
   auto* tl = opts_.timeline;
-  int64_t t0 = tl ? tl->now() : 0, t1 = t0;
+  for (size_t begin = 0; begin < fusible.size();) {
+    auto rest = std::span<const collectives::fusion_entry>(entries).subspan(begin);
+    size_t n = planner_.batch_size(rest);
+    std::vector<std::shared_ptr<pending_op>> batch(fusible.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                   fusible.begin() + static_cast<std::ptrdiff_t>(begin + n));
+    auto items = items_of(batch);
+    if (tl) {
+      auto e = collectives::batch_event(items, backend_->name());
+      tl->record(e, collectives::timeline_phase::queue, ns_of(batch.front()->submitted),
+                 ns_of(batch.front()->proposed));
+      tl->record(e, collectives::timeline_phase::negotiate, ns_of(batch.front()->proposed),
+                 tl->now());
+    }
+    execute_batch(items, batch);
+    begin += n;
+  }
+}
+
+// Runs one operation that is not fused, on the calling thread, and waits
+// for its backend.
+void engine::execute_one(pending_op& p) {
+  auto* tl = opts_.timeline;
+  int64_t t1 = tl ? tl->now() : 0;
   std::exception_ptr err;
   try {
-    if (opts_.check_names)
-      agree({false, {op}});
-    else
-      agree_on_shapes({false, {op}});
-    t1 = tl ? tl->now() : 0;
-    auto& b = backend_for(op);
-    body(b);
+    auto& b = backend_for(p.op);
+    p.run(b);
     b.finish();
   } catch (...) {
     err = std::current_exception();
   }
   if (tl) {
+    // A synchronous call shows as the caller wrote it (no generated name),
+    // its wait as NEGOTIATE (it queues behind nothing).
     collectives::timeline_event e;
-    e.set_operation(op);
-    e.set_backend(op.device && device_ ? device_->name() : backend_->name());
-    if (submitted != steady_time{})
-      tl->record(e, collectives::timeline_phase::queue, ns_of(submitted), t0);
-    if (t1 != t0 && topo_.size > 1)
-      tl->record(e, collectives::timeline_phase::negotiate, t0, t1);
+    if (p.lane) {
+      auto unnamed = p.op;
+      unnamed.name.clear();
+      e.set_operation(unnamed);
+    } else {
+      e.set_operation(p.op);
+    }
+    e.set_backend(p.op.device && device_ ? device_->name() : backend_->name());
+    if (topo_.size > 1)
+      tl->record(e, collectives::timeline_phase::negotiate, ns_of(p.proposed), t1);
     e.failed = err != nullptr;
     tl->record(e, collectives::timeline_phase::op, t1, tl->now());
   }
-  return err;
-}
-
-// Every rank proposes how many queued allreduces it has; all take the
-// smallest count, which is a prefix of the same sequence everywhere.
-size_t engine::negotiate(const std::vector<std::shared_ptr<pending_op>>& run, size_t local) {
-  if (opts_.check_names) {
-    collectives::op_list mine{true, {}};
-    mine.ops.reserve(run.size());
-    for (auto& p : run)
-      mine.ops.push_back(p->op);
-    return agree(mine);
-  }
-  collectives::op_list mine{true, {}};
-  mine.ops.reserve(local);
-  for (size_t i = 0; i < local; ++i)
-    mine.ops.push_back(run[i]->op);
-  return agree_on_shapes(mine);
-}
-
-// One allreduce (min) of {f, -f, n, -n}: every rank learns the smallest and
-// largest fingerprint f and list length n, and takes the same branch.
-// Equal fingerprints: all n run. Different lengths (queued batches that
-// timing split differently): the common prefix is compared the same way.
-// Equal lengths and different fingerprints: a real mismatch; the ranks show
-// each other their lists (shape_check::explain throws).
-size_t engine::agree_on_shapes(const collectives::op_list& mine) {
-  if (topo_.size == 1)
-    return mine.ops.size();
-  auto exchange = [&](const collectives::op_list& list) {
-    auto f = collectives::shape_check::fingerprint(list);
-    auto n = static_cast<int64_t>(list.ops.size());
-    std::array<int64_t, 4> v{f, -f, n, -n};
-    backend_->allreduce(v.data(), v.size(), dtype::int64, op::min);
-    return std::array<int64_t, 4>{v[0], -v[1], v[2], -v[3]};
-  };
-  auto got = exchange(mine);
-  if (got[0] == got[1])
-    return mine.ops.size();
-  auto compared = mine;
-  if (got[2] != got[3]) {
-    compared = collectives::shape_check::prefix(mine, static_cast<size_t>(std::max<int64_t>(got[2], 1)));
-    got = exchange(compared);
-    if (got[0] == got[1])
-      return compared.ops.size();
-  }
-  auto all = gather_strings(collectives::name_check::encode(compared));
-  std::vector<collectives::op_list> lists;
-  lists.reserve(all.size());
-  for (size_t r = 0; r < all.size(); ++r)
-    lists.push_back(collectives::name_check::decode(all[r], static_cast<int>(r)));
-  collectives::shape_check::explain(lists, topo_.rank, topo_.host);
-  throw collective_error(fmt::format(
-    "hvd: the ranks' collectives differ (their fingerprints do), but their lists look alike on "
-    "rank {} ({}); do all ranks run the same hvactor build?",
-    topo_.rank, topo_.host));
-}
-
-// HVACTOR_CHECK_NAMES: every rank shows the others what it is about to run
-// (through the host backend) and name_check decides.
-size_t engine::agree(const collectives::op_list& mine) {
-  auto all = gather_strings(collectives::name_check::encode(mine));
-  std::vector<collectives::op_list> lists;
-  lists.reserve(all.size());
-  for (size_t r = 0; r < all.size(); ++r)
-    lists.push_back(collectives::name_check::decode(all[r], static_cast<int>(r)));
-  return check_.agree(lists);
+  complete(p, err);
 }
 
 std::vector<std::string> engine::gather_strings(const std::string& mine) {

@@ -42,7 +42,6 @@ struct state {
   // How many times init() connected; names the rendezvous prefix, so that a
   // re-init never reads the previous connection's keys.
   int connections = 0;
-  std::atomic<uint64_t> unnamed{0};
   /// The device backend chosen at init: "nccl", "host-staged", "none: ...".
   std::string gpu = "none: hvd::init() was not called";
 };
@@ -103,6 +102,42 @@ std::chrono::milliseconds gloo_timeout_from_env() {
   return std::chrono::seconds{seconds};
 }
 
+// A whole number of seconds in [0, max] from `name`, or `fallback` when
+// unset; anything else fails init naming the variable.
+std::chrono::seconds seconds_from_env(const char* name, int64_t fallback, const char* what) {
+  auto text = env::get(name);
+  if (!text)
+    return std::chrono::seconds{fallback};
+  int64_t seconds = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), seconds);
+  if (ec != std::errc{} || end != text->data() + text->size() || seconds < 0
+      || seconds > knobs::max_gloo_timeout_seconds)
+    throw std::invalid_argument(fmt::format(
+      "hvd::init: {}='{}' must be a whole number of seconds from 0 to {} ({}; default {})", name,
+      *text, knobs::max_gloo_timeout_seconds, what, fallback));
+  return std::chrono::seconds{seconds};
+}
+
+// Horovod's stall inspector knobs.
+collectives::stall_settings stall_settings_from_env() {
+  collectives::stall_settings s;
+  if (auto v = env::get(env::stall_check_disable)) {
+    if (*v != "0" && *v != "1")
+      throw std::invalid_argument(fmt::format(
+        "hvd::init: {}='{}' must be 1 (no stall warnings or shutdowns) or 0", env::stall_check_disable, *v));
+    s.disabled = *v == "1";
+  }
+  s.warning = seconds_from_env(env::stall_check_time_seconds, 60,
+                               "how long a collective waits for other ranks before a warning");
+  s.shutdown = seconds_from_env(env::stall_shutdown_time_seconds, 0,
+                                "how long a collective waits before every rank fails; 0: never");
+  if (s.warning.count() == 0)
+    throw std::invalid_argument(fmt::format(
+      "hvd::init: {}=0: warn after at least 1 s, or set {}=1", env::stall_check_time_seconds,
+      env::stall_check_disable));
+  return s;
+}
+
 // Bounds of the fusion knobs: a fusion buffer of this size is allocated, and
 // a cycle longer than this delays every batch by that much.
 constexpr uint64_t max_fusion_threshold = uint64_t{16} << 30;
@@ -133,9 +168,17 @@ detail::engine_options engine_options_from_env() {
         *v, max_cycle_time_ms));
     opts.cycle_time = std::chrono::microseconds{static_cast<int64_t>(ms * 1000.0)};
   }
-  if (auto v = env::get(env::check_names))
-    opts.check_names = *v == "1" || *v == "true";
+  if (auto v = env::get(env::cache_capacity)) {
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc{} || end != v->data() + v->size() || n > knobs::max_cache_capacity)
+      throw std::invalid_argument(fmt::format(
+        "hvd::init: {}='{}' must be a whole number of names from 0 (no response cache) to {}",
+        env::cache_capacity, *v, knobs::max_cache_capacity));
+    opts.cache_capacity = n;
+  }
   opts.timeout = gloo_timeout_from_env();
+  opts.stall = stall_settings_from_env();
   // Validated here, so that a typo fails init on every rank before it
   // connects instead of silently taking the automatic choice.
   opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(
@@ -194,11 +237,10 @@ const topology& topo(const char* call) {
   return global().topo;
 }
 
-// An async allreduce's descriptor; an unnamed tensor is "allreduce.<n>".
+// An async allreduce's descriptor; the engine names an unnamed one
+// "allreduce.noname.<n>".
 collectives::operation async_allreduce(size_t count, dtype t, op o, std::string name,
                                        bool device) {
-  if (name.empty())
-    name = "allreduce." + std::to_string(global().unnamed++);
   return {.kind = op_kind::allreduce,
           .type = t,
           .count = count,

@@ -94,10 +94,10 @@ void explain(const std::vector<op_list>& lists, int rank, const std::string& hos
     return;
   auto& first = lists[0];
   auto where = [&] {
-    return fmt::format(" (seen on rank {} of {} on {}). Every rank must submit the same "
-                       "collectives, with the same types and sizes, in the same order (only "
-                       "allgather and alltoall take a different count per rank); the "
-                       "collectives stay usable",
+    return fmt::format(" (seen on rank {} of {} on {}). Every rank must submit each collective "
+                       "with the same type and size (only allgather and alltoall take a "
+                       "different count per rank): named tensors pair by name, unnamed "
+                       "collectives by call order; the collectives stay usable",
                        rank, lists.size(), host);
   };
   for (size_t r = 1; r < lists.size(); ++r) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +12,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "internal/fusion_executor.hpp"
@@ -19,7 +21,8 @@
 #include "internal/host_paths.hpp"
 #include "internal/fusion_planner.hpp"
 #include "hvactor/hvd.hpp"
-#include "internal/name_check.hpp"
+#include "internal/negotiator.hpp"
+#include "internal/stall_inspector.hpp"
 #include "internal/operation.hpp"
 #include "internal/knobs.hpp"
 
@@ -29,17 +32,24 @@ class timeline;
 
 namespace hvactor::hvd::detail {
 
-/// One queued operation. Fusible ones are async allreduces; every other
-/// operation runs alone, in submission order.
+/// One submitted operation. Fusible ones are async allreduces, packed
+/// with other ready ones; every other operation runs alone.
 struct pending_op {
-  /// What runs; its name is the handle's name.
+  /// What runs; its name is the handle's name ("allreduce.noname.<n>"
+  /// when the caller gave none).
   collectives::operation op;
   bool fusible = false;
+  /// Unnamed: matched by call order (the negotiator's lane).
+  bool lane = false;
+  /// The negotiator's key (submission order).
+  uint64_t id = 0;
   /// Async allreduce: the tensor, reduced in place.
   void* data = nullptr;
   /// Any other operation: runs on the backend of op.device.
   std::function<void(collectives::backend&)> run;
   std::chrono::steady_clock::time_point submitted;
+  /// When its first negotiation round started (timeline: QUEUE ends).
+  std::chrono::steady_clock::time_point proposed;
   std::promise<void> promise;
   std::shared_future<void> done = promise.get_future().share();
 };
@@ -52,8 +62,11 @@ struct engine_options {
   size_t fusion_threshold = knobs::default_fusion_threshold;
   /// HOROVOD_CYCLE_TIME: how long a batch may wait for more tensors.
   std::chrono::microseconds cycle_time{knobs::default_cycle_time};
-  /// Ranks compare the names and shapes of what they run (HVACTOR_CHECK_NAMES).
-  bool check_names = false;
+  /// HOROVOD_STALL_CHECK_TIME_SECONDS, _SHUTDOWN_TIME_SECONDS, _DISABLE.
+  collectives::stall_settings stall;
+  /// HOROVOD_CACHE_CAPACITY: negotiated names the response cache keeps
+  /// (0: every round exchanges names).
+  size_t cache_capacity = knobs::default_cache_capacity;
   /// The job's timeout; waits give up after twice that (the backend's own
   /// timeouts fire first).
   std::chrono::milliseconds timeout{30000};
@@ -68,15 +81,19 @@ struct engine_options {
   collectives::path_settings paths;
 };
 
-/// Runs the process's collectives in submission order (Horovod's
-/// background loop), each on the backend its descriptor names: the host
-/// backend (Gloo), or the device backend for device memory. Consecutive
-/// async allreduces are fused up to the threshold; a batch closes when the
-/// cycle time since its first entry passed, when someone waits for one of
-/// its entries, or when a non-fusible operation follows it. Ranks agree on
-/// each batch's length with one small allreduce (the minimum of what each
-/// rank has queued), so timing differences never split tensors differently.
-/// Threading: any thread may call; operations run one at a time.
+/// Runs the process's collectives (Horovod's background loop): an
+/// operation runs once every rank submitted it, in an order every rank
+/// shares, whatever order the ranks submitted in (collectives::negotiator
+/// decides; this class runs its rounds and the operations). Ready async
+/// allreduces are fused up to the threshold. A round starts when the
+/// cycle time since the first new submission passed, when someone waits,
+/// or when a batch is full; a round that readied nothing waits a cycle
+/// (or a new submission) before the next. Each operation runs on the
+/// backend its descriptor names: the host backend (Gloo, shared memory),
+/// or the device backend for device memory; rounds always use the host
+/// backend.
+/// Threading: any thread may call; one thread at a time runs rounds (the
+/// engine's, or a synchronous caller when the engine is idle).
 class engine {
 public:
   engine(std::unique_ptr<collectives::backend> b, const collectives::topology& topo,
@@ -124,17 +141,21 @@ public:
 private:
   template <class Body>
   void run_in_order(const collectives::operation& op, Body& body);
-  template <class Body>
-  std::exception_ptr execute_one(const collectives::operation& op, Body& body,
-                                 std::chrono::steady_clock::time_point submitted);
-  collectives::backend& backend_for(const collectives::operation& op);
-  void loop();
-  bool run_closed() const;
+  void enqueue_locked(const std::shared_ptr<pending_op>& p);
+  bool round(bool leave = false);
+  std::exception_ptr ending_error(const collectives::negotiator::plan& plan,
+                                  const collectives::stall_inspector::verdict& mine);
+  void execute(const collectives::round_result& r);
+  void execute_one(pending_op& p);
   void execute_batch(std::span<const collectives::fusion_item> batch,
                      const std::vector<std::shared_ptr<pending_op>>& ops);
-  size_t negotiate(const std::vector<std::shared_ptr<pending_op>>& run, size_t local_count);
-  size_t agree(const collectives::op_list& mine);
-  size_t agree_on_shapes(const collectives::op_list& mine);
+  collectives::backend& backend_for(const collectives::operation& op);
+  void loop();
+  std::chrono::milliseconds heartbeat() const;
+  bool run_closed() const;
+  bool has_work_locked() const {
+    return !incoming_.empty() || outstanding_count_ > 0;
+  }
   void complete(pending_op& p, std::exception_ptr error);
 
   std::unique_ptr<collectives::backend> backend_;
@@ -144,15 +165,29 @@ private:
   engine_options opts_;
   collectives::fusion_planner planner_;
   collectives::fusion_executor fusion_;
-  collectives::name_check check_;
+  // The round driver's (whoever holds busy_).
+  collectives::negotiator negotiator_;
+  collectives::stall_inspector stall_;
+  std::unordered_map<uint64_t, std::shared_ptr<pending_op>> outstanding_;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<pending_op>> queue_;
+  // Submitted, not yet handed to the negotiator.
+  std::deque<std::shared_ptr<pending_op>> incoming_;
+  size_t outstanding_count_ = 0;
+  uint64_t next_id_ = 1;
+  std::array<uint64_t, 8> noname_{};
   bool busy_ = false;
   bool stopping_ = false;
-  // Waiters that want the current batch closed now.
+  // The last round readied or failed something.
+  bool progress_ = true;
+  bool submitted_since_round_ = false;
+  std::chrono::steady_clock::time_point last_round_{};
+  // Waiters that want the next round now.
   int flush_ = 0;
+  // Set once the ranks stopped negotiating (a rank shut down, a stall
+  // shutdown, a failed transport): every later operation fails with it.
+  std::exception_ptr ended_;
   std::thread thread_;
 };
 

@@ -85,6 +85,8 @@ inline constexpr const char* timeline = "HOROVOD_TIMELINE";
 inline constexpr const char* stall_check_time_seconds = "HOROVOD_STALL_CHECK_TIME_SECONDS";
 inline constexpr const char* stall_shutdown_time_seconds = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS";
 inline constexpr const char* stall_check_disable = "HOROVOD_STALL_CHECK_DISABLE";
+/// Names the response cache keeps after negotiating them once (0: off).
+inline constexpr const char* cache_capacity = "HOROVOD_CACHE_CAPACITY";
 /// "0": ranks on one node talk over Gloo's TCP instead of the node's
 /// shared-memory segment (default: shared memory when possible).
 inline constexpr const char* shm = "HVACTOR_SHM";
@@ -320,6 +322,13 @@ inline constexpr auto default_cycle_time = 1ms;
 /// HOROVOD_GLOO_TIMEOUT_SECONDS when unset (Horovod's 30 s), and the
 /// largest value accepted: longest_wait, beyond which waits are clamped.
 inline constexpr int64_t default_gloo_timeout_seconds = 30;
+/// A rank with no collective pending joins a negotiation round this often
+/// (at most a quarter of the job's timeout), so that peers waiting in one
+/// never reach the transport's timeout.
+inline constexpr auto negotiation_heartbeat = std::chrono::milliseconds{1000};
+/// HOROVOD_CACHE_CAPACITY's default and bound (a round sends a word per slot).
+inline constexpr uint64_t default_cache_capacity = 1024;
+inline constexpr uint64_t max_cache_capacity = 1u << 20;
 inline constexpr int64_t max_gloo_timeout_seconds =
   std::chrono::duration_cast<std::chrono::seconds>(longest_wait).count();
 

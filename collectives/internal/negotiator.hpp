@@ -1,0 +1,187 @@
+#pragma once
+
+// Internal: negotiation by name (Horovod's controller.cc, written anew). An
+// operation runs once every rank submitted it; ranks may submit in any
+// order. The engine runs rounds; in each, every rank contributes the same
+// number of words to one allreduce (min) and, only when needed, strings to
+// an allgather; this class builds what a rank sends and decides, from what
+// came back, what runs now. Every rank learns the same things in the same
+// order, so every rank decides the same: which operations run, in which
+// order, which fail. It performs no I/O, so it is tested as plain code.
+//
+// A round:
+//   1. propose(): the header: the unnamed lane (see below), two flags and a
+//      word per response-cache slot (1: pending here, 0: not, -1: this rank
+//      submitted that name with another shape). The engine allreduces it
+//      with min.
+//   2. read(): what the round needs next: a check of the lane's common
+//      prefix (lane_prefix()/read_lane_prefix()), its explanation
+//      (lane_list()/explain_lane()), and names (announcements()/learn()),
+//      each an exchange every rank runs.
+//   3. finish(): which local operations run now, in the order every rank
+//      runs them, and which fail with which error.
+//
+// Named operations are matched by name: cached names by their slot's word,
+// others by announcing name and shape once (every rank keeps the same table
+// of who announced what). Unnamed ones ("allreduce.noname.3") form the
+// lane: matched by call order, as the names say, with a fingerprint of
+// their shapes instead of names (so a loop of unnamed allreduces costs one
+// small allreduce per round).
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <map>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "internal/name_check.hpp"
+#include "internal/operation.hpp"
+#include "internal/response_cache.hpp"
+
+namespace hvactor::collectives {
+
+/// What a round decided for this rank.
+struct round_result {
+  /// Local operations (their ids) that run now, in the order every rank
+  /// runs them.
+  std::vector<uint64_t> ready;
+  /// Local operations that fail, with the error every rank reports.
+  std::vector<std::pair<uint64_t, std::exception_ptr>> failed;
+};
+
+/// One rank's negotiation state. Not thread-safe: one thread at a time runs
+/// a round (the engine's driver).
+class negotiator {
+public:
+  /// `rank` of `size`, on `host` (named in errors); `cache_capacity`:
+  /// HOROVOD_CACHE_CAPACITY (0: every round exchanges names).
+  negotiator(int rank, int size, std::string host, size_t cache_capacity);
+
+  /// A local operation waiting to run, known by `id` (unique, increasing).
+  /// `lane`: an unnamed operation (named noname() by the caller), matched
+  /// by call order. Throws std::invalid_argument when a pending operation
+  /// already has the name.
+  void add(uint64_t id, operation op, bool lane);
+
+  /// The name of the `n`-th unnamed operation of kind `k`:
+  /// "allreduce.noname.3" (Horovod's).
+  static std::string noname(op_kind k, uint64_t n);
+
+  /// No local operation waits.
+  bool idle() const noexcept {
+    return local_.empty();
+  }
+
+  /// Step 1: this rank's header (same length on every rank). `abort`: this
+  /// rank asks every rank to fail everything pending (stall shutdown);
+  /// `leave`: this rank shuts down (its last round).
+  std::vector<int64_t> propose(bool abort = false, bool leave = false);
+
+  /// What the round needs after the header came back.
+  struct plan {
+    /// Exchange lane_prefix() (allreduce, min), then read_lane_prefix().
+    bool lane_prefix = false;
+    /// Exchange announcements() (allgather), then learn().
+    bool names = false;
+    /// Some rank asked to abort: finish() fails everything pending.
+    bool abort = false;
+    /// Some rank shuts down (the lowest: leaver): finish() fails
+    /// everything pending, and no round follows.
+    bool leave = false;
+    int leaver = -1;
+  };
+  plan read(std::span<const int64_t> reduced);
+
+  /// The lane's agreed prefix, fingerprinted: {f, -f}.
+  std::vector<int64_t> lane_prefix() const;
+  /// Returns true when the ranks' lane lists differ: then exchange
+  /// lane_list() (allgather) and call explain_lane().
+  bool read_lane_prefix(std::span<const int64_t> reduced);
+  /// The lane's agreed prefix, encoded (name_check::encode).
+  std::string lane_list() const;
+  /// Given every rank's lane_list(), fails the prefix with the message.
+  void explain_lane(const std::vector<std::string>& lists);
+
+  /// This rank's new names and shapes, encoded.
+  std::string announcements() const;
+  /// Given every rank's announcements() (index = rank), updates the table.
+  void learn(const std::vector<std::string>& all);
+
+  /// Step 3. `abort_error`: the error pending operations fail with when the
+  /// round aborts or a rank leaves.
+  round_result finish(std::exception_ptr abort_error = nullptr);
+
+  /// Fails everything pending (the transport failed): returns the ids.
+  std::vector<uint64_t> drop_all();
+
+  /// The ranks that announced `name` (ascending), when the table has it.
+  std::vector<int> announced_by(const std::string& name) const;
+
+  /// Names pending here and what each waits on, for the stall inspector:
+  /// {name, ranks that have not announced it (empty when unknown)}.
+  struct waiting {
+    uint64_t id;
+    std::string name;
+    std::vector<int> missing;
+    bool known = false;
+  };
+  std::vector<waiting> pending() const;
+
+  /// Moves the cached operation `id` back to announcing its name (and
+  /// invalidates its slot everywhere), so that the table says who is
+  /// missing (the stall inspector asks for it).
+  void uncache(uint64_t id);
+
+  const response_cache& cache() const noexcept {
+    return cache_;
+  }
+
+  /// Header words before the cache's.
+  static constexpr size_t fixed_words = 10;
+
+private:
+  enum class state : uint8_t { fresh, named, cached };
+  struct local_op {
+    operation op;
+    bool lane = false;
+    int64_t seq = 0;
+    state st = state::fresh;
+    size_t slot = 0;
+    bool invalidate = false;
+  };
+  struct entry {
+    std::vector<operation> by_rank;
+    std::vector<bool> seen;
+    int count = 0;
+  };
+
+  void complete(const std::string& name, entry& e, round_result& out);
+
+  int rank_;
+  int size_;
+  std::string host_;
+  response_cache cache_;
+  std::map<uint64_t, local_op> local_;
+  std::unordered_map<std::string, uint64_t> by_name_;
+  std::deque<uint64_t> lane_;
+  int64_t next_seq_ = 0;
+  std::unordered_map<std::string, entry> table_;
+  uint64_t tick_ = 0;
+
+  // This round.
+  std::vector<uint64_t> announcing_;
+  std::vector<int64_t> proposed_;
+  std::vector<int64_t> reduced_;
+  size_t lane_run_ = 0;
+  bool lane_failed_ = false;
+  std::exception_ptr lane_error_;
+  bool abort_ = false;
+  int64_t agreed_next_seq_ = 0;
+  std::vector<std::string> completed_;
+};
+
+} // namespace hvactor::collectives

@@ -1,0 +1,294 @@
+// Negotiation by name between real worker processes (2, 3 and 4 ranks, over
+// shared memory and over Gloo): ranks that submit the same named async
+// allreduces in different orders, with synchronous collectives in between,
+// get exact results; the same name with two shapes fails every rank.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <hvactor/hvactor.hpp>
+
+#include "hvd_session.hpp"
+#include "test_main.hpp"
+
+using namespace std::chrono_literals;
+
+namespace hvd = hvactor::hvd;
+
+namespace {
+
+using tensor = std::variant<std::vector<int32_t>, std::vector<int64_t>, std::vector<float>,
+                            std::vector<double>>;
+
+// Tensor i's elements on `rank`: small integers, exact in every dtype.
+template <class T>
+std::vector<T> values(size_t i, int rank) {
+  size_t len = 1 + (i * 37) % 300 + (i % 9 == 0 ? 5000 : 0);
+  std::vector<T> v(len);
+  for (size_t j = 0; j < len; ++j)
+    v[j] = static_cast<T>(static_cast<int64_t>((i * 7 + j * 3 + static_cast<size_t>(rank) * 11) % 101) - 50);
+  return v;
+}
+
+tensor make(size_t i, int rank) {
+  switch (i % 4) {
+    case 0:
+      return values<int32_t>(i, rank);
+    case 1:
+      return values<int64_t>(i, rank);
+    case 2:
+      return values<float>(i, rank);
+    default:
+      return values<double>(i, rank);
+  }
+}
+
+hvd::op op_of(size_t i) {
+  return std::vector<hvd::op>{hvd::op::sum, hvd::op::max, hvd::op::min}[i % 3];
+}
+
+// What tensor i must become, from every rank's values.
+tensor expected(size_t i, int size) {
+  auto out = make(i, 0);
+  for (int r = 1; r < size; ++r) {
+    auto other = make(i, r);
+    std::visit(
+      [&](auto& acc) {
+        auto& o = std::get<std::decay_t<decltype(acc)>>(other);
+        for (size_t j = 0; j < acc.size(); ++j)
+          acc[j] = op_of(i) == hvd::op::sum ? acc[j] + o[j]
+                   : op_of(i) == hvd::op::max ? std::max(acc[j], o[j])
+                                              : std::min(acc[j], o[j]);
+      },
+      out);
+  }
+  return out;
+}
+
+/// 60 named async allreduces submitted in an order of this rank's own
+/// (seeded by `seed` and the rank), a synchronous broadcast and allgather
+/// after every 15 submissions, the handles synchronized in yet another
+/// order. Returns what differs from the reference ("" when nothing).
+std::string permuted(int seed) {
+  hvactor::test::hvd_session s;
+  constexpr size_t n = 60;
+  int rank = hvd::rank(), size = hvd::size();
+  std::mt19937 rng(static_cast<unsigned>(seed * 1000 + rank));
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i)
+    order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<tensor> tensors(n);
+  std::vector<hvd::handle> handles(n);
+  std::string problems;
+  for (size_t k = 0; k < n; ++k) {
+    auto i = order[k];
+    tensors[i] = make(i, rank);
+    std::visit(
+      [&](auto& v) {
+        handles[i] = hvd::allreduce_async(std::span(v), op_of(i), "t/" + std::to_string(i));
+      },
+      tensors[i]);
+    if (k % 15 == 14) {
+      std::vector<int64_t> b(3, rank);
+      hvd::broadcast(std::span<int64_t>(b), static_cast<int>(k / 15) % size);
+      if (b != std::vector<int64_t>(3, static_cast<int64_t>(k / 15) % size))
+        problems += "broadcast after " + std::to_string(k) + " wrong; ";
+      std::vector<int32_t> mine(static_cast<size_t>(rank) + 1, rank);
+      auto all = hvd::allgather(std::span<const int32_t>(mine));
+      if (all.size() != static_cast<size_t>(size * (size + 1) / 2))
+        problems += "allgather after " + std::to_string(k) + " has " + std::to_string(all.size()) +
+                    " elements; ";
+    }
+  }
+  std::shuffle(order.begin(), order.end(), rng);
+  for (auto i : order) {
+    hvd::synchronize(handles[i]);
+    if (tensors[i] != expected(i, size))
+      problems += "tensor t/" + std::to_string(i) + " differs; ";
+  }
+  return problems;
+}
+
+/// Rank 0 submits grad.a then grad.b, the others the reverse (the issue's
+/// example); returns the sums.
+std::vector<double> reversed_pair() {
+  hvactor::test::hvd_session s;
+  std::vector<double> a(4, 1.0 + hvd::rank()), b(4, 100.0 * (1 + hvd::rank()));
+  hvd::handle ha, hb;
+  if (hvd::rank() == 0) {
+    ha = hvd::allreduce_async(std::span<double>(a), hvd::op::sum, "grad.a");
+    hb = hvd::allreduce_async(std::span<double>(b), hvd::op::sum, "grad.b");
+  } else {
+    hb = hvd::allreduce_async(std::span<double>(b), hvd::op::sum, "grad.b");
+    ha = hvd::allreduce_async(std::span<double>(a), hvd::op::sum, "grad.a");
+  }
+  hvd::synchronize(hb);
+  hvd::synchronize(ha);
+  return {a[0], b[0]};
+}
+
+/// Every rank submits "w" with 10 + rank elements.
+std::string same_name_other_size() {
+  hvactor::test::hvd_session s;
+  std::vector<float> x(10 + static_cast<size_t>(hvd::rank()), 1.0f);
+  auto h = hvd::allreduce_async(std::span<float>(x), hvd::op::sum, "w");
+  try {
+    hvd::synchronize(h);
+  } catch (const hvactor::collective_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+/// Rank `pausing` sleeps `ms` before its allreduce of "late"; returns the
+/// sum, or the error's text.
+std::string pause_then_allreduce(int pausing, int ms) {
+  hvactor::test::hvd_session s;
+  if (hvd::rank() == pausing)
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  std::vector<float> x(8, 1.0f);
+  auto h = hvd::allreduce_async(std::span<float>(x), hvd::op::sum, "late");
+  try {
+    hvd::synchronize(h);
+  } catch (const hvactor::collective_error& e) {
+    return e.what();
+  }
+  return std::to_string(x[0]);
+}
+
+/// Rank 0 submits "grad/a", the others "grad/b": never paired.
+std::string different_names() {
+  hvactor::test::hvd_session s;
+  std::vector<float> x(4, 1.0f);
+  auto h = hvd::allreduce_async(std::span<float>(x), hvd::op::sum,
+                                hvd::rank() == 0 ? "grad/a" : "grad/b");
+  try {
+    hvd::synchronize(h);
+  } catch (const hvactor::collective_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+} // namespace
+
+TEST_SUITE("negotiation by name") {
+
+TEST_CASE("ranks that submit named async allreduces in different orders get exact results, over "
+          "shared memory and Gloo, 2 to 4 ranks, with and without the response cache") {
+  struct variant {
+    const char* shm;
+    int n;
+    const char* cache;
+  };
+  for (auto v : {variant{"1", 2, "1024"}, variant{"0", 2, "0"}, variant{"1", 3, "4"},
+                 variant{"0", 3, "1024"}, variant{"1", 4, "0"}, variant{"0", 4, "16"}}) {
+    CAPTURE(v.shm);
+    CAPTURE(v.n);
+    CAPTURE(v.cache);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = v.n,
+                          .extra_env_vars = {{"HVACTOR_SHM", v.shm},
+                                             {"HOROVOD_CACHE_CAPACITY", v.cache}}}};
+    ex.start();
+    auto sums = ex.run(&reversed_pair);
+    double a = v.n * (v.n + 1) / 2.0;
+    for (auto& s : sums)
+      CHECK(s == std::vector<double>{a, 100.0 * a});
+    for (int seed = 0; seed < 3; ++seed) {
+      CAPTURE(seed);
+      CHECK(ex.run(&permuted, seed) == std::vector<std::string>(static_cast<size_t>(v.n), ""));
+    }
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("the same name with different sizes on two ranks fails every rank with both ranks and "
+          "both sizes") {
+  for (const char* shm : {"0", "1"}) {
+    CAPTURE(shm);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 10s}),
+                         {.num_workers = 3, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+    ex.start();
+    auto errors = ex.run(&same_name_other_size);
+    for (size_t r = 0; r < errors.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(errors[r]);
+      CHECK(contains(errors[r], "Mismatched allreduce tensor sizes"));
+      CHECK(contains(errors[r], "rank 0 sent a tensor 'w' of 10 elements"));
+      CHECK(contains(errors[r], "rank 1 sent one of 11"));
+    }
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("a rank busy outside hvd calls for twice the job's timeout is a stall, not a failure: "
+          "the others warn naming it and the tensor, on stderr and as an event, and finish") {
+  for (const char* shm : {"1", "0"}) {
+    CAPTURE(shm);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 2s}),
+                         {.num_workers = 2,
+                          .extra_env_vars = {{"HVACTOR_SHM", shm},
+                                             {"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}}}};
+    std::mutex mu;
+    std::vector<std::map<std::string, std::string>> events;
+    ex.on_event([&](int, const std::map<std::string, std::string>& f) {
+      std::lock_guard<std::mutex> lk{mu};
+      events.push_back(f);
+    });
+    ex.start();
+    CHECK(ex.run(&pause_then_allreduce, 1, 4500) == std::vector<std::string>(2, "2.000000"));
+    std::lock_guard<std::mutex> lk{mu};
+    bool named = false;
+    for (auto& e : events)
+      if (e.count("event") && e.at("event") == "stall" && e.at("rank") == "0") {
+        CAPTURE(e.at("message"));
+        CHECK(e.at("waiting") == "late:1");
+        CHECK(contains(e.at("message"), "'late' (ranks that have not submitted it: 1)"));
+        named = true;
+      }
+    CHECK(named);
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("with HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, names that never pair fail every rank "
+          "within the bound, naming the tensors and the ranks missing") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 10s}),
+                         {.num_workers = n,
+                          .extra_env_vars = {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"},
+                                             {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2"}}}};
+    ex.start();
+    auto t0 = std::chrono::steady_clock::now();
+    auto errors = ex.run(&different_names);
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took < 6s);
+    for (size_t r = 0; r < errors.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(errors[r]);
+      CHECK(contains(errors[r], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=2"));
+      CHECK(contains(errors[r], "(ranks that have not submitted it: "));
+      CHECK(contains(errors[r], "grad/"));
+      CHECK(contains(errors[r], "seen on rank " + std::to_string(r)));
+    }
+    ex.shutdown();
+  }
+}
+
+} // TEST_SUITE

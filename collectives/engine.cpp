@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -85,9 +86,13 @@ void engine::run(const operation& op, const std::function<void(collectives::back
 void engine::enqueue_locked(const std::shared_ptr<pending_op>& p) {
   p->id = next_id_++;
   if (p->op.name.empty()) {
+    // Named for the handle; a synchronous call stays unnamed (its caller
+    // never sees the name, and formatting one per call costs).
     p->lane = true;
     auto k = static_cast<size_t>(p->op.kind);
-    p->op.name = collectives::negotiator::noname(p->op.kind, noname_[k]++);
+    auto n = noname_[k]++;
+    if (p->fusible)
+      p->op.name = collectives::negotiator::noname(p->op.kind, n);
   }
   p->submitted = std::chrono::steady_clock::now();
   if (ended_) {
@@ -102,12 +107,45 @@ void engine::enqueue_locked(const std::shared_ptr<pending_op>& p) {
 // is idle (no hand-off to the engine's thread), else waits for it.
 template <class Body>
 void engine::run_in_order(const operation& op, Body& body) {
-  auto p = std::make_shared<pending_op>();
-  p->op = op;
-  p->run = body;
   std::unique_lock<std::mutex> lk{mu_};
   if (stopping_)
     throw not_started(fmt::format("hvd: {} after hvd::shutdown()", describe(op)));
+  if (!busy_ && !ended_ && incoming_.empty() && outstanding_count_ == 0) {
+    // Nothing pending anywhere here: one round for this operation alone,
+    // on the caller's thread, without queueing it (the common case of a
+    // synchronous call).
+    busy_ = true;
+    if (op.name.empty())
+      ++noname_[static_cast<size_t>(op.kind)];
+    lk.unlock();
+    bool done = op.name.empty() && solo(op, body);
+    if (done) {
+      lk.lock();
+      busy_ = false;
+      bool left = has_work_locked();
+      lk.unlock();
+      if (left)
+        cv_.notify_all();
+      if (solo_error_)
+        std::rethrow_exception(std::exchange(solo_error_, nullptr));
+      return;
+    }
+    lk.lock();
+    busy_ = false;
+    if (op.name.empty())
+      --noname_[static_cast<size_t>(op.kind)];
+    if (solo_pending_) {
+      // The round went on with it queued (solo() handed it over).
+      auto p = std::exchange(solo_pending_, nullptr);
+      lk.unlock();
+      cv_.notify_all();
+      drive_until(*p, lk);
+      return;
+    }
+  }
+  auto p = std::make_shared<pending_op>();
+  p->op = op;
+  p->run = body;
   enqueue_locked(p);
   if (ended_) {
     lk.unlock();
@@ -120,9 +158,22 @@ void engine::run_in_order(const operation& op, Body& body) {
     wait(*p);
     return;
   }
+  lk.unlock();
+  drive_until(*p, lk);
+}
+
+// Runs rounds on the calling thread until `p` finished (or hands over to a
+// thread that holds busy_), then rethrows its error. `lk` is unlocked.
+void engine::drive_until(pending_op& p, std::unique_lock<std::mutex>& lk) {
   using namespace std::chrono_literals;
+  lk.lock();
+  if (busy_) {
+    lk.unlock();
+    wait(p);
+    return;
+  }
   busy_ = true;
-  while (p->done.wait_for(0s) != std::future_status::ready) {
+  while (p.done.wait_for(0s) != std::future_status::ready) {
     if (!progress_ && !submitted_since_round_)
       cv_.wait_until(lk, last_round_ + opts_.cycle_time,
                      [&] { return submitted_since_round_ || stopping_; });
@@ -137,7 +188,70 @@ void engine::run_in_order(const operation& op, Body& body) {
   lk.unlock();
   if (left)
     cv_.notify_all();
-  p->done.get();
+  p.done.get();
+}
+
+// The fast path (run_in_order): a round whose header carries `op` alone.
+// Returns true when it ran (its error, if any, in solo_error_); false when
+// the round has more to do: then `op` was queued as usual (solo_pending_)
+// and the round finished with it, and the caller waits for it.
+template <class Body>
+bool engine::solo(const operation& op, Body& body) {
+  auto& header = negotiator_.propose_solo(op);
+  auto* tl = opts_.timeline;
+  int64_t t0 = tl ? tl->now() : 0;
+  std::vector<int64_t> reduced;
+  std::exception_ptr transport;
+  if (topo_.size > 1) {
+    reduced = header;
+    try {
+      backend_->allreduce(reduced.data(), reduced.size(), dtype::int64, op::min);
+    } catch (...) {
+      transport = std::current_exception();
+    }
+  }
+  const auto& r = topo_.size > 1 ? reduced : header;
+  if (!transport && negotiator_.solo_agreed(r)) {
+    int64_t t1 = tl ? tl->now() : 0;
+    std::exception_ptr err;
+    try {
+      auto& b = backend_for(op);
+      body(b);
+      b.finish();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    if (tl) {
+      collectives::timeline_event e;
+      e.set_operation(op);
+      e.set_backend(op.device && device_ ? device_->name() : backend_->name());
+      if (topo_.size > 1)
+        tl->record(e, collectives::timeline_phase::negotiate, t0, t1);
+      e.failed = err != nullptr;
+      tl->record(e, collectives::timeline_phase::op, t1, tl->now());
+    }
+    solo_error_ = err;
+    std::lock_guard<std::mutex> lk{mu_};
+    progress_ = true;
+    last_round_ = std::chrono::steady_clock::now();
+    return true;
+  }
+  // Queue it as the general path would have, and finish the round.
+  auto p = std::make_shared<pending_op>();
+  p->op = op;
+  p->run = body;
+  p->lane = true;
+  {
+    std::lock_guard<std::mutex> lk{mu_};
+    p->id = next_id_++;
+    ++noname_[static_cast<size_t>(op.kind)];
+  }
+  p->submitted = p->proposed = std::chrono::steady_clock::now();
+  negotiator_.absorb_solo(p->id, p->op);
+  outstanding_.emplace(p->id, p);
+  settle(r, {}, transport);
+  solo_pending_ = p;
+  return false;
 }
 
 std::shared_ptr<pending_op> engine::submit(operation op, void* data) {
@@ -335,12 +449,28 @@ bool engine::round(bool leave) {
                   {"waiting", stall.summary}, {"message", stall.warning}});
     }
   }
+  std::vector<int64_t> header;
+  std::exception_ptr transport;
+  try {
+    header = negotiator_.propose(stall.shutdown, leave);
+    if (topo_.size > 1)
+      backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
+  } catch (...) {
+    transport = std::current_exception();
+  }
+  return settle(header, stall, transport);
+}
+
+// The rest of a round once the header came back (or the transport failed):
+// the exchanges the header asks for, then what is ready runs.
+bool engine::settle(std::span<const int64_t> header,
+                    const collectives::stall_inspector::verdict& stall,
+                    std::exception_ptr transport) {
   collectives::round_result result;
   std::exception_ptr ended;
   try {
-    auto header = negotiator_.propose(stall.shutdown, leave);
-    if (topo_.size > 1)
-      backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
+    if (transport)
+      std::rethrow_exception(transport);
     auto plan = negotiator_.read(header);
     if (plan.abort) {
       ended = ending_error(plan, stall);

@@ -115,6 +115,39 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
   return w;
 }
 
+const std::vector<int64_t>& negotiator::propose_solo(const operation& op) {
+  solo_.assign(fixed_words + cache_.words(), 0);
+  op_list one{false, {op}};
+  auto f = shape_check::fingerprint(one);
+  solo_[head] = next_seq_;
+  solo_[neg_head] = -next_seq_;
+  solo_[run] = 1;
+  solo_[neg_run] = -1;
+  solo_[print] = f;
+  solo_[neg_print] = -f;
+  solo_[neg_next_seq] = -(next_seq_ + 1);
+  solo_[leaver] = size_;
+  return solo_;
+}
+
+bool negotiator::solo_agreed(std::span<const int64_t> r) {
+  if (r[neg_abort] < 0 || r[leaver] < size_ || r[neg_announce] < 0 || r[head] != next_seq_
+      || r[neg_head] != -next_seq_ || r[run] != 1 || r[neg_run] != -1
+      || r[print] != -r[neg_print])
+    return false;
+  for (size_t s = fixed_words; s < r.size(); ++s)
+    if (r[s] != 0)
+      return false;
+  ++next_seq_;
+  ++tick_;
+  return true;
+}
+
+void negotiator::absorb_solo(uint64_t id, const operation& op) {
+  add(id, op, true);
+  announcing_.clear();
+}
+
 negotiator::plan negotiator::read(std::span<const int64_t> reduced) {
   reduced_.assign(reduced.begin(), reduced.end());
   lane_run_ = 0;
@@ -323,7 +356,7 @@ std::vector<int> negotiator::announced_by(const std::string& name) const {
 std::vector<negotiator::waiting> negotiator::pending() const {
   std::vector<waiting> out;
   for (auto& [id, l] : local_) {
-    waiting w{id, l.op.name, {}, false};
+    waiting w{id, l.op.name.empty() ? describe(l.op) : l.op.name, {}, false};
     if (l.st == state::named) {
       auto i = table_.find(l.op.name);
       if (i != table_.end()) {

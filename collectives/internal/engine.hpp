@@ -143,6 +143,11 @@ private:
   void run_in_order(const collectives::operation& op, Body& body);
   void enqueue_locked(const std::shared_ptr<pending_op>& p);
   bool round(bool leave = false);
+  bool settle(std::span<const int64_t> header, const collectives::stall_inspector::verdict& stall,
+              std::exception_ptr transport);
+  template <class Body>
+  bool solo(const collectives::operation& op, Body& body);
+  void drive_until(pending_op& p, std::unique_lock<std::mutex>& lk);
   std::exception_ptr ending_error(const collectives::negotiator::plan& plan,
                                   const collectives::stall_inspector::verdict& mine);
   void execute(const collectives::round_result& r);
@@ -169,6 +174,9 @@ private:
   collectives::negotiator negotiator_;
   collectives::stall_inspector stall_;
   std::unordered_map<uint64_t, std::shared_ptr<pending_op>> outstanding_;
+  // solo()'s results for its caller (the busy_ holder).
+  std::exception_ptr solo_error_;
+  std::shared_ptr<pending_op> solo_pending_;
 
   std::mutex mu_;
   std::condition_variable cv_;

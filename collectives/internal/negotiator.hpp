@@ -81,6 +81,15 @@ public:
   /// `leave`: this rank shuts down (its last round).
   std::vector<int64_t> propose(bool abort = false, bool leave = false);
 
+  /// The fast path of a synchronous unnamed operation while nothing is
+  /// pending here: the header propose() would build with `op` added.
+  const std::vector<int64_t>& propose_solo(const operation& op);
+  /// After propose_solo(): true when the reduced header says only "run
+  /// it now" (the round is then over); false: call absorb_solo() and go on
+  /// with read() as after propose().
+  bool solo_agreed(std::span<const int64_t> reduced);
+  void absorb_solo(uint64_t id, const operation& op);
+
   /// What the round needs after the header came back.
   struct plan {
     /// Exchange lane_prefix() (allreduce, min), then read_lane_prefix().
@@ -175,6 +184,7 @@ private:
   // This round.
   std::vector<uint64_t> announcing_;
   std::vector<int64_t> proposed_;
+  std::vector<int64_t> solo_;
   std::vector<int64_t> reduced_;
   size_t lane_run_ = 0;
   bool lane_failed_ = false;

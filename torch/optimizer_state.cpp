@@ -142,12 +142,32 @@ void load_optimizer(torch::optim::Optimizer& opt, const std::string& blob, std::
   }
 }
 
+void create_state(torch::optim::Optimizer& opt) {
+  if (!opt.state().empty() || dynamic_cast<torch::optim::LBFGS*>(&opt))
+    return;
+  torch::NoGradGuard no_grad;
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params())
+      if (p.requires_grad())
+        p.mutable_grad() = torch::zeros(p.sizes(), p.options());
+  opt.step();
+}
+
 void broadcast_optimizer(torch::optim::Optimizer& opt, int root) {
   constexpr std::string_view call = "hvd::broadcast_optimizer_state";
   // One byte says what follows: 'k' the state, 'e' why root has none.
   std::vector<char> blob;
   std::string failure;
-  if (rank() == root) {
+  try {
+    create_state(opt);
+  } catch (const std::exception& e) {
+    failure = fmt::format("{}: rank {} could not create its optimizer's state (one step with zero "
+                          "gradients, as Horovod does for an optimizer without state): {}",
+                          call, rank(), message_of(e));
+  }
+  if (rank() == root && !failure.empty()) {
+    blob.assign(1, 'e');
+  } else if (rank() == root) {
     try {
       auto bytes = save_optimizer(opt, call);
       blob.reserve(bytes.size() + 1);
@@ -159,7 +179,7 @@ void broadcast_optimizer(torch::optim::Optimizer& opt, int root) {
     }
   }
   elastic::detail::broadcast_bytes(blob, root);
-  if (rank() != root) {
+  if (rank() != root && failure.empty()) {
     if (blob.empty() || (blob[0] != 'k' && blob[0] != 'e'))
       failure = fmt::format("{}: rank {} received {} bytes from root rank {} that are no "
                             "optimizer state; ranks must run the same hvactor build",

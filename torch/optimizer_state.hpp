@@ -29,7 +29,14 @@ std::string save_optimizer(const torch::optim::Optimizer& opt, std::string_view 
 void load_optimizer(torch::optim::Optimizer& opt, const std::string& blob, std::string_view call,
                     std::string_view source);
 
-/// broadcast_optimizer_state's body: root's save_optimizer, loaded on every
+/// Horovod's state creation for an optimizer without state (none yet):
+/// a zero gradient on every parameter that requires grad, then one step().
+/// Does nothing when `opt` has state, or is LBFGS (its step needs a
+/// closure).
+void create_state(torch::optim::Optimizer& opt);
+
+/// broadcast_optimizer_state's body: create_state, then root's
+/// save_optimizer, loaded on every
 /// other rank; then every rank tells the others whether it succeeded (one
 /// small allgather), so a failure on any rank throws the same
 /// collective_error, naming that rank, on every rank.

@@ -1,6 +1,7 @@
 #include "tensor_check.hpp"
 
 #include <limits>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -164,6 +165,29 @@ void check_broadcast(const desc_table& table, int root, std::string_view call) {
                     to_string(have[i]), root, to_string(want[i])),
         static_cast<int>(r));
     }
+  }
+}
+
+dtype dtype_of_tensor(const torch::Tensor& t, const char* call) {
+  if (t.is_cuda())
+    throw std::invalid_argument(fmt::format("hvd::{}: CUDA tensors need a CUDA build of LibTorch "
+                                            "(Debian's libtorch is CPU-only); pass a CPU tensor",
+                                            call));
+  switch (t.scalar_type()) {
+    case torch::kFloat:
+      return dtype::float32;
+    case torch::kDouble:
+      return dtype::float64;
+    case torch::kInt:
+      return dtype::int32;
+    case torch::kLong:
+      return dtype::int64;
+    case torch::kHalf:
+      return dtype::float16;
+    default:
+      throw std::invalid_argument(fmt::format("hvd::{}: tensors of {} are not supported (float, "
+                                              "double, int32, int64, half)",
+                                              call, c10::toString(t.scalar_type())));
   }
 }
 

@@ -18,6 +18,8 @@
 
 #include <torch/torch.h>
 
+#include "hvactor/collectives/types.hpp"
+
 namespace hvactor::hvd::detail {
 
 /// One rank's description of one tensor.
@@ -55,6 +57,11 @@ void check_allgather(const desc_table& table, std::string_view call);
 /// tensors than `root`, or a tensor of another scalar type, device or shape,
 /// naming both ranks, the tensor's index and both shapes.
 void check_broadcast(const desc_table& table, int root, std::string_view call);
+
+/// hvd's dtype for `t`. Throws std::invalid_argument naming `call` (e.g.
+/// "allreduce") for CUDA tensors (Debian's LibTorch is CPU-only) and for
+/// scalar types hvd does not carry.
+dtype dtype_of_tensor(const torch::Tensor& t, const char* call);
 
 /// "hvd::<op>" or "hvd::<op> '<name>'".
 std::string call_name(std::string_view op, std::string_view name);

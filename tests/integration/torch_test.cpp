@@ -15,6 +15,8 @@
 // LibTorch first: it defines glog's CHECK, which must not replace doctest's.
 #include <hvactor/torch.hpp>
 #include <hvactor/torch_state.hpp>
+
+#include "grad_schedule.hpp"
 #undef CHECK
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
@@ -45,24 +47,28 @@ std::vector<float> flat(torch::nn::Linear& l) {
 }
 
 // In a worker: Linear(2,2) seeded by rank, broadcast from 0, SGD lr 0.01
-// wrapped in the distributed optimizer; `passes` micro-batches per step.
-std::vector<float> train_linear(int steps, int passes, bool overlap) {
+// wrapped in the distributed optimizer; `passes` micro-batches (backward
+// passes) per step, as Horovod's loop: zero_grad, k x backward, step.
+// `setter`: constructed with 1 pass, then set_backward_passes_per_step.
+std::vector<float> train_linear(int steps, int passes, bool overlap, bool setter = false) {
   hvd::init();
   torch::manual_seed(hvd::rank() + 1); // different on every rank until broadcast
   torch::nn::Linear l(2, 2);
   hvd::broadcast_parameters(l->parameters(), 0);
   torch::optim::SGD sgd(l->parameters(), 0.01);
-  hvd::distributed_optimizer opt(sgd, passes, hvd::op::average, overlap);
+  hvd::distributed_optimizer opt(sgd, setter ? 1 : passes, hvd::op::average, overlap);
+  if (setter)
+    opt.set_backward_passes_per_step(passes);
   if (opt.overlapped() != overlap)
     throw std::runtime_error("overlapped() does not say what was asked");
   auto [x, y] = shard_of(hvd::rank());
   auto xs = x.chunk(passes), ys = y.chunk(passes);
-  for (int s = 0; s < steps; ++s)
-    for (int p = 0; p < passes; ++p) {
-      opt.zero_grad();
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    for (int p = 0; p < passes; ++p)
       torch::mse_loss(l(xs[p]), ys[p]).backward();
-      opt.step();
-    }
+    opt.step();
+  }
   auto out = flat(l);
   hvd::shutdown();
   return out;
@@ -167,24 +173,31 @@ std::vector<float> compressed_grad(bool overlap, bool fp16) {
   return out;
 }
 
-// In a worker: two backward() calls before one step() with
-// backward_passes_per_step 1 (overlap): the error's text, or "" if none.
-std::string double_backward() {
+// In a worker: k + 1 backward() calls before one step() with
+// backward_passes_per_step k (overlap): the error's text ("" if none), then
+// zero_grad()'s before step() ("" if none).
+std::vector<std::string> double_backward(int k) {
   hvd::init();
   torch::nn::Linear l(2, 2);
   torch::optim::SGD sgd(l->parameters(), 0.01);
-  hvd::distributed_optimizer opt(sgd);
-  std::string text;
+  hvd::distributed_optimizer opt(sgd, k);
+  std::vector<std::string> texts(2);
+  opt.zero_grad();
+  try {
+    for (int i = 0; i <= k; ++i)
+      torch::mse_loss(l(torch::ones({1, 2})), torch::zeros({1, 2})).backward();
+  } catch (const std::exception& e) {
+    texts[0] = e.what();
+  }
   try {
     opt.zero_grad();
-    torch::mse_loss(l(torch::ones({1, 2})), torch::zeros({1, 2})).backward();
-    torch::mse_loss(l(torch::ones({1, 2})), torch::zeros({1, 2})).backward();
   } catch (const std::exception& e) {
-    text = e.what();
+    texts[1] = e.what();
   }
   opt.step();
+  opt.zero_grad(); // fine again after step()
   hvd::shutdown();
-  return text;
+  return texts;
 }
 
 // In a worker: one collective whose tensors differ between ranks 0 and 1
@@ -380,6 +393,217 @@ std::vector<double> every_optimizer_lr() {
   return out;
 }
 
+// In a worker: whether two named async allreduces submitted in opposite
+// orders on rank 0 and the others pair by name (false while the engine
+// pairs them by submission order).
+bool names_pair() {
+  hvd::init();
+  std::vector<float> a{1.0f}, b{100.0f};
+  std::vector<hvd::handle> hs;
+  auto submit = [&](std::vector<float>& v, const char* name) {
+    hs.push_back(hvd::allreduce_async(std::span<float>(v), hvd::op::sum, name));
+  };
+  if (hvd::rank() == 0) {
+    submit(a, "probe.a");
+    submit(b, "probe.b");
+  } else {
+    submit(b, "probe.b");
+    submit(a, "probe.a");
+  }
+  for (auto& h : hs)
+    hvd::synchronize(h);
+  auto n = static_cast<float>(hvd::size());
+  std::vector<float> mine{a[0] == n && b[0] == 100 * n ? 1.0f : 0.0f};
+  auto all = hvd::allgather(std::span<const float>(mine));
+  hvd::shutdown();
+  for (auto v : all)
+    if (v != 1.0f)
+      return false;
+  return true;
+}
+
+// A trunk and three heads of one shape; which heads a step uses depends on
+// the rank and the step, so some parameters are unused on some ranks.
+struct branchy_net : torch::nn::Module {
+  torch::nn::Linear trunk{nullptr}, a{nullptr}, b{nullptr}, c{nullptr};
+  branchy_net() {
+    trunk = register_module("trunk", torch::nn::Linear(2, 3));
+    a = register_module("a", torch::nn::Linear(3, 2));
+    b = register_module("b", torch::nn::Linear(3, 2));
+    c = register_module("c", torch::nn::Linear(3, 2));
+  }
+  // 0: head a; 1: head b; 2: a + c.
+  torch::Tensor forward(const torch::Tensor& x, int branch) {
+    auto h = torch::relu(trunk(x));
+    return branch == 0 ? a(h) : branch == 1 ? b(h) : a(h) + c(h);
+  }
+};
+
+int branch_of(int rank, int step) {
+  return (rank + step) % 3;
+}
+
+std::vector<float> flat(torch::nn::Module& m) {
+  std::vector<torch::Tensor> ps;
+  for (auto& p : m.parameters())
+    ps.push_back(p.detach().flatten());
+  auto w = torch::cat(ps);
+  return {w.data_ptr<float>(), w.data_ptr<float>() + w.numel()};
+}
+
+constexpr int branchy_steps = 6;
+
+// In a worker: branchy_net (seed 5) with SGD (lr 0.1, momentum 0.9) in the
+// distributed optimizer named by named_parameters(). `mode` 0: reduced at
+// step(); 1: overlap, one group of every parameter (so every allreduce
+// starts in synchronize(), in order); 2: at step() in 2 groups; 3: overlap
+// (ranks submit in different orders: needs pairing by name); 4: overlap,
+// heads a and b in an explicit group (idem).
+std::vector<float> branchy_train(int mode) {
+  hvd::init();
+  torch::manual_seed(5);
+  branchy_net net;
+  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  hvd::distributed_optimizer_options o;
+  o.overlap = mode == 1 || mode >= 3;
+  o.num_groups = mode == 1 ? 1 : mode == 2 ? 2 : 0;
+  if (mode == 4)
+    o.groups = {{net.a->weight, net.b->weight, net.a->bias, net.b->bias}};
+  hvd::distributed_optimizer opt(sgd, net.named_parameters(), o);
+  auto [x, y] = shard_of(hvd::rank());
+  for (int s = 0; s < branchy_steps; ++s) {
+    opt.zero_grad();
+    torch::mse_loss(net.forward(x, branch_of(hvd::rank(), s)), y).backward();
+    opt.step();
+  }
+  auto out = flat(net);
+  hvd::shutdown();
+  return out;
+}
+
+// The reference: one process fed the ranks' gradients averaged (zeros for
+// a parameter a rank did not use).
+std::vector<float> branchy_single(int ranks) {
+  torch::manual_seed(5);
+  branchy_net net;
+  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto params = net.parameters();
+  for (int s = 0; s < branchy_steps; ++s) {
+    std::vector<torch::Tensor> sum;
+    for (auto& p : params)
+      sum.push_back(torch::zeros_like(p));
+    for (int r = 0; r < ranks; ++r) {
+      for (auto& p : params)
+        p.mutable_grad() = torch::Tensor();
+      auto [x, y] = shard_of(r);
+      torch::mse_loss(net.forward(x, branch_of(r, s)), y).backward();
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].grad().defined())
+          sum[i] += params[i].grad();
+    }
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].mutable_grad() = sum[i] / ranks;
+    sgd.step();
+  }
+  return flat(net);
+}
+
+constexpr double clip_norm = 0.05;
+
+// In a worker: Linear(2,2) (seed 1) with SGD lr 0.1; each step reduces the
+// gradients with synchronize(), clips their norm to clip_norm, then steps
+// inside skip_synchronize().
+std::vector<float> clip_between(bool sum) {
+  hvd::init();
+  torch::manual_seed(1);
+  torch::nn::Linear l(2, 2);
+  torch::optim::SGD sgd(l->parameters(), 0.1);
+  hvd::distributed_optimizer opt(sgd, l->named_parameters(),
+                                 {.reduction = sum ? hvd::op::sum : hvd::op::average});
+  auto [x, y] = shard_of(hvd::rank());
+  for (int s = 0; s < 5; ++s) {
+    opt.zero_grad();
+    torch::mse_loss(l(x), y).backward();
+    opt.synchronize();
+    torch::nn::utils::clip_grad_norm_(l->parameters(), clip_norm);
+    auto skip = opt.skip_synchronize();
+    opt.step();
+  }
+  auto out = flat(l);
+  hvd::shutdown();
+  return out;
+}
+
+// The reference: the ranks' gradients averaged (summed) by hand, clipped,
+// stepped.
+std::vector<float> clip_single(int ranks, bool sum, double norm) {
+  torch::manual_seed(1);
+  torch::nn::Linear l(2, 2);
+  torch::optim::SGD sgd(l->parameters(), 0.1);
+  auto params = l->parameters();
+  for (int s = 0; s < 5; ++s) {
+    std::vector<torch::Tensor> total{torch::zeros_like(params[0]), torch::zeros_like(params[1])};
+    for (int r = 0; r < ranks; ++r) {
+      sgd.zero_grad();
+      auto [x, y] = shard_of(r);
+      torch::mse_loss(l(x), y).backward();
+      for (size_t i = 0; i < params.size(); ++i)
+        total[i] += params[i].grad();
+    }
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].mutable_grad() = sum ? total[i] : total[i] / ranks;
+    torch::nn::utils::clip_grad_norm_(params, norm);
+    sgd.step();
+  }
+  return flat(l);
+}
+
+// In a worker: every rank's gradient is `value` (3 elements); reduced with
+// average, `predivide` and `fp16`; the gradient the optimizer left, -1 for
+// a value that is not finite (CAF 0.17 cannot serialize infinity: its
+// pack754 loops for ever).
+std::vector<float> predivided(float value, double predivide, bool fp16) {
+  hvd::init();
+  auto p = torch::zeros({3}, torch::requires_grad());
+  torch::optim::SGD sgd({p}, 1.0);
+  hvd::distributed_optimizer opt(
+    sgd, {.wire = fp16 ? hvd::compression::fp16 : hvd::compression::none,
+          .gradient_predivide_factor = predivide});
+  opt.zero_grad();
+  (p * (value * static_cast<float>(hvd::rank() + 1))).sum().backward();
+  opt.step();
+  auto g = p.grad();
+  std::vector<float> out(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+  for (auto& v : out)
+    if (!std::isfinite(v))
+      v = -1;
+  hvd::shutdown();
+  return out;
+}
+
+// In a worker: Horovod's test_broadcast_state_no_grad: a parameter without
+// grad and one with, SGD (momentum, nesterov, weight decay) without state;
+// returns whether a has a gradient, whether b has one, b's gradient's sum,
+// the number of state entries, and b after the broadcast.
+std::vector<double> state_no_grad() {
+  hvd::init();
+  torch::manual_seed(hvd::rank() + 11);
+  auto a = torch::tensor({1.0f, 3.0f});
+  auto b = torch::rand({4}).requires_grad_();
+  torch::optim::SGD sgd({a, b}, torch::optim::SGDOptions(0.001).weight_decay(1e-6).momentum(
+                                  0.9).nesterov(true));
+  hvd::distributed_optimizer opt(sgd);
+  hvd::broadcast_parameters({a, b}, 0);
+  hvd::broadcast_optimizer_state(opt, 0);
+  std::vector<double> out{double(a.grad().defined()), double(b.grad().defined()),
+                          b.grad().defined() ? b.grad().sum().item<double>() : -1.0,
+                          double(sgd.state().size())};
+  auto bb = b.detach();
+  out.insert(out.end(), bb.data_ptr<float>(), bb.data_ptr<float>() + bb.numel());
+  hvd::shutdown();
+  return out;
+}
+
 hvactor::executor make(int n) {
   return hvactor::executor{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
                            {.num_workers = n}};
@@ -392,12 +616,18 @@ TEST_SUITE("torch") {
 TEST_CASE("4 workers training Linear(2,2) with the distributed optimizer end with identical "
           "parameters, equal to single-process training on the whole batch within 1e-5, with "
           "gradients reduced during backward (overlap) and at step()") {
-  for (auto [passes, overlap] : {std::pair{1, true}, {2, true}, {1, false}, {2, false}}) {
+  struct variant {
+    int passes;
+    bool overlap, setter;
+  };
+  for (auto [passes, overlap, setter] : {variant{1, true, false}, {2, true, false},
+                                          {1, false, false}, {2, false, false}, {3, true, true}}) {
     CAPTURE(passes);
     CAPTURE(overlap);
+    CAPTURE(setter);
     auto ex = make(4);
     ex.start();
-    auto per_rank = ex.run(&train_linear, 10, passes, overlap);
+    auto per_rank = ex.run(&train_linear, 10, passes, overlap, setter);
     ex.shutdown();
     auto reference = train_single(4, 10, passes);
     REQUIRE(per_rank.size() == 4);
@@ -437,13 +667,23 @@ TEST_CASE("compression::fp16 reduces float32 gradients as float16 and writes the
   }
 }
 
-TEST_CASE("overlap: a gradient computed twice before step() is an error from backward()") {
-  auto ex = make(2);
-  ex.start();
-  auto texts = ex.run(&double_backward);
-  ex.shutdown();
-  for (auto& t : texts)
-    CHECK(t.find("more than backward_passes_per_step times before step()") != std::string::npos);
+TEST_CASE("overlap: a gradient computed once more than backward_passes_per_step times before "
+          "step() is an error from backward(), and zero_grad() before step() is refused") {
+  for (int k : {1, 2}) {
+    CAPTURE(k);
+    auto ex = make(2);
+    ex.start();
+    auto texts = ex.run(&double_backward, k);
+    ex.shutdown();
+    for (auto& t : texts) {
+      CHECK(t[0].find("the gradient of allreduce.noname.0.") != std::string::npos);
+      CHECK(t[0].find("more than backward_passes_per_step times before step() "
+                      "(backward_passes_per_step = " + std::to_string(k) + ")") !=
+            std::string::npos);
+      CHECK(t[1].find("zero_grad() was called after backward() but before step() or "
+                      "synchronize()") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("allreduce, allgather and broadcast on tensors (non-contiguous, uneven first dims)") {
@@ -590,6 +830,155 @@ TEST_CASE("a CUDA-less LibTorch and bad options give clear errors") {
   auto bools = torch::zeros({2}, torch::kBool);
   CHECK_THROWS_WITH_AS(hvd::allreduce(bools), doctest::Contains("not supported"),
                        std::invalid_argument);
+}
+
+TEST_CASE("distributed_optimizer names each allreduce after its parameter: Horovod's default "
+          "names, or named_parameters(); bad options are refused") {
+  torch::nn::Linear l(2, 2), other(2, 2);
+  torch::optim::SGD sgd(l->parameters(), 0.1);
+  CHECK(hvd::distributed_optimizer(sgd).names() ==
+        std::vector<std::string>{"allreduce.noname.0.0", "allreduce.noname.0.1"});
+  CHECK(hvd::distributed_optimizer(sgd, l->named_parameters()).names() ==
+        std::vector<std::string>{"weight", "bias"});
+  CHECK_THROWS_WITH_AS(hvd::distributed_optimizer(sgd, other->named_parameters()),
+                       doctest::Contains("named_parameters was given, but parameter 0 of param "
+                                         "group 0 (shape [2, 2]) is not among them"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+    hvd::distributed_optimizer(sgd, {.reduction = hvd::op::sum, .gradient_predivide_factor = 2}),
+    doctest::Contains("gradient_predivide_factor 2 needs op::average"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hvd::distributed_optimizer(sgd, {.gradient_predivide_factor = 0}),
+                       doctest::Contains("gradient_predivide_factor must be a finite number > 0"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+    hvd::distributed_optimizer(sgd, {.groups = {{l->weight}}, .num_groups = 2}),
+    doctest::Contains("pass groups or num_groups, not both"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hvd::distributed_optimizer(sgd, {.groups = {{l->weight}, {l->weight}}}),
+                       doctest::Contains("a parameter can only appear once in groups"),
+                       std::invalid_argument);
+  hvd::distributed_optimizer opt(sgd);
+  CHECK_THROWS_WITH_AS(opt.set_backward_passes_per_step(0),
+                       doctest::Contains("backward_passes_per_step must be >= 1: Got 0."),
+                       std::invalid_argument);
+  opt.set_backward_passes_per_step(4);
+  CHECK(opt.backward_passes_per_step() == 4);
+}
+
+TEST_CASE("grad_schedule: k backward passes make a gradient ready, a group starts when all its "
+          "members are ready, synchronize() starts the rest in unit order") {
+  using hvd::detail::grad_schedule;
+  using units = std::vector<std::vector<size_t>>;
+  CHECK(grad_schedule::split({0, 1, 2, 3, 4}, 2) == units{{0, 1, 2}, {3, 4}});
+  CHECK(grad_schedule::split({0, 1, 2, 3, 4}, 3) == units{{0, 1}, {2, 3}, {4}});
+  CHECK(grad_schedule::split({7, 8}, 4) == units{{7}, {8}});
+  CHECK(grad_schedule::with_groups({0, 1, 2, 3}, {{3, 9, 1}}) == units{{3, 1}, {0}, {2}});
+  CHECK_THROWS_AS(grad_schedule::with_groups({0, 1}, {{0}, {1, 0}}), std::invalid_argument);
+
+  grad_schedule alone{3, {{0}, {1}, {2}}, 2};
+  CHECK(alone.idle());
+  CHECK(alone.on_gradient(1).empty()); // 1 of 2 passes
+  CHECK(!alone.idle());
+  CHECK(!alone.exhausted(1));
+  CHECK(alone.on_gradient(1) == std::vector<size_t>{1});
+  CHECK(alone.exhausted(1));
+  CHECK(alone.on_gradient(0).empty());
+  CHECK(alone.flush() == std::vector<size_t>{0, 2}); // 0 counted once, 2 never
+  CHECK(alone.idle());
+  CHECK(!alone.exhausted(1));
+
+  grad_schedule grouped{4, {{2, 0}, {1}, {3}}, 1};
+  CHECK(grouped.on_gradient(0).empty());
+  CHECK(grouped.on_gradient(3) == std::vector<size_t>{3});
+  CHECK(grouped.on_gradient(2) == std::vector<size_t>{2, 0});
+  CHECK(grouped.flush() == std::vector<size_t>{1});
+  CHECK(grouped.on_gradient(2).empty());
+  CHECK(grouped.flush() == std::vector<size_t>{2, 0, 1, 3});
+  grouped.set_passes(3);
+  CHECK(grouped.on_gradient(3).empty());
+  CHECK(grouped.on_gradient(3).empty());
+  CHECK(grouped.on_gradient(3) == std::vector<size_t>{3});
+  CHECK_THROWS_AS(grouped.set_passes(0), std::invalid_argument);
+}
+
+TEST_CASE("a model with a data-dependent branch (heads unused on some ranks in some steps) "
+          "trains on 2 and 3 ranks to the parameters of one process fed the averaged "
+          "gradients, unused gradients reduced as zeros, with and without overlap and groups") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    auto reference = branchy_single(n);
+    auto ex = make(n);
+    ex.start();
+    // Overlap without one all-parameter group submits in each rank's
+    // autograd order: exact only where the engine pairs operations by name.
+    bool by_name = ex.run(&names_pair)[0];
+    MESSAGE("operations pair by name: " << by_name);
+    for (int mode = 0; mode <= (by_name ? 4 : 2); ++mode) {
+      CAPTURE(mode);
+      auto per_rank = ex.run(&branchy_train, mode);
+      REQUIRE(per_rank.size() == static_cast<size_t>(n));
+      for (auto& rank : per_rank) {
+        REQUIRE(rank.size() == reference.size());
+        CHECK(rank == per_rank[0]);
+        for (size_t i = 0; i < reference.size(); ++i)
+          CHECK(std::abs(rank[i] - reference[i]) < 1e-5);
+      }
+    }
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("clipping between synchronize() and step() inside skip_synchronize() gives the "
+          "parameters of clipping the averaged (summed) gradients by hand") {
+  auto ex = make(2);
+  ex.start();
+  for (bool sum : {false, true}) {
+    CAPTURE(sum);
+    auto per_rank = ex.run(&clip_between, sum);
+    auto reference = clip_single(2, sum, clip_norm);
+    CHECK(reference != clip_single(2, sum, 1e9)); // the clipping changed something
+    for (auto& rank : per_rank) {
+      REQUIRE(rank.size() == reference.size());
+      for (size_t i = 0; i < reference.size(); ++i)
+        CHECK(std::abs(rank[i] - reference[i]) < 1e-6);
+    }
+  }
+  ex.shutdown();
+}
+
+TEST_CASE("gradient_predivide_factor: the average is unchanged, and float16 sums that would "
+          "overflow 65504 do not") {
+  auto ex = make(2);
+  ex.start();
+  // Gradients 1 and 2: average 1.5 with any factor.
+  for (double f : {1.0, 2.0, 8.0}) {
+    CAPTURE(f);
+    for (auto& rank : ex.run(&predivided, 1.0f, f, false))
+      CHECK(rank == std::vector<float>(3, 1.5f));
+  }
+  // Gradients 32000 and 64000 in float16: their sum overflows without a
+  // predivide factor; with 2 the wire carries 16000 + 32000 and the result
+  // is 48000 exactly.
+  for (auto& rank : ex.run(&predivided, 32000.0f, 1.0, true))
+    CHECK(rank[0] == -1.0f); // not finite
+  for (auto& rank : ex.run(&predivided, 32000.0f, 2.0, true))
+    CHECK(rank == std::vector<float>(3, 48000.0f));
+  ex.shutdown();
+}
+
+TEST_CASE("broadcast_optimizer_state on an optimizer without state creates it as Horovod does "
+          "(zero gradients for the parameters that require grad, one step)") {
+  auto ex = make(2);
+  ex.start();
+  auto out = ex.run(&state_no_grad);
+  ex.shutdown();
+  for (auto& rank : out) {
+    REQUIRE(rank.size() == 8);
+    CHECK(rank[0] == 0.0); // a: no gradient
+    CHECK(rank[1] == 1.0); // b: a zero gradient
+    CHECK(rank[2] == 0.0);
+    CHECK(rank[3] == 1.0); // b's momentum buffer
+  }
+  CHECK(out[0] == out[1]);
 }
 
 } // TEST_SUITE

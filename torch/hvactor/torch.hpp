@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include "hvactor/distributed_optimizer.hpp"
 #include "hvactor/hvd.hpp"
 #include "hvactor/train.hpp"
 
@@ -40,8 +41,11 @@ void broadcast(torch::Tensor& t, int root, const std::string& name = {});
 /// (collective_error on every rank otherwise, naming the tensor's index).
 void broadcast_parameters(const std::vector<torch::Tensor>& params, int root);
 
-/// Gives every rank root's optimizer state. Sent from `root`, applied on
-/// every other rank:
+/// Gives every rank root's optimizer state. A rank whose optimizer has no
+/// state yet first creates it as Horovod does: every parameter that
+/// requires grad gets a zero gradient (left in place) and the optimizer
+/// steps once (not LBFGS, which needs a closure). Sent from `root`, applied
+/// on every other rank:
 /// - the per-parameter state Optimizer::save writes (momentum buffers,
 ///   Adam's step, exp_avg, exp_avg_sq, max_exp_avg_sq, ...); a rank's own
 ///   state for a parameter root has none for is dropped;
@@ -62,68 +66,8 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, int root);
 /// state travels only if it overrides save() and load().
 void broadcast_optimizer_state(torch::optim::Optimizer& opt, int root);
 
-/// How gradients travel in distributed_optimizer (Horovod's
-/// hvd.Compression): as they are, or cast to float16 for the allreduce and
-/// back afterwards (half the bytes on the wire, ~3 significant digits).
-/// Gradients that are not float32/float64 travel as they are.
-enum class compression { none, fp16 };
-
-/// Horovod's DistributedOptimizer: wraps any torch::optim::Optimizer and
-/// averages the gradients of all its parameters across ranks before the
-/// wrapped optimizer steps.
-///
-/// With `overlap` (the default), each gradient's allreduce starts during
-/// backward(), as soon as autograd has accumulated it (a hook on every
-/// parameter's gradient accumulator, as Horovod's does), so communication
-/// overlaps the rest of backward; step() only waits for them. Without it,
-/// step() starts them all (one fused batch). Both give the same result.
-///
-/// With backward_passes_per_step = k, gradients accumulate locally over k
-/// micro-batches: call zero_grad(), backward() and step() as usual for each
-/// one; only every k-th step() allreduces and applies, and zero_grad() only
-/// clears after such a step. A gradient computed twice in one reducing pass
-/// (a parameter used twice in the graph with k = 1) throws hvactor::error
-/// from backward(): raise backward_passes_per_step.
-///
-/// With compression::fp16 each float gradient is reduced as a float16 copy
-/// and written back (Horovod's compression=hvd.Compression.fp16).
-class distributed_optimizer {
-public:
-  explicit distributed_optimizer(torch::optim::Optimizer& inner, int backward_passes_per_step = 1,
-                                 op reduction = op::average, bool overlap = true,
-                                 compression wire = compression::none);
-  ~distributed_optimizer();
-
-  distributed_optimizer(const distributed_optimizer&) = delete;
-  distributed_optimizer& operator=(const distributed_optimizer&) = delete;
-
-  /// Clears the gradients, unless they are accumulating (see above).
-  void zero_grad();
-
-  /// Allreduces the gradients (or waits for the ones backward started) and
-  /// steps the wrapped optimizer on every k-th call; returns true when it
-  /// did.
-  bool step();
-
-  torch::optim::Optimizer& inner() noexcept {
-    return inner_;
-  }
-
-  /// Whether gradients are reduced during backward().
-  bool overlapped() const noexcept {
-    return overlap_ != nullptr;
-  }
-
-  struct overlap_state;
-
-private:
-  torch::optim::Optimizer& inner_;
-  int passes_;
-  op reduction_;
-  compression wire_;
-  long calls_ = 0;
-  std::shared_ptr<overlap_state> overlap_;
-};
+/// broadcast_optimizer_state on the optimizer distributed_optimizer wraps.
+void broadcast_optimizer_state(distributed_optimizer& opt, int root);
 
 } // namespace hvactor::hvd
 

@@ -1,0 +1,353 @@
+#include "hvactor/distributed_optimizer.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include "grad_schedule.hpp"
+#include "hvactor/errors.hpp"
+#include "tensor_check.hpp"
+
+namespace hvactor::hvd {
+
+namespace {
+
+constexpr const char* who = "hvd::distributed_optimizer";
+
+// One gradient's allreduce in flight: the handle and, with fp16
+// compression, the float16 copy that travels (kept alive until finished).
+struct grad_in_flight {
+  handle h;
+  torch::Tensor grad;
+  torch::Tensor wire;
+};
+
+// How every gradient travels, fixed at construction.
+struct wire_plan {
+  op reduction = op::average;
+  compression wire = compression::none;
+  double predivide = 1.0;
+};
+
+// Starts the allreduce of `p`'s gradient: zeros when this rank has none
+// (made contiguous in place), prescaled by 1 / predivide.
+grad_in_flight start_grad(torch::Tensor& p, const wire_plan& plan, const std::string& name) {
+  torch::NoGradGuard no_grad;
+  auto g = p.grad();
+  if (!g.defined()) {
+    g = torch::zeros(p.sizes(), p.options());
+    p.mutable_grad() = g;
+  } else if (!g.is_contiguous()) {
+    g = g.contiguous();
+    p.mutable_grad() = g;
+  }
+  if (plan.predivide != 1.0)
+    g.mul_(1.0 / plan.predivide);
+  grad_in_flight out{{}, g, {}};
+  auto* buf = &g;
+  if (plan.wire == compression::fp16 &&
+      (g.scalar_type() == torch::kFloat || g.scalar_type() == torch::kDouble)) {
+    out.wire = g.to(torch::kHalf);
+    buf = &out.wire;
+  }
+  auto type = detail::dtype_of_tensor(*buf, "distributed_optimizer");
+  out.h = detail::allreduce_async(buf->data_ptr(), static_cast<size_t>(buf->numel()), type,
+                                  plan.reduction, name);
+  return out;
+}
+
+// Waits for it, writes a compressed result back and postscales.
+void finish_grad(grad_in_flight& f, const wire_plan& plan) {
+  synchronize(f.h);
+  torch::NoGradGuard no_grad;
+  if (f.wire.defined())
+    f.grad.copy_(f.wire);
+  if (plan.predivide != 1.0)
+    f.grad.mul_(plan.predivide);
+}
+
+// Waits for every one (the buffers must outlive the operations), then
+// rethrows the first error.
+void finish_all(std::vector<grad_in_flight>& fs, const wire_plan& plan) {
+  std::exception_ptr first;
+  for (auto& f : fs) {
+    try {
+      finish_grad(f, plan);
+    } catch (...) {
+      if (!first)
+        first = std::current_exception();
+    }
+  }
+  fs.clear();
+  if (first)
+    std::rethrow_exception(first);
+}
+
+} // namespace
+
+// Shared with the gradient hooks, which run on autograd's thread (the
+// caller's for CPU tensors) while synchronize() runs on the caller's: locked.
+struct distributed_optimizer::state {
+  struct param {
+    torch::Tensor tensor;
+    std::string name;
+    std::shared_ptr<torch::autograd::Node> accumulator; // kept alive: it holds the hook
+    uintptr_t hook = 0;
+  };
+
+  state(std::vector<param> ps, detail::grad_schedule s, wire_plan w)
+    : params(std::move(ps)), schedule(std::move(s)), plan(w) {
+  }
+
+  std::mutex mu;
+  std::vector<param> params; // those that require grad, in the optimizer's order
+  detail::grad_schedule schedule;
+  wire_plan plan;
+  std::vector<grad_in_flight> in_flight; // in launch order
+
+  // A hook: backward produced parameter i's gradient.
+  void on_gradient(size_t i) {
+    std::lock_guard<std::mutex> guard{mu};
+    if (schedule.exhausted(i))
+      throw error(fmt::format(
+        "{}: the gradient of {} was computed more than backward_passes_per_step times before "
+        "step() (backward_passes_per_step = {}); raise it to accumulate gradients locally",
+        who, params[i].name, passes));
+    for (auto j : schedule.on_gradient(i))
+      in_flight.push_back(start_grad(params[j].tensor, plan, params[j].name));
+  }
+
+  int passes = 1;
+};
+
+namespace {
+
+struct grad_ready_hook : torch::autograd::FunctionPostHook {
+  grad_ready_hook(std::weak_ptr<distributed_optimizer::state> st, size_t index)
+    : st_(std::move(st)), index_(index) {
+  }
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    if (auto st = st_.lock())
+      st->on_gradient(index_);
+    return outputs;
+  }
+
+private:
+  std::weak_ptr<distributed_optimizer::state> st_;
+  size_t index_;
+};
+
+std::string shape_of(const torch::Tensor& t) {
+  return fmt::format("[{}]", fmt::join(t.sizes(), ", "));
+}
+
+} // namespace
+
+distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
+                                             int backward_passes_per_step, op reduction,
+                                             bool overlap, compression wire)
+  : inner_(inner) {
+  options_.backward_passes_per_step = backward_passes_per_step;
+  options_.reduction = reduction;
+  options_.overlap = overlap;
+  options_.wire = wire;
+  setup(nullptr);
+}
+
+distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
+                                             distributed_optimizer_options options)
+  : inner_(inner), options_(std::move(options)) {
+  setup(nullptr);
+}
+
+distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
+                                             const named_tensors* named,
+                                             distributed_optimizer_options options)
+  : inner_(inner), options_(std::move(options)) {
+  setup(named);
+}
+
+void distributed_optimizer::setup(const named_tensors* named) {
+  auto& o = options_;
+  if (o.backward_passes_per_step < 1)
+    throw std::invalid_argument(fmt::format("{}: backward_passes_per_step must be >= 1: Got {}.",
+                                            who, o.backward_passes_per_step));
+  if (o.reduction != op::average && o.reduction != op::sum)
+    throw std::invalid_argument(
+      fmt::format("{}: gradients are combined with op::average or op::sum", who));
+  if (!(std::isfinite(o.gradient_predivide_factor) && o.gradient_predivide_factor > 0))
+    throw std::invalid_argument(fmt::format(
+      "{}: gradient_predivide_factor must be a finite number > 0: Got {}.", who,
+      o.gradient_predivide_factor));
+  if (o.gradient_predivide_factor != 1.0 && o.reduction != op::average)
+    throw std::invalid_argument(
+      fmt::format("{}: gradient_predivide_factor {} needs op::average (Horovod: not supported "
+                  "with op != Average)",
+                  who, o.gradient_predivide_factor));
+  if (o.num_groups < 0)
+    throw std::invalid_argument(
+      fmt::format("{}: num_groups must be >= 0: Got {}.", who, o.num_groups));
+  if (o.num_groups > 0 && !o.groups.empty())
+    throw std::invalid_argument(
+      fmt::format("{}: pass groups or num_groups, not both ({} groups given, num_groups {})", who,
+                  o.groups.size(), o.num_groups));
+
+  // Names: Horovod's, by position in the param groups, or the caller's.
+  std::unordered_map<const void*, std::string> given;
+  if (named)
+    for (auto& item : *named)
+      given.emplace(item.value().unsafeGetTensorImpl(), item.key());
+  std::vector<state::param> params;
+  std::unordered_map<const void*, size_t> index_of; // into params
+  const auto& groups = inner_.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t j = 0; j < groups[g].params().size(); ++j) {
+      const auto& p = groups[g].params()[j];
+      std::string name;
+      if (named) {
+        auto it = given.find(p.unsafeGetTensorImpl());
+        if (it == given.end())
+          throw std::invalid_argument(fmt::format(
+            "{}: named_parameters was given, but parameter {} of param group {} (shape {}) is "
+            "not among them; pass the named_parameters() of the model the optimizer holds",
+            who, j, g, shape_of(p)));
+        name = it->second;
+      } else {
+        name = fmt::format("allreduce.noname.{}.{}", g, j);
+      }
+      names_.push_back(name);
+      if (p.requires_grad() && !index_of.count(p.unsafeGetTensorImpl())) {
+        index_of.emplace(p.unsafeGetTensorImpl(), params.size());
+        params.push_back({p, std::move(name), nullptr, 0});
+      }
+    }
+
+  std::vector<size_t> ids(params.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = i;
+  std::vector<std::vector<size_t>> units;
+  if (o.num_groups > 0) {
+    units = detail::grad_schedule::split(ids, o.num_groups);
+  } else {
+    std::vector<std::vector<size_t>> explicit_groups;
+    size_t outside = params.size(); // past every index: a tensor the optimizer does not hold
+    for (auto& grp : o.groups) {
+      explicit_groups.emplace_back();
+      for (auto& t : grp) {
+        auto it = index_of.find(t.unsafeGetTensorImpl());
+        explicit_groups.back().push_back(it == index_of.end() ? outside++ : it->second);
+      }
+    }
+    units = detail::grad_schedule::with_groups(ids, explicit_groups);
+  }
+  detail::grad_schedule schedule{params.size(), std::move(units), o.backward_passes_per_step};
+  state_ = std::make_shared<state>(std::move(params), std::move(schedule),
+                                   wire_plan{o.reduction, o.wire, o.gradient_predivide_factor});
+  state_->passes = o.backward_passes_per_step;
+  if (!o.overlap)
+    return;
+  for (size_t i = 0; i < state_->params.size(); ++i) {
+    auto& p = state_->params[i];
+    if (!p.tensor.is_leaf())
+      continue; // reduced in synchronize()
+    p.accumulator = torch::autograd::impl::grad_accumulator(p.tensor);
+    if (!p.accumulator)
+      continue;
+    p.hook = p.accumulator->add_post_hook(
+      std::make_unique<grad_ready_hook>(std::weak_ptr<state>(state_), i));
+  }
+}
+
+distributed_optimizer::~distributed_optimizer() {
+  // The parameters outlive this optimizer: take the hooks off, and let any
+  // allreduce still in flight finish before its gradient may go away.
+  for (auto& p : state_->params)
+    if (p.accumulator)
+      p.accumulator->del_post_hook(p.hook);
+  try {
+    finish_all(state_->in_flight, state_->plan);
+  } catch (const std::exception&) {
+    // A destructor must not throw; the error was the caller's to see.
+  }
+}
+
+void distributed_optimizer::zero_grad() {
+  {
+    std::lock_guard<std::mutex> guard{state_->mu};
+    if (!state_->schedule.idle() || !state_->in_flight.empty())
+      throw error(fmt::format(
+        "{}: zero_grad() was called after backward() but before step() or synchronize(); "
+        "gradients counted for the next reduction would be lost (Horovod refuses this too)",
+        who));
+  }
+  inner_.zero_grad();
+}
+
+void distributed_optimizer::synchronize() {
+  auto& st = *state_;
+  std::vector<grad_in_flight> pending;
+  {
+    std::lock_guard<std::mutex> guard{st.mu};
+    pending.swap(st.in_flight);
+    try {
+      for (auto j : st.schedule.flush())
+        pending.push_back(start_grad(st.params[j].tensor, st.plan, st.params[j].name));
+    } catch (...) {
+      try {
+        finish_all(pending, st.plan);
+      } catch (const std::exception&) {
+        // The launch failure is the one to report.
+      }
+      throw;
+    }
+  }
+  finish_all(pending, st.plan);
+  synchronized_ = true;
+}
+
+void distributed_optimizer::step() {
+  if (should_synchronize_) {
+    if (synchronized_) {
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        std::fprintf(stderr,
+                     "hvactor: warning: hvd::distributed_optimizer::step() was called after "
+                     "synchronize() outside skip_synchronize(), so the gradients are reduced "
+                     "again; use { auto skip = opt.skip_synchronize(); opt.step(); }\n");
+      });
+    }
+    synchronize();
+  }
+  synchronized_ = false;
+  inner_.step();
+}
+
+void distributed_optimizer::set_backward_passes_per_step(int passes) {
+  std::lock_guard<std::mutex> guard{state_->mu};
+  if (!state_->schedule.idle() || !state_->in_flight.empty())
+    throw error(fmt::format("{}: set_backward_passes_per_step() between backward() and step(); "
+                            "call it before the next backward()",
+                            who));
+  state_->schedule.set_passes(passes);
+  state_->passes = passes;
+  options_.backward_passes_per_step = passes;
+}
+
+distributed_optimizer::skip_guard::skip_guard(distributed_optimizer& o) noexcept
+  : o_(o), before_(o.should_synchronize_) {
+  o_.should_synchronize_ = false;
+}
+
+distributed_optimizer::skip_guard::~skip_guard() {
+  o_.should_synchronize_ = before_;
+}
+
+} // namespace hvactor::hvd

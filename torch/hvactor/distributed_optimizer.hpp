@@ -24,7 +24,8 @@ enum class compression { none, fp16 };
 struct distributed_optimizer_options {
   /// Backward passes (each parameter's gradient hook firing) before one
   /// step(): the k-th starts the parameter's allreduce; one more before
-  /// step() or synchronize() throws hvactor::error from backward().
+  /// step() or synchronize() throws hvactor::error from backward(). Without
+  /// `overlap` nothing is counted: step() reduces what accumulated.
   int backward_passes_per_step = 1;
   /// op::average or op::sum.
   op reduction = op::average;

@@ -378,6 +378,8 @@ void engine::loop() {
         return;
       }
     }
+    if (!woken && std::chrono::steady_clock::now() - last_round_ < heartbeat())
+      continue; // a caller ran a round meanwhile
     if (!woken) {
       busy_ = true;
       lk.unlock();
@@ -553,8 +555,9 @@ void engine::execute(const collectives::round_result& r) {
   auto key = [](const pending_op& p) {
     return std::tuple{p.op.device, p.op.type, collectives::backend_reduction(p.op.reduction)};
   };
-  std::stable_sort(fusible.begin(), fusible.end(),
-                   [&](const auto& a, const auto& b) { return key(*a) < key(*b); });
+  auto by_key = [&](const auto& a, const auto& b) { return key(*a) < key(*b); };
+  if (!std::is_sorted(fusible.begin(), fusible.end(), by_key))
+    std::stable_sort(fusible.begin(), fusible.end(), by_key);
   std::vector<collectives::fusion_entry> entries;
   entries.reserve(fusible.size());
   for (auto& p : fusible)

@@ -38,7 +38,7 @@ negotiator::negotiator(int rank, int size, std::string host, size_t cache_capaci
 }
 
 std::string negotiator::noname(op_kind k, uint64_t n) {
-  return fmt::format("{}.noname.{}", to_string(k), n);
+  return std::string{to_string(k)} + ".noname." + std::to_string(n);
 }
 
 void negotiator::add(uint64_t id, operation op, bool lane) {
@@ -62,9 +62,10 @@ void negotiator::add(uint64_t id, operation op, bool lane) {
 std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
   std::vector<int64_t> w(fixed_words + cache_.words(), 0);
   // The lane: from its head, the consecutive unnamed operations.
-  op_list lane{false, {}};
+  std::vector<const operation*> lane;
+  lane.reserve(lane_.size());
   for (auto id : lane_)
-    lane.ops.push_back(local_.at(id).op);
+    lane.push_back(&local_.at(id).op);
   if (lane_.empty()) {
     w[head] = no_lane;
     w[neg_head] = -no_lane;
@@ -74,7 +75,7 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
     w[neg_head] = -s;
     w[run] = static_cast<int64_t>(lane_.size());
     w[neg_run] = -w[run];
-    auto f = shape_check::fingerprint(lane);
+    auto f = shape_check::fingerprint(false, lane);
     w[print] = f;
     w[neg_print] = -f;
   }
@@ -117,8 +118,8 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
 
 const std::vector<int64_t>& negotiator::propose_solo(const operation& op) {
   solo_.assign(fixed_words + cache_.words(), 0);
-  op_list one{false, {op}};
-  auto f = shape_check::fingerprint(one);
+  const operation* one = &op;
+  auto f = shape_check::fingerprint(false, std::span<const operation* const>(&one, 1));
   solo_[head] = next_seq_;
   solo_[neg_head] = -next_seq_;
   solo_[run] = 1;
@@ -175,10 +176,10 @@ negotiator::plan negotiator::read(std::span<const int64_t> reduced) {
 }
 
 std::vector<int64_t> negotiator::lane_prefix() const {
-  op_list prefix{false, {}};
+  std::vector<const operation*> prefix;
   for (size_t i = 0; i < lane_run_; ++i)
-    prefix.ops.push_back(local_.at(lane_[i]).op);
-  auto f = shape_check::fingerprint(prefix);
+    prefix.push_back(&local_.at(lane_[i]).op);
+  auto f = shape_check::fingerprint(false, prefix);
   return {f, -f};
 }
 

@@ -61,11 +61,12 @@ std::string difference(const operation& a, const operation& b, int r) {
 
 } // namespace
 
-int64_t fingerprint(const op_list& list) {
+int64_t fingerprint(bool batch, std::span<const operation* const> ops) {
   hasher h;
-  h.add(list.batch ? 1 : 0);
-  h.add(list.ops.size());
-  for (auto& op : list.ops) {
+  h.add(batch ? 1 : 0);
+  h.add(ops.size());
+  for (auto* p : ops) {
+    auto& op = *p;
     h.add(static_cast<uint64_t>(op.kind));
     h.add(op.device ? 1 : 0);
     if (op.kind == op_kind::barrier || op.kind == op_kind::setup)
@@ -80,6 +81,14 @@ int64_t fingerprint(const op_list& list) {
   }
   // Non-negative and far from the limits: the engine reduces x and -x.
   return static_cast<int64_t>(h.h >> 2);
+}
+
+int64_t fingerprint(const op_list& list) {
+  std::vector<const operation*> ops;
+  ops.reserve(list.ops.size());
+  for (auto& op : list.ops)
+    ops.push_back(&op);
+  return fingerprint(list.batch, ops);
 }
 
 op_list prefix(const op_list& list, size_t n) {

@@ -12,6 +12,7 @@
 // computes and decides, so it is tested as plain code.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ namespace hvactor::collectives::shape_check {
 /// two lists that may not run together: the batch flag, the length, and per
 /// operation what same_shape() compares.
 int64_t fingerprint(const op_list& list);
+
+/// fingerprint() of the list {batch, {*ops[0], *ops[1], ...}}, without
+/// copying the operations.
+int64_t fingerprint(bool batch, std::span<const operation* const> ops);
 
 /// The first `n` operations of `list` (a batch's common prefix).
 op_list prefix(const op_list& list, size_t n);

@@ -8,6 +8,13 @@
 //       EXACT <0|1>    integer sums, min, max, allgather, broadcast identical
 //       FPDIFF <max |hierarchical - flat|> over float averages
 //       SAME <0|1>     every rank got the same bits on the hierarchical path
+//   hier_driver --address A permute H SEEDS
+//       permuted_collectives.hpp's workload (named async allreduces that
+//       every rank submits in its own order) for seeds 0..SEEDS-1, with the
+//       response cache on (its default) and off (HOROVOD_CACHE_CAPACITY=0):
+//       PATH <on|off> <rank> <hvd::backend_info()>   per rank and setting
+//       PERMUTED <on|off> <seed> <rank> <OK | what differs>
+//       FAILED <on|off> <seed> <error>   a run that threw (the setting ends)
 //   hier_driver --address A kill H VICTIM DIR
 //       every rank allreduces 8 MiB in a loop; rank VICTIM SIGKILLs itself
 //       300 ms in (writing DIR/killed); every other rank writes
@@ -31,6 +38,7 @@
 
 #include <hvactor/hvactor.hpp>
 
+#include "permuted_collectives.hpp"
 #include "victim_allreduce.hpp"
 
 namespace hvd = hvactor::hvd;
@@ -93,6 +101,23 @@ results collect() {
   return out;
 }
 
+/// One rank's run of the permutation workload and the path it took.
+struct permuted_result {
+  std::string info;
+  std::string problems;
+  template <class Inspector>
+  friend auto inspect(Inspector& f, permuted_result& x) {
+    return f(caf::meta::type_name("hier_permuted_result"), x.info, x.problems);
+  }
+};
+
+permuted_result permuted_with_info(int seed) {
+  hvactor::test::hvd_session s;
+  permuted_result out;
+  out.info = hvd::backend_info();
+  out.problems = hvactor::test::permuted_ops(seed);
+  return out;
+}
 
 hvactor::executor_options hosts(int h, std::map<std::string, std::string> env = {}) {
   return {.num_hosts = h, .num_workers_per_host = 2, .extra_env_vars = std::move(env)};
@@ -134,6 +159,33 @@ int compare(hvactor::runtime& rt, int h) {
   return 0;
 }
 
+int permute(hvactor::runtime& rt, int h, int seeds) {
+  for (const char* cache : {"on", "off"}) {
+    std::map<std::string, std::string> env;
+    if (std::string{cache} == "off")
+      env["HOROVOD_CACHE_CAPACITY"] = "0";
+    hvactor::executor ex{rt, job_settings(), hosts(h, env)};
+    ex.start();
+    for (int seed = 0; seed < seeds; ++seed) {
+      std::vector<permuted_result> ranks;
+      try {
+        ranks = ex.run(&permuted_with_info, seed);
+      } catch (const hvactor::error& e) {
+        say(std::string{"FAILED "} + cache + " " + std::to_string(seed) + " " + e.what());
+        break;
+      }
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        if (seed == 0)
+          say(std::string{"PATH "} + cache + " " + std::to_string(r) + " " + ranks[r].info);
+        say(std::string{"PERMUTED "} + cache + " " + std::to_string(seed) + " " +
+            std::to_string(r) + " " + (ranks[r].problems.empty() ? "OK" : ranks[r].problems));
+      }
+    }
+    ex.shutdown();
+  }
+  return 0;
+}
+
 int kill_one(hvactor::runtime& rt, int h, int victim, const std::string& dir) {
   hvactor::executor ex{rt, job_settings(), hosts(h)};
   ex.start();
@@ -168,12 +220,18 @@ int main(int argc, char** argv) {
       say("DONE");
       return rc;
     }
+    if (args.size() >= 4 && args[1] == "permute") {
+      int rc = permute(rt, std::stoi(args[2]), std::stoi(args[3]));
+      say("DONE");
+      return rc;
+    }
     if (args.size() >= 5 && args[1] == "kill") {
       int rc = kill_one(rt, std::stoi(args[2]), std::stoi(args[3]), args[4]);
       say("DONE");
       return rc;
     }
-    std::fprintf(stderr, "usage: hier_driver --address A (compare H | kill H VICTIM DIR)\n");
+    std::fprintf(stderr, "usage: hier_driver --address A (compare H | permute H SEEDS | kill H "
+                         "VICTIM DIR)\n");
     return 2;
   } catch (const std::exception& e) {
     say(std::string{"ERROR "} + e.what());

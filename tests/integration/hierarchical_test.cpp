@@ -1,8 +1,10 @@
 // Hierarchical collectives on a real cluster on loopback: 2 and 3
 // hvactor-node processes (a head and nodes) with 2 workers each. Shared
 // memory inside each node, Gloo across them (hier_driver.cpp runs the
-// jobs): the same results as flat Gloo, the path each op took, and a rank
-// SIGKILLed inside a hierarchical allreduce failing every other rank.
+// jobs): the same results as flat Gloo, the path each op took, named async
+// allreduces submitted in a different order on every rank paired by name
+// (with and without the response cache), and a rank SIGKILLed inside a
+// hierarchical allreduce failing every other rank.
 
 #include <chrono>
 #include <filesystem>
@@ -72,6 +74,36 @@ TEST_CASE("on 2 and 3 nodes x 2 workers the hierarchical path gives flat Gloo's 
     CHECK(first_line(*driver, "SAME ") == "1");
     auto fp = std::stod(first_line(*driver, "FPDIFF "));
     CHECK(fp < 1e-6);
+  }
+}
+
+TEST_CASE("on 2 and 3 nodes x 2 workers, ranks that submit 60 named async allreduces of mixed "
+          "sizes, dtypes and reductions in orders of their own get exact results on the "
+          "hierarchical path, with and without the response cache") {
+  constexpr int seeds = 10;
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    cluster c{nodes(n)};
+    auto driver = hier_driver(c, {"permute", std::to_string(n), std::to_string(seeds)});
+    finish(*driver);
+    INFO("driver stdout:\n" << driver->stdout_text());
+    CHECK(lines_with(*driver, "FAILED ").empty());
+    for (const std::string cache : {"on", "off"}) {
+      CAPTURE(cache);
+      auto paths = lines_with(*driver, "PATH " + cache + " ");
+      REQUIRE(paths.size() == static_cast<size_t>(2 * n));
+      for (auto& line : paths) {
+        CAPTURE(line);
+        CHECK(line.find("allreduce: hierarchical") != std::string::npos);
+        CHECK(line.find(std::to_string(n) + " nodes x 2 ranks") != std::string::npos);
+      }
+      auto runs = lines_with(*driver, "PERMUTED " + cache + " ");
+      CHECK(runs.size() == static_cast<size_t>(seeds * 2 * n));
+      for (auto& line : runs) {
+        CAPTURE(line);
+        CHECK(line.substr(line.size() - 3) == " OK");
+      }
+    }
   }
 }
 

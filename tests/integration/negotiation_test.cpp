@@ -3,21 +3,18 @@
 // allreduces in different orders, with synchronous collectives in between,
 // get exact results; the same name with two shapes fails every rank.
 
-#include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
 #include "hvd_session.hpp"
+#include "permuted_collectives.hpp"
 #include "test_main.hpp"
 
 using namespace std::chrono_literals;
@@ -26,98 +23,7 @@ namespace hvd = hvactor::hvd;
 
 namespace {
 
-using tensor = std::variant<std::vector<int32_t>, std::vector<int64_t>, std::vector<float>,
-                            std::vector<double>>;
-
-// Tensor i's elements on `rank`: small integers, exact in every dtype.
-template <class T>
-std::vector<T> values(size_t i, int rank) {
-  size_t len = 1 + (i * 37) % 300 + (i % 9 == 0 ? 5000 : 0);
-  std::vector<T> v(len);
-  for (size_t j = 0; j < len; ++j)
-    v[j] = static_cast<T>(static_cast<int64_t>((i * 7 + j * 3 + static_cast<size_t>(rank) * 11) % 101) - 50);
-  return v;
-}
-
-tensor make(size_t i, int rank) {
-  switch (i % 4) {
-    case 0:
-      return values<int32_t>(i, rank);
-    case 1:
-      return values<int64_t>(i, rank);
-    case 2:
-      return values<float>(i, rank);
-    default:
-      return values<double>(i, rank);
-  }
-}
-
-hvd::op op_of(size_t i) {
-  return std::vector<hvd::op>{hvd::op::sum, hvd::op::max, hvd::op::min}[i % 3];
-}
-
-// What tensor i must become, from every rank's values.
-tensor expected(size_t i, int size) {
-  auto out = make(i, 0);
-  for (int r = 1; r < size; ++r) {
-    auto other = make(i, r);
-    std::visit(
-      [&](auto& acc) {
-        auto& o = std::get<std::decay_t<decltype(acc)>>(other);
-        for (size_t j = 0; j < acc.size(); ++j)
-          acc[j] = op_of(i) == hvd::op::sum ? acc[j] + o[j]
-                   : op_of(i) == hvd::op::max ? std::max(acc[j], o[j])
-                                              : std::min(acc[j], o[j]);
-      },
-      out);
-  }
-  return out;
-}
-
-/// 60 named async allreduces submitted in an order of this rank's own
-/// (seeded by `seed` and the rank), a synchronous broadcast and allgather
-/// after every 15 submissions, the handles synchronized in yet another
-/// order. Returns what differs from the reference ("" when nothing).
-std::string permuted(int seed) {
-  hvactor::test::hvd_session s;
-  constexpr size_t n = 60;
-  int rank = hvd::rank(), size = hvd::size();
-  std::mt19937 rng(static_cast<unsigned>(seed * 1000 + rank));
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i)
-    order[i] = i;
-  std::shuffle(order.begin(), order.end(), rng);
-  std::vector<tensor> tensors(n);
-  std::vector<hvd::handle> handles(n);
-  std::string problems;
-  for (size_t k = 0; k < n; ++k) {
-    auto i = order[k];
-    tensors[i] = make(i, rank);
-    std::visit(
-      [&](auto& v) {
-        handles[i] = hvd::allreduce_async(std::span(v), op_of(i), "t/" + std::to_string(i));
-      },
-      tensors[i]);
-    if (k % 15 == 14) {
-      std::vector<int64_t> b(3, rank);
-      hvd::broadcast(std::span<int64_t>(b), static_cast<int>(k / 15) % size);
-      if (b != std::vector<int64_t>(3, static_cast<int64_t>(k / 15) % size))
-        problems += "broadcast after " + std::to_string(k) + " wrong; ";
-      std::vector<int32_t> mine(static_cast<size_t>(rank) + 1, rank);
-      auto all = hvd::allgather(std::span<const int32_t>(mine));
-      if (all.size() != static_cast<size_t>(size * (size + 1) / 2))
-        problems += "allgather after " + std::to_string(k) + " has " + std::to_string(all.size()) +
-                    " elements; ";
-    }
-  }
-  std::shuffle(order.begin(), order.end(), rng);
-  for (auto i : order) {
-    hvd::synchronize(handles[i]);
-    if (tensors[i] != expected(i, size))
-      problems += "tensor t/" + std::to_string(i) + " differs; ";
-  }
-  return problems;
-}
+using hvactor::test::permuted;
 
 /// Rank 0 submits grad.a then grad.b, the others the reverse (the issue's
 /// example); returns the sums.

@@ -75,7 +75,7 @@ void engine::allreduce(const operation& op, void* data) {
   auto body = [&](collectives::backend& b) {
     collectives::reduce_in_place(b, data, op.count, op.type, op.reduction, topo_.size);
   };
-  run_in_order(op, body);
+  run_in_order(op, body, data, true);
 }
 
 void engine::run(const operation& op, const std::function<void(collectives::backend&)>& fn) {
@@ -106,7 +106,7 @@ void engine::enqueue_locked(const std::shared_ptr<pending_op>& p) {
 // The synchronous path: the caller runs the rounds itself while the engine
 // is idle (no hand-off to the engine's thread), else waits for it.
 template <class Body>
-void engine::run_in_order(const operation& op, Body& body) {
+void engine::run_in_order(const operation& op, Body& body, void* reduced, bool reduce) {
   std::unique_lock<std::mutex> lk{mu_};
   if (stopping_)
     throw not_started(fmt::format("hvd: {} after hvd::shutdown()", describe(op)));
@@ -118,7 +118,7 @@ void engine::run_in_order(const operation& op, Body& body) {
     if (op.name.empty())
       ++noname_[static_cast<size_t>(op.kind)];
     lk.unlock();
-    bool done = op.name.empty() && solo(op, body);
+    bool done = op.name.empty() && solo(op, body, reduced, reduce);
     if (done) {
       lk.lock();
       busy_ = false;
@@ -146,6 +146,8 @@ void engine::run_in_order(const operation& op, Body& body) {
   auto p = std::make_shared<pending_op>();
   p->op = op;
   p->run = body;
+  p->reduce = reduce;
+  p->data = reduced;
   enqueue_locked(p);
   if (ended_) {
     lk.unlock();
@@ -196,7 +198,7 @@ void engine::drive_until(pending_op& p, std::unique_lock<std::mutex>& lk) {
 // the round has more to do: then `op` was queued as usual (solo_pending_)
 // and the round finished with it, and the caller waits for it.
 template <class Body>
-bool engine::solo(const operation& op, Body& body) {
+bool engine::solo(const operation& op, Body& body, void* data, bool reduce) {
   auto& header = negotiator_.propose_solo(op);
   auto* tl = opts_.timeline;
   int64_t t0 = tl ? tl->now() : 0;
@@ -240,6 +242,8 @@ bool engine::solo(const operation& op, Body& body) {
   auto p = std::make_shared<pending_op>();
   p->op = op;
   p->run = body;
+  p->reduce = reduce;
+  p->data = data;
   p->lane = true;
   {
     std::lock_guard<std::mutex> lk{mu_};
@@ -258,6 +262,7 @@ std::shared_ptr<pending_op> engine::submit(operation op, void* data) {
   auto p = std::make_shared<pending_op>();
   p->op = std::move(op);
   p->fusible = true;
+  p->reduce = true;
   p->data = data;
   bool wake = false;
   {
@@ -311,6 +316,28 @@ void engine::wait(pending_op& p) {
     p.done.wait();
   }
   p.done.get();
+}
+
+int engine::join() {
+  std::unique_lock<std::mutex> lk{mu_};
+  if (stopping_)
+    throw not_started("hvd: join() after hvd::shutdown()");
+  if (ended_)
+    std::rethrow_exception(ended_);
+  if (topo_.size == 1)
+    return 0;
+  auto p = join_;
+  if (!p) {
+    // Joined from here on: this rank's rounds go on until every rank joined.
+    p = join_ = std::make_shared<pending_op>();
+    join_told_ = false;
+    submitted_since_round_ = true;
+  }
+  lk.unlock();
+  cv_.notify_all();
+  drive_until(*p, lk);
+  lk.lock();
+  return last_joined_;
 }
 
 void engine::complete(pending_op& p, std::exception_ptr error) {
@@ -389,7 +416,7 @@ void engine::loop() {
       cv_.notify_all();
       continue;
     }
-    if (outstanding_count_ > 0 && !progress_) {
+    if ((outstanding_count_ > 0 || join_) && !progress_) {
       // Peers have not caught up: the next round after a cycle, or at
       // once for new work.
       cv_.wait_until(lk, last_round_ + opts_.cycle_time, [&] {
@@ -421,6 +448,10 @@ bool engine::round(bool leave) {
     std::lock_guard<std::mutex> lk{mu_};
     fresh.swap(incoming_);
     submitted_since_round_ = false;
+    if (join_ && !join_told_) {
+      join_told_ = true;
+      negotiator_.join();
+    }
   }
   auto now = std::chrono::steady_clock::now();
   for (auto& p : fresh) {
@@ -484,6 +515,8 @@ bool engine::settle(std::span<const int64_t> header,
         if (negotiator_.read_lane_prefix(prefix))
           negotiator_.explain_lane(gather_strings(negotiator_.lane_list()));
       }
+      if (plan.lane_lists)
+        negotiator_.read_lane_lists(gather_strings(negotiator_.lane_list()));
       if (plan.names)
         negotiator_.learn(gather_strings(negotiator_.announcements()));
     }
@@ -495,9 +528,12 @@ bool engine::settle(std::span<const int64_t> header,
     for (auto id : negotiator_.drop_all())
       result.failed.emplace_back(id, ended);
   }
-  bool progress = !result.ready.empty() || !result.failed.empty();
+  bool progress = !result.ready.empty() || !result.failed.empty() || result.join_done;
+  for (auto& [id, op] : result.zeros)
+    outstanding_.emplace(id, zeros_for(op));
   execute(result);
   std::deque<std::shared_ptr<pending_op>> late;
+  std::shared_ptr<pending_op> joined;
   {
     std::lock_guard<std::mutex> lk{mu_};
     outstanding_count_ = outstanding_.size();
@@ -507,10 +543,33 @@ bool engine::settle(std::span<const int64_t> header,
       ended_ = ended;
       late.swap(incoming_);
     }
+    if (join_ && (result.join_done || ended)) {
+      last_joined_ = result.last_joined;
+      joined = std::exchange(join_, nullptr);
+    }
   }
   for (auto& p : late)
     complete(*p, ended);
+  if (joined)
+    complete(*joined, result.join_done ? nullptr : ended);
   return progress;
+}
+
+// A joined rank's part in `op`, which it did not submit: zeros (Horovod's),
+// or a barrier.
+std::shared_ptr<pending_op> engine::zeros_for(const operation& op) {
+  auto p = std::make_shared<pending_op>();
+  p->op = op;
+  p->lane = op.name.empty();
+  p->submitted = p->proposed = std::chrono::steady_clock::now();
+  if (op.kind == collectives::op_kind::allreduce) {
+    p->zeros.assign(op.count * size_of(op.type), 0);
+    p->reduce = true;
+    p->data = p->zeros.data();
+  } else {
+    p->run = [](collectives::backend& b) { b.barrier(); };
+  }
+  return p;
 }
 
 // Why the ranks stop negotiating: a rank shuts down, or one gave up on a
@@ -548,7 +607,7 @@ void engine::execute(const collectives::round_result& r) {
   std::vector<std::shared_ptr<pending_op>> single;
   for (auto id : r.ready) {
     auto p = take(id);
-    (p->fusible ? fusible : single).push_back(std::move(p));
+    (p->reduce ? fusible : single).push_back(std::move(p));
   }
   for (auto& p : single)
     execute_one(*p);

@@ -399,6 +399,10 @@ void barrier() {
   current("barrier").run({.kind = op_kind::barrier}, [](collectives::backend& b) { b.barrier(); });
 }
 
+int join() {
+  return current("join").join();
+}
+
 namespace {
 
 // Every rank's announcement (count, dtype) for a collective whose sizes

@@ -1,6 +1,8 @@
 #include "internal/negotiator.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -16,6 +18,10 @@ namespace {
 // equal to a real one, so the lane waits.
 constexpr int64_t no_lane = int64_t{1} << 60;
 
+// What a joined rank without unnamed operations proposes for every lane
+// word: above any value, so the minimum is the other ranks'.
+constexpr int64_t no_constraint = std::numeric_limits<int64_t>::max();
+
 // Header words (negated ones carry a maximum through the min).
 enum word : size_t {
   head,         // the lane's first sequence number
@@ -28,13 +34,35 @@ enum word : size_t {
   neg_abort,    // -1: some rank asks to fail everything pending
   neg_next_seq, // -(next sequence number): the lane restarts there after an abort
   leaver,       // the lowest rank that shuts down (size: none)
+  neg_joined,   // -1: some rank has joined (hvd::join)
+  all_joined,   // 1: every rank has joined
 };
-static_assert(negotiator::fixed_words == 10);
+static_assert(negotiator::fixed_words == 12);
+
+// A cache slot's word: this rank has the name pending (1), has not (0),
+// submitted it with another shape (-1), or has joined and stands in for it
+// with zeros (2). The name runs when the minimum is 1: every rank has it or
+// has joined, and some rank has it.
+constexpr int64_t slot_pending = 1;
+constexpr int64_t slot_joined = 2;
+
+// Announcements start with this byte: 'J' when the rank joins this round.
+constexpr char joins = 'J';
+constexpr char stays = '-';
 
 } // namespace
 
 negotiator::negotiator(int rank, int size, std::string host, size_t cache_capacity)
-  : rank_(rank), size_(size), host_(std::move(host)), cache_(cache_capacity) {
+  : rank_(rank),
+    size_(size),
+    host_(std::move(host)),
+    cache_(cache_capacity),
+    joined_(static_cast<size_t>(size), false) {
+}
+
+void negotiator::join() {
+  if (!joined())
+    joining_ = true;
 }
 
 std::string negotiator::noname(op_kind k, uint64_t n) {
@@ -66,7 +94,13 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
   lane.reserve(lane_.size());
   for (auto id : lane_)
     lane.push_back(&local_.at(id).op);
-  if (lane_.empty()) {
+  bool joined_here = joined();
+  if (lane_.empty() && joined_here) {
+    // A joined rank constrains no lane: the maximum of every lane word
+    // (the others' run, or no run when no other rank has one).
+    for (auto i : {head, neg_head, run, neg_run, print, neg_print})
+      w[i] = no_constraint;
+  } else if (lane_.empty()) {
     w[head] = no_lane;
     w[neg_head] = -no_lane;
   } else {
@@ -106,9 +140,15 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
       continue;
     }
     if (l.st == state::cached && w[fixed_words + l.slot] == 0)
-      w[fixed_words + l.slot] = 1;
+      w[fixed_words + l.slot] = slot_pending;
   }
-  w[neg_announce] = announcing_.empty() ? 0 : -1;
+  if (joined_here)
+    for (size_t s = 0; s < cache_.words(); ++s)
+      if (w[fixed_words + s] == 0 && cache_.in_use(s) && !by_name_.count(cache_.at(s).name))
+        w[fixed_words + s] = slot_joined;
+  w[neg_announce] = announcing_.empty() && !joining_ ? 0 : -1;
+  w[neg_joined] = joined_here ? -1 : 0;
+  w[all_joined] = joined_here ? 1 : 0;
   w[neg_abort] = abort ? -1 : 0;
   w[neg_next_seq] = -next_seq_;
   w[leaver] = leave ? rank_ : size_;
@@ -128,11 +168,16 @@ const std::vector<int64_t>& negotiator::propose_solo(const operation& op) {
   solo_[neg_print] = -f;
   solo_[neg_next_seq] = -(next_seq_ + 1);
   solo_[leaver] = size_;
+  if (joined()) {
+    solo_[neg_joined] = -1;
+    solo_[all_joined] = 1;
+  }
   return solo_;
 }
 
 bool negotiator::solo_agreed(std::span<const int64_t> r) {
-  if (r[neg_abort] < 0 || r[leaver] < size_ || r[neg_announce] < 0 || r[head] != next_seq_
+  if (r[neg_abort] < 0 || r[leaver] < size_ || r[neg_announce] < 0 || r[neg_joined] < 0
+      || r[head] != next_seq_
       || r[neg_head] != -next_seq_ || r[run] != 1 || r[neg_run] != -1
       || r[print] != -r[neg_print])
     return false;
@@ -152,6 +197,7 @@ void negotiator::absorb_solo(uint64_t id, const operation& op) {
 negotiator::plan negotiator::read(std::span<const int64_t> reduced) {
   reduced_.assign(reduced.begin(), reduced.end());
   lane_run_ = 0;
+  lane_zeros_.clear();
   lane_failed_ = false;
   lane_error_ = nullptr;
   completed_.clear();
@@ -171,11 +217,14 @@ negotiator::plan negotiator::read(std::span<const int64_t> reduced) {
     // the runs agree. Else the common prefix is compared, and explained
     // when it differs.
     p.lane_prefix = !same_print;
+    p.lane_lists = reduced_[neg_joined] < 0;
   }
   return p;
 }
 
 std::vector<int64_t> negotiator::lane_prefix() const {
+  if (lane_.size() < lane_run_) // joined, without unnamed operations: no constraint
+    return {no_constraint, no_constraint};
   std::vector<const operation*> prefix;
   for (size_t i = 0; i < lane_run_; ++i)
     prefix.push_back(&local_.at(lane_[i]).op);
@@ -192,7 +241,7 @@ std::string negotiator::lane_list() const {
   // Unnamed: the messages name the operations by kind and shape, as the
   // caller wrote them.
   op_list prefix{false, {}};
-  for (size_t i = 0; i < lane_run_; ++i) {
+  for (size_t i = 0; i < std::min(lane_run_, lane_.size()); ++i) {
     prefix.ops.push_back(local_.at(lane_[i]).op);
     prefix.ops.back().name.clear();
   }
@@ -203,6 +252,16 @@ void negotiator::explain_lane(const std::vector<std::string>& lists) {
   std::vector<op_list> decoded;
   for (size_t r = 0; r < lists.size(); ++r)
     decoded.push_back(name_check::decode(lists[r], static_cast<int>(r)));
+  // A joined rank without unnamed operations has an empty list: it takes
+  // the first full one's place, so that only the others are compared.
+  auto full = std::find_if(decoded.begin(), decoded.end(),
+                           [&](const op_list& l) { return l.ops.size() >= lane_run_; });
+  if (full != decoded.end()) {
+    auto model = *full;
+    for (auto& l : decoded)
+      if (l.ops.empty())
+        l = model;
+  }
   try {
     shape_check::explain(decoded, rank_, host_);
     throw collective_error(fmt::format(
@@ -214,17 +273,53 @@ void negotiator::explain_lane(const std::vector<std::string>& lists) {
   }
 }
 
+void negotiator::read_lane_lists(const std::vector<std::string>& lists) {
+  if (lane_failed_ || lane_.size() >= lane_run_)
+    return;
+  for (size_t r = 0; r < lists.size(); ++r) {
+    auto list = name_check::decode(lists[r], static_cast<int>(r));
+    if (list.ops.size() >= lane_run_) {
+      list.ops.resize(lane_run_);
+      lane_zeros_ = std::move(list.ops);
+      return;
+    }
+  }
+}
+
 std::string negotiator::announcements() const {
   op_list mine{false, {}};
   mine.ops.reserve(announcing_.size());
   for (auto id : announcing_)
     mine.ops.push_back(local_.at(id).op);
-  return name_check::encode(mine);
+  return (joining_ ? joins : stays) + name_check::encode(mine);
+}
+
+bool negotiator::every_rank_has(const entry& e) const {
+  for (size_t r = 0; r < e.seen.size(); ++r)
+    if (!e.seen[r] && !joined_[r])
+      return false;
+  return true;
 }
 
 void negotiator::learn(const std::vector<std::string>& all) {
+  // Joins first: a name every other rank announced this round runs now.
+  bool new_joiners = false;
   for (size_t r = 0; r < all.size(); ++r) {
-    auto list = name_check::decode(all[r], static_cast<int>(r));
+    if (all[r].empty() || (all[r][0] != joins && all[r][0] != stays))
+      throw collective_error(fmt::format(
+        "hvd: rank {} sent a negotiation message that is not one, seen on rank {} ({}); do all "
+        "ranks run the same hvactor build?",
+        r, rank_, host_));
+    if (all[r][0] == joins && !joined_[r]) {
+      joined_[r] = true;
+      ++joined_count_;
+      last_joined_ = static_cast<int>(r);
+      new_joiners = true;
+    }
+  }
+  joining_ = false;
+  for (size_t r = 0; r < all.size(); ++r) {
+    auto list = name_check::decode(std::string_view(all[r]).substr(1), static_cast<int>(r));
     for (auto& op : list.ops) {
       auto& e = table_[op.name];
       if (e.seen.empty()) {
@@ -235,27 +330,86 @@ void negotiator::learn(const std::vector<std::string>& all) {
         continue; // cannot happen: names are unique per rank in flight
       e.seen[r] = true;
       e.by_rank[r] = std::move(op);
-      if (++e.count == size_)
+      ++e.count;
+      if (!e.done && every_rank_has(e)) {
+        e.done = true;
         completed_.push_back(e.by_rank[r].name);
+      }
     }
   }
+  if (new_joiners) {
+    // Names that waited only on the new joiners, in an order every rank
+    // shares.
+    std::vector<std::string> more;
+    for (auto& [name, e] : table_)
+      if (!e.done && every_rank_has(e)) {
+        e.done = true;
+        more.push_back(name);
+      }
+    std::sort(more.begin(), more.end());
+    completed_.insert(completed_.end(), more.begin(), more.end());
+  }
+}
+
+// Why `op` cannot run while some rank has joined (Horovod's messages), or
+// nullptr.
+std::exception_ptr negotiator::refusal(const operation& op) const {
+  if (joined_count_ == 0 || (op.kind == op_kind::allreduce && !op.device)
+      || op.kind == op_kind::barrier)
+    return nullptr;
+  std::string who;
+  for (int r = 0; r < size_; ++r)
+    if (joined_[static_cast<size_t>(r)])
+      who += (who.empty() ? "" : ", ") + std::to_string(r);
+  std::string what = op.device ? "Device tensors are" : [&] {
+    auto k = std::string{to_string(op.kind)};
+    k[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(k[0])));
+    return k + " is";
+  }();
+  return std::make_exception_ptr(collective_error(fmt::format(
+    "hvd: {} failed on rank {} ({}): {} not supported with Join at this time (rank{} {} called "
+    "hvd::join(), and joined ranks take part only in host allreduces and barriers, with zeros)",
+    describe(op), rank_, host_, what, joined_count_ > 1 ? "s" : "", who)));
+}
+
+// This joined rank takes part in `op` with zeros.
+void negotiator::take_part(const operation& op, round_result& out) {
+  auto id = next_phantom_++;
+  out.zeros.emplace_back(id, op);
+  out.ready.push_back(id);
 }
 
 // Every rank announced `name`: it runs, or fails everywhere when two ranks
 // gave it different shapes.
 void negotiator::complete(const std::string& name, entry& e, round_result& out) {
-  auto mine = by_name_.at(name);
+  auto i = by_name_.find(name);
+  bool have = i != by_name_.end();
+  auto mine = have ? i->second : 0;
+  // Joined ranks that did not submit it compare as the first that did.
+  size_t first = 0;
+  while (!e.seen[first])
+    ++first;
+  const auto& model = e.by_rank[first];
   std::vector<op_list> lists;
   lists.reserve(e.by_rank.size());
   bool agree = true;
-  for (auto& op : e.by_rank) {
+  for (size_t r = 0; r < e.by_rank.size(); ++r) {
+    const auto& op = e.seen[r] ? e.by_rank[r] : model;
     lists.push_back({false, {op}});
-    agree = agree && same_shape(op, e.by_rank[0]);
+    agree = agree && same_shape(op, model);
   }
   if (agree) {
-    out.ready.push_back(mine);
+    if (auto refused = refusal(model)) {
+      if (have)
+        out.failed.emplace_back(mine, refused);
+      return;
+    }
+    if (have)
+      out.ready.push_back(mine);
+    else if (joined())
+      take_part(model, out);
     if (cache_.capacity() > 0) {
-      auto placed = cache_.insert(e.by_rank[0], tick_);
+      auto placed = cache_.insert(model, tick_);
       // A name evicted from its slot: whoever waits on it announces it.
       if (placed.evicted)
         if (auto i = by_name_.find(*placed.evicted); i != by_name_.end()) {
@@ -269,8 +423,17 @@ void negotiator::complete(const std::string& name, entry& e, round_result& out) 
   try {
     shape_check::explain(lists, rank_, host_);
   } catch (...) {
-    out.failed.emplace_back(mine, std::current_exception());
+    if (have)
+      out.failed.emplace_back(mine, std::current_exception());
   }
+}
+
+// Every rank joined: the join is over, everywhere in the same round.
+void negotiator::end_join() {
+  joined_.assign(static_cast<size_t>(size_), false);
+  joined_count_ = 0;
+  last_joined_ = -1;
+  joining_ = false;
 }
 
 round_result negotiator::finish(std::exception_ptr abort_error) {
@@ -278,6 +441,8 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
   round_result out;
   auto forget = [&](uint64_t id) {
     auto i = local_.find(id);
+    if (i == local_.end())
+      return; // a joined rank's zeros
     if (!i->second.lane)
       by_name_.erase(i->second.op.name);
     local_.erase(i);
@@ -290,17 +455,35 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
     lane_.clear();
     table_.clear();
     next_seq_ = agreed_next_seq_;
+    end_join();
     return out;
   }
-  // 1. Cached names every rank has pending, by slot.
+  // 1. Cached names every rank has pending (or has joined), by slot; a
+  // joined rank takes part in those it has not (id 0 here).
+  bool me_joined = joined();
   std::vector<std::pair<size_t, uint64_t>> hits;
   for (auto& [id, l] : local_)
-    if (l.st == state::cached && reduced_[fixed_words + l.slot] == 1)
+    if (l.st == state::cached && reduced_[fixed_words + l.slot] == slot_pending)
       hits.emplace_back(l.slot, id);
+  if (me_joined) {
+    std::vector<bool> mine(cache_.words(), false);
+    for (auto& h : hits)
+      mine[h.first] = true;
+    for (size_t s = 0; s < cache_.words(); ++s)
+      if (reduced_[fixed_words + s] == slot_pending && !mine[s] && cache_.in_use(s))
+        hits.emplace_back(s, 0);
+  }
   std::sort(hits.begin(), hits.end());
   for (auto& [slot, id] : hits) {
     cache_.touch(slot, tick_);
-    out.ready.push_back(id);
+    if (auto refused = refusal(cache_.at(slot))) {
+      if (id != 0)
+        out.failed.emplace_back(id, refused);
+    } else if (id != 0) {
+      out.ready.push_back(id);
+    } else {
+      take_part(cache_.at(slot), out);
+    }
   }
   // Slots some rank invalidated: freed everywhere; who waits on one
   // announces its name next round.
@@ -310,13 +493,25 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
   for (auto& [id, l] : local_)
     if (l.st == state::cached && reduced_[fixed_words + l.slot] < 0)
       l.st = state::fresh;
-  // 2. The lane's agreed run (or its failure).
-  for (size_t i = 0; i < lane_run_; ++i) {
+  // 2. The lane's agreed run (or its failure); a joined rank without
+  // unnamed operations takes part with zeros.
+  size_t lane_done = std::min(lane_run_, lane_.size());
+  for (size_t i = 0; i < lane_done; ++i) {
     auto id = lane_[i];
+    auto& op = local_.at(id).op;
     if (lane_failed_)
       out.failed.emplace_back(id, lane_error_);
+    else if (auto refused = refusal(op))
+      out.failed.emplace_back(id, refused);
     else
       out.ready.push_back(id);
+  }
+  if (lane_done < lane_run_) {
+    if (!lane_failed_)
+      for (auto& op : lane_zeros_)
+        if (!refusal(op))
+          take_part(op, out);
+    next_seq_ += static_cast<int64_t>(lane_run_);
   }
   // 3. Names every rank has now announced, in the order they completed.
   for (auto& name : completed_) {
@@ -328,9 +523,16 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
     forget(id);
   for (auto& f : out.failed)
     forget(f.first);
-  lane_.erase(lane_.begin(), lane_.begin() + static_cast<std::ptrdiff_t>(lane_run_));
+  lane_.erase(lane_.begin(), lane_.begin() + static_cast<std::ptrdiff_t>(lane_done));
   lane_run_ = 0;
   completed_.clear();
+  if (joined_count_ == size_) {
+    out.join_done = true;
+    out.last_joined = last_joined_;
+    if (lane_.empty())
+      next_seq_ = std::max(next_seq_, agreed_next_seq_);
+    end_join();
+  }
   return out;
 }
 
@@ -342,6 +544,7 @@ std::vector<uint64_t> negotiator::drop_all() {
   by_name_.clear();
   lane_.clear();
   table_.clear();
+  end_join();
   return ids;
 }
 
@@ -363,7 +566,7 @@ std::vector<negotiator::waiting> negotiator::pending() const {
       if (i != table_.end()) {
         w.known = true;
         for (int r = 0; r < size_; ++r)
-          if (!i->second.seen[static_cast<size_t>(r)])
+          if (!i->second.seen[static_cast<size_t>(r)] && !joined_[static_cast<size_t>(r)])
             w.missing.push_back(r);
       }
     }

@@ -2,12 +2,14 @@
 
 /// Horovod's `hvd` for C++ buffers: `namespace hvd = hvactor::hvd;`
 ///
-/// Every collective is called by every rank, in the same order (as with
-/// Horovod and NCCL). Calls block the calling thread, except
-/// `allreduce_async`, whose handle `synchronize` waits for. Errors are
-/// hvactor errors (hvactor/errors.hpp): a peer that died or a timeout fails
-/// the call on every surviving rank within the job's `settings::timeout`,
-/// after which the collectives stay unusable until shutdown() + init().
+/// Every collective is called by every rank (as with Horovod). Named async
+/// allreduces pair by name, in any order per rank; unnamed calls pair by
+/// call order ("allreduce.noname.<n>"). Calls block the calling thread,
+/// except `allreduce_async`, whose handle `synchronize` waits for. A live
+/// peer that is late is waited for (HOROVOD_STALL_CHECK_TIME_SECONDS warns
+/// about it); errors are hvactor errors (hvactor/errors.hpp): a peer that
+/// died fails the call on every surviving rank, after which the
+/// collectives stay unusable until shutdown() + init().
 
 #include <cstdint>
 #include <cstring>
@@ -100,6 +102,16 @@ void broadcast(std::span<T> x, int root) {
 
 /// Returns once every rank called barrier().
 void barrier();
+
+/// Horovod's join, for ranks with uneven amounts of data: a rank that ran
+/// out calls join(), which returns once every rank called it. Until then the
+/// joined rank takes part in the other ranks' allreduces with zeros (so
+/// op::average still divides by size(): Horovod's semantics) and in their
+/// barriers; an allgather, broadcast or alltoall, or a GPU tensor, fails on
+/// the other ranks with a collective_error ("... is not supported with Join
+/// at this time"). Returns the same rank on every rank: the one that joined
+/// last (the highest of those that joined in the same negotiation round).
+int join();
 
 /// Sends the i-th of size() equal parts of `x` to rank i; returns the parts
 /// received, in rank order. x.size() must be a multiple of size().

@@ -43,8 +43,13 @@ struct pending_op {
   bool lane = false;
   /// The negotiator's key (submission order).
   uint64_t id = 0;
-  /// Async allreduce: the tensor, reduced in place.
+  /// An allreduce of `data` in place (async or not, or a joined rank's
+  /// zeros): fused with the round's other allreduces, so that every rank
+  /// runs the same batches whichever call each made.
+  bool reduce = false;
   void* data = nullptr;
+  /// A joined rank's part in an allreduce it did not submit: the zeros.
+  std::vector<char> zeros;
   /// Any other operation: runs on the backend of op.device.
   std::function<void(collectives::backend&)> run;
   std::chrono::steady_clock::time_point submitted;
@@ -135,23 +140,29 @@ public:
   /// Waits for `p`, closing its batch at once; rethrows its error.
   void wait(pending_op& p);
 
+  /// hvd::join(): takes part in the other ranks' allreduces with zeros
+  /// until every rank joined; returns the rank that joined last.
+  int join();
+
   /// Finishes what is queued, then stops the thread.
   void stop();
 
 private:
   template <class Body>
-  void run_in_order(const collectives::operation& op, Body& body);
+  void run_in_order(const collectives::operation& op, Body& body, void* reduced = nullptr,
+                    bool reduce = false);
   void enqueue_locked(const std::shared_ptr<pending_op>& p);
   bool round(bool leave = false);
   bool settle(std::span<const int64_t> header, const collectives::stall_inspector::verdict& stall,
               std::exception_ptr transport);
   template <class Body>
-  bool solo(const collectives::operation& op, Body& body);
+  bool solo(const collectives::operation& op, Body& body, void* data, bool reduce);
   void drive_until(pending_op& p, std::unique_lock<std::mutex>& lk);
   std::exception_ptr ending_error(const collectives::negotiator::plan& plan,
                                   const collectives::stall_inspector::verdict& mine);
   void execute(const collectives::round_result& r);
   void execute_one(pending_op& p);
+  std::shared_ptr<pending_op> zeros_for(const collectives::operation& op);
   void execute_batch(std::span<const collectives::fusion_item> batch,
                      const std::vector<std::shared_ptr<pending_op>>& ops);
   collectives::backend& backend_for(const collectives::operation& op);
@@ -159,7 +170,7 @@ private:
   std::chrono::milliseconds heartbeat() const;
   bool run_closed() const;
   bool has_work_locked() const {
-    return !incoming_.empty() || outstanding_count_ > 0;
+    return !incoming_.empty() || outstanding_count_ > 0 || join_ != nullptr;
   }
   void complete(pending_op& p, std::exception_ptr error);
 
@@ -193,6 +204,11 @@ private:
   std::chrono::steady_clock::time_point last_round_{};
   // Waiters that want the next round now.
   int flush_ = 0;
+  // hvd::join(): the call in progress (its promise), whether the
+  // negotiator was told, and the rank that joined last.
+  std::shared_ptr<pending_op> join_;
+  bool join_told_ = false;
+  int last_joined_ = -1;
   // Set once the ranks stopped negotiating (a rank shut down, a stall
   // shutdown, a failed transport): every later operation fails with it.
   std::exception_ptr ended_;

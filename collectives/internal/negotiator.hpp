@@ -27,6 +27,14 @@
 // lane: matched by call order, as the names say, with a fingerprint of
 // their shapes instead of names (so a loop of unnamed allreduces costs one
 // small allreduce per round).
+//
+// join (hvd::join, Horovod's): a rank out of data joins; it announces that
+// with its names, and from then on counts as having submitted every
+// allreduce: what every other rank submitted runs, the joined rank taking
+// part with zeros (round_result::zeros). Other kinds (allgather,
+// broadcast, alltoall) and device tensors fail while a rank has joined, as
+// in Horovod. Once every rank joined, the join is over (round_result::
+// join_done) and every rank learns the last rank to join.
 
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +59,13 @@ struct round_result {
   std::vector<uint64_t> ready;
   /// Local operations that fail, with the error every rank reports.
   std::vector<std::pair<uint64_t, std::exception_ptr>> failed;
+  /// Operations this joined rank takes part in with zeros, by the ids
+  /// (phantom_base and up) that `ready` lists them under.
+  std::vector<std::pair<uint64_t, operation>> zeros;
+  /// Every rank has joined: the join is over; `last_joined` is the rank
+  /// that joined last (the highest of the last round's joiners).
+  bool join_done = false;
+  int last_joined = -1;
 };
 
 /// One rank's negotiation state. Not thread-safe: one thread at a time runs
@@ -76,6 +91,20 @@ public:
     return local_.empty();
   }
 
+  /// hvd::join(): this rank joins in the next round (announced with its
+  /// names). Until every rank joined, it takes part in the others'
+  /// allreduces with zeros.
+  void join();
+
+  /// This rank joined (or joins in the next round), and the join is not
+  /// over.
+  bool joined() const noexcept {
+    return joining_ || joined_[static_cast<size_t>(rank_)];
+  }
+
+  /// The ids of the phantom operations in round_result::zeros start here.
+  static constexpr uint64_t phantom_base = uint64_t{1} << 62;
+
   /// Step 1: this rank's header (same length on every rank). `abort`: this
   /// rank asks every rank to fail everything pending (stall shutdown);
   /// `leave`: this rank shuts down (its last round).
@@ -98,6 +127,10 @@ public:
     bool names = false;
     /// Some rank asked to abort: finish() fails everything pending.
     bool abort = false;
+    /// Some rank has joined and the lane runs: exchange lane_list()
+    /// (allgather) and call read_lane_lists(), so that joined ranks learn
+    /// what they take part in.
+    bool lane_lists = false;
     /// Some rank shuts down (the lowest: leaver): finish() fails
     /// everything pending, and no round follows.
     bool leave = false;
@@ -114,6 +147,9 @@ public:
   std::string lane_list() const;
   /// Given every rank's lane_list(), fails the prefix with the message.
   void explain_lane(const std::vector<std::string>& lists);
+  /// Given every rank's lane_list() while some rank has joined: a joined
+  /// rank without unnamed operations takes part in the lane with zeros.
+  void read_lane_lists(const std::vector<std::string>& lists);
 
   /// This rank's new names and shapes, encoded.
   std::string announcements() const;
@@ -150,7 +186,7 @@ public:
   }
 
   /// Header words before the cache's.
-  static constexpr size_t fixed_words = 10;
+  static constexpr size_t fixed_words = 12;
 
 private:
   enum class state : uint8_t { fresh, named, cached };
@@ -166,9 +202,14 @@ private:
     std::vector<operation> by_rank;
     std::vector<bool> seen;
     int count = 0;
+    bool done = false;
   };
 
   void complete(const std::string& name, entry& e, round_result& out);
+  bool every_rank_has(const entry& e) const;
+  std::exception_ptr refusal(const operation& op) const;
+  void take_part(const operation& op, round_result& out);
+  void end_join();
 
   int rank_;
   int size_;
@@ -180,6 +221,13 @@ private:
   int64_t next_seq_ = 0;
   std::unordered_map<std::string, entry> table_;
   uint64_t tick_ = 0;
+  // join: requested here, not yet announced; who joined (every rank's
+  // copy is the same), how many, the last one; ids of phantoms.
+  bool joining_ = false;
+  std::vector<bool> joined_;
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  uint64_t next_phantom_ = phantom_base;
 
   // This round.
   std::vector<uint64_t> announcing_;
@@ -187,6 +235,8 @@ private:
   std::vector<int64_t> solo_;
   std::vector<int64_t> reduced_;
   size_t lane_run_ = 0;
+  // A joined rank without unnamed operations: the lane's run, as zeros.
+  std::vector<operation> lane_zeros_;
   bool lane_failed_ = false;
   std::exception_ptr lane_error_;
   bool abort_ = false;

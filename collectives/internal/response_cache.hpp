@@ -33,6 +33,10 @@ public:
   /// The slot holding `name`, if any.
   std::optional<size_t> find(const std::string& name) const;
 
+  /// `slot` holds an operation.
+  bool in_use(size_t slot) const {
+    return slot < slots_.size() && slots_[slot].used;
+  }
   /// The operation in `slot` (which must be in use).
   const operation& at(size_t slot) const {
     return slots_[slot].op;

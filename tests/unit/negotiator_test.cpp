@@ -37,11 +37,21 @@ struct world {
   std::vector<std::map<uint64_t, std::string>> names;
   std::vector<std::vector<std::string>> ran;
   std::vector<std::vector<std::string>> failed;
+  // What each rank ran, as every rank can name it: named ones by name,
+  // unnamed ones by size ("lane:<count>"); zeros a joined rank took part
+  // with are marked "0:".
+  std::vector<std::vector<std::string>> seq;
+  std::vector<std::map<uint64_t, co::operation>> ops;
+  // Per rank: the round its join ended in (-1: none yet) and its result.
+  std::vector<int> join_round;
+  std::vector<int> last_joined;
   std::vector<uint64_t> next_id;
   int rounds = 0;
   size_t header_words = 0;
 
-  world(int n, size_t capacity) : names(n), ran(n), failed(n), next_id(n, 1) {
+  world(int n, size_t capacity)
+    : names(n), ran(n), failed(n), seq(n), ops(n), join_round(n, -1), last_joined(n, -1),
+      next_id(n, 1) {
     for (int r = 0; r < n; ++r)
       ranks.emplace_back(r, n, "host", capacity);
   }
@@ -51,7 +61,14 @@ struct world {
     if (lane)
       op.name = co::negotiator::noname(op.kind, id); // per-rank call order
     names[r][id] = op.name;
+    ops[r][id] = op;
     ranks[r].add(id, op, lane);
+  }
+
+  static std::string seq_name(const co::operation& op, bool lane) {
+    return lane || op.name.empty() || op.name.find("noname") != std::string::npos
+             ? "lane:" + std::to_string(op.count)
+             : op.name;
   }
 
   static std::vector<int64_t> min_of(const std::vector<std::vector<int64_t>>& all) {
@@ -95,6 +112,13 @@ struct world {
           neg.explain_lane(lists);
       }
     }
+    if (plans[0].lane_lists) {
+      std::vector<std::string> lists;
+      for (auto& neg : ranks)
+        lists.push_back(neg.lane_list());
+      for (auto& neg : ranks)
+        neg.read_lane_lists(lists);
+    }
     if (plans[0].names) {
       std::vector<std::string> all;
       for (auto& neg : ranks)
@@ -104,8 +128,21 @@ struct world {
     }
     for (size_t r = 0; r < n; ++r) {
       auto res = ranks[r].finish(std::make_exception_ptr(hvactor::collective_error("aborted")));
-      for (auto id : res.ready)
+      std::map<uint64_t, co::operation> zeros(res.zeros.begin(), res.zeros.end());
+      for (auto id : res.ready) {
+        if (auto z = zeros.find(id); z != zeros.end()) {
+          REQUIRE(id >= co::negotiator::phantom_base);
+          seq[r].push_back("0:" + seq_name(z->second, false));
+          continue;
+        }
         ran[r].push_back(names[r].at(id));
+        seq[r].push_back(seq_name(ops[r].at(id), false));
+      }
+      if (res.join_done) {
+        REQUIRE(join_round[r] == -1);
+        join_round[r] = rounds;
+        last_joined[r] = res.last_joined;
+      }
       for (auto& [id, err] : res.failed) {
         try {
           std::rethrow_exception(err);
@@ -295,6 +332,164 @@ TEST_CASE("after any interleaving of submissions and rounds, every rank ran the 
         if (s.find("noname") == std::string::npos)
           first.push_back(s);
       CHECK(mine == first);
+    }
+  }
+}
+
+TEST_CASE("a joined rank takes part with zeros in what the others submit, named, cached or "
+          "unnamed, and the join ends on every rank in one round with the last rank to join") {
+  for (size_t capacity : {size_t{0}, size_t{16}}) {
+    CAPTURE(capacity);
+    world w{3, capacity};
+    // Step 1: everyone submits g1 (so that it is cached when capacity > 0).
+    for (int r = 0; r < 3; ++r)
+      w.submit(r, named("g1", 4));
+    w.round();
+    REQUIRE(w.idle());
+    // Rank 2 runs out of data and joins; the others go on.
+    w.ranks[2].join();
+    w.submit(0, named("g1", 4));
+    w.submit(0, named("g2", 6));
+    w.submit(0, named("", 3), true);
+    w.round();
+    CHECK(!w.ranks[0].idle()); // rank 1 has not submitted them yet
+    w.submit(1, named("", 3), true);
+    w.submit(1, named("g2", 6));
+    w.submit(1, named("g1", 4));
+    for (int i = 0; i < 3 && !w.idle(); ++i)
+      w.round();
+    CHECK(w.idle());
+    for (int r = 0; r < 3; ++r) {
+      CAPTURE(r);
+      CHECK(w.failed[r].empty());
+      CHECK(w.join_round[r] == -1);
+    }
+    // The same sequence everywhere, rank 2's part as zeros.
+    REQUIRE(w.seq[0].size() == 4);
+    CHECK(w.seq[0] == w.seq[1]);
+    std::vector<std::string> zeros;
+    for (auto& s : w.seq[0])
+      zeros.push_back(s == "g1" && zeros.empty() ? s : "0:" + s);
+    CHECK(w.seq[2] == zeros);
+    // Rank 0 joins, then rank 1: the join ends on every rank in the same
+    // round, naming rank 1.
+    w.ranks[0].join();
+    w.round();
+    CHECK(w.join_round == std::vector<int>{-1, -1, -1});
+    w.ranks[1].join();
+    w.round();
+    CHECK(w.join_round[0] == w.rounds);
+    CHECK(w.join_round[1] == w.rounds);
+    CHECK(w.join_round[2] == w.rounds);
+    CHECK(w.last_joined == std::vector<int>{1, 1, 1});
+    // Afterwards the ranks pair as before, unnamed ones included.
+    for (int r = 0; r < 3; ++r) {
+      w.submit(r, named("", 3), true);
+      w.submit(r, named("g1", 4));
+    }
+    w.round();
+    CHECK(w.idle());
+    CHECK(w.seq[0].back() == w.seq[2].back());
+    CHECK(w.seq[2].back().rfind("0:", 0) == std::string::npos);
+  }
+}
+
+TEST_CASE("while a rank has joined, an allgather or a broadcast fails on the others with "
+          "Horovod's message, and the joined rank runs nothing for it") {
+  world w{2, 16};
+  w.ranks[1].join();
+  co::operation bc;
+  bc.kind = co::op_kind::broadcast;
+  bc.count = 17;
+  bc.root = 1;
+  w.submit(0, bc, true);
+  co::operation ag;
+  ag.kind = co::op_kind::allgather;
+  ag.count = 5;
+  ag.name = "gathered";
+  w.submit(0, ag);
+  for (int i = 0; i < 3 && !w.idle(); ++i)
+    w.round();
+  CHECK(w.idle());
+  REQUIRE(w.failed[0].size() == 2);
+  auto text = w.failed[0][0] + "\n" + w.failed[0][1];
+  CAPTURE(text);
+  CHECK(text.find("Broadcast is not supported with Join at this time") != std::string::npos);
+  CHECK(text.find("Allgather is not supported with Join at this time") != std::string::npos);
+  CHECK(text.find("rank 1 called hvd::join()") != std::string::npos);
+  CHECK(w.seq[1].empty());
+  CHECK(w.failed[1].empty());
+  // The join still ends when rank 0 joins.
+  w.ranks[0].join();
+  w.round();
+  CHECK(w.last_joined == std::vector<int>{0, 0});
+}
+
+TEST_CASE("ranks with uneven numbers of steps that join at random times run the same sequence, "
+          "every submitted operation once, and end the join together") {
+  for (int seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    int n = 2 + seed % 3;
+    size_t capacity = std::vector<size_t>{0, 3, 1024}[static_cast<size_t>(seed) % 3];
+    CAPTURE(seed);
+    CAPTURE(n);
+    CAPTURE(capacity);
+    world w{n, capacity};
+    // Rank r runs 3 + r + seed % 4 steps of 8 named gradients (in its own
+    // order) and 1 unnamed allreduce, then joins.
+    std::vector<std::vector<co::operation>> plan(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      int steps = 3 + (r * 7 + seed) % 4;
+      for (int s = 0; s < steps; ++s) {
+        std::vector<co::operation> step;
+        for (int i = 0; i < 8; ++i)
+          step.push_back(named("grad" + std::to_string(i), 1 + static_cast<size_t>(i)));
+        std::shuffle(step.begin(), step.end(), rng);
+        step.insert(step.begin() + static_cast<long>(rng() % step.size()), named("", 2));
+        plan[r].insert(plan[r].end(), step.begin(), step.end());
+      }
+    }
+    // A rank submits a step only once its previous one ran (as a training
+    // loop that synchronizes before the next step).
+    std::vector<size_t> at(static_cast<size_t>(n), 0);
+    std::vector<bool> joined(static_cast<size_t>(n), false);
+    while (std::find(w.join_round.begin(), w.join_round.end(), -1) != w.join_round.end()) {
+      for (int r = 0; r < n; ++r) {
+        auto& neg = w.ranks[r];
+        if (!neg.idle() || joined[r] || rng() % 3 == 0)
+          continue;
+        if (at[r] == plan[r].size()) {
+          neg.join();
+          joined[r] = true;
+          continue;
+        }
+        for (int k = 0; k < 9; ++k, ++at[r]) {
+          auto& op = plan[r][at[r]];
+          w.submit(r, op, op.name.empty());
+        }
+      }
+      w.round();
+      REQUIRE(w.rounds < 5000);
+    }
+    int longest = 0;
+    for (int r = 0; r < n; ++r)
+      longest = std::max<int>(longest, static_cast<int>(plan[r].size()));
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CHECK(w.failed[r].empty());
+      CHECK(w.idle());
+      CHECK(w.ran[r].size() == plan[r].size());
+      // Every rank's sequence is the same once zeros are read as the
+      // operation they stand for.
+      std::vector<std::string> mine, first;
+      for (auto& s : w.seq[r])
+        mine.push_back(s.rfind("0:", 0) == 0 ? s.substr(2) : s);
+      for (auto& s : w.seq[0])
+        first.push_back(s.rfind("0:", 0) == 0 ? s.substr(2) : s);
+      CHECK(mine == first);
+      CHECK(mine.size() == static_cast<size_t>(longest));
+      CHECK(w.join_round[r] == w.join_round[0]);
+      CHECK(w.last_joined[r] == w.last_joined[0]);
     }
   }
 }

@@ -508,6 +508,60 @@ std::vector<float> branchy_single(int ranks) {
   return flat(net);
 }
 
+// Uneven data: rank r trains branchy_net for 3 + r steps (overlap or
+// not), then joins (the others' gradients then average with its zeros),
+// then every rank takes the parameters of the last rank to join (Horovod's
+// idiom: hvd.broadcast_parameters(..., root_rank=hvd.join())). Returns the
+// parameters and, last, join()'s result.
+std::vector<float> branchy_join(bool overlap) {
+  hvd::init();
+  torch::manual_seed(5);
+  branchy_net net;
+  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  hvd::distributed_optimizer opt(sgd, net.named_parameters(), {.overlap = overlap});
+  auto [x, y] = shard_of(hvd::rank());
+  for (int s = 0; s < 3 + hvd::rank(); ++s) {
+    opt.zero_grad();
+    torch::mse_loss(net.forward(x, branch_of(hvd::rank(), s)), y).backward();
+    opt.step();
+  }
+  int last = hvd::join();
+  hvd::broadcast_parameters(net.parameters(), last);
+  auto out = flat(net);
+  out.push_back(static_cast<float>(last));
+  hvd::shutdown();
+  return out;
+}
+
+// The reference: one process; step s sums the gradients of the ranks that
+// still have data (zeros for the others) and divides by all the ranks.
+std::vector<float> branchy_join_single(int ranks) {
+  torch::manual_seed(5);
+  branchy_net net;
+  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto params = net.parameters();
+  for (int s = 0; s < 3 + ranks - 1; ++s) {
+    std::vector<torch::Tensor> sum;
+    for (auto& p : params)
+      sum.push_back(torch::zeros_like(p));
+    for (int r = 0; r < ranks; ++r) {
+      if (s >= 3 + r)
+        continue;
+      for (auto& p : params)
+        p.mutable_grad() = torch::Tensor();
+      auto [x, y] = shard_of(r);
+      torch::mse_loss(net.forward(x, branch_of(r, s)), y).backward();
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].grad().defined())
+          sum[i] += params[i].grad();
+    }
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].mutable_grad() = sum[i] / ranks;
+    sgd.step();
+  }
+  return flat(net);
+}
+
 constexpr double clip_norm = 0.05;
 
 // In a worker: Linear(2,2) (seed 1) with SGD lr 0.1; each step reduces the
@@ -918,6 +972,30 @@ TEST_CASE("a model with a data-dependent branch (heads unused on some ranks in s
       REQUIRE(per_rank.size() == static_cast<size_t>(n));
       for (auto& rank : per_rank) {
         REQUIRE(rank.size() == reference.size());
+        CHECK(rank == per_rank[0]);
+        for (size_t i = 0; i < reference.size(); ++i)
+          CHECK(std::abs(rank[i] - reference[i]) < 1e-5);
+      }
+    }
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("ranks with uneven data join: the distributed optimizer averages the others' "
+          "gradients with the joined ranks' zeros, and after join() every rank holds the "
+          "parameters of one process fed those averages") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    auto reference = branchy_join_single(n);
+    auto ex = make(n);
+    ex.start();
+    for (bool overlap : {false, true}) {
+      CAPTURE(overlap);
+      auto per_rank = ex.run(&branchy_join, overlap);
+      REQUIRE(per_rank.size() == static_cast<size_t>(n));
+      for (auto& rank : per_rank) {
+        REQUIRE(rank.size() == reference.size() + 1);
+        CHECK(rank.back() == static_cast<float>(n - 1)); // the last to join
         CHECK(rank == per_rank[0]);
         for (size_t i = 0; i < reference.size(); ++i)
           CHECK(std::abs(rank[i] - reference[i]) < 1e-5);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -66,10 +67,16 @@ void negotiator::join() {
 }
 
 std::string negotiator::noname(op_kind k, uint64_t n) {
-  return std::string{to_string(k)} + ".noname." + std::to_string(n);
+  // One allocation: it runs for every unnamed async allreduce.
+  std::string_view kind = to_string(k);
+  fmt::format_int number(n);
+  std::string name;
+  name.reserve(kind.size() + 8 + number.size());
+  name.append(kind).append(".noname.").append(number.data(), number.size());
+  return name;
 }
 
-void negotiator::add(uint64_t id, operation op, bool lane) {
+void negotiator::add(uint64_t id, const operation& op, bool lane) {
   local_op l;
   l.lane = lane;
   if (lane) {
@@ -83,7 +90,7 @@ void negotiator::add(uint64_t id, operation op, bool lane) {
         describe(op), rank_));
     by_name_[op.name] = id;
   }
-  l.op = std::move(op);
+  l.op = &op;
   local_.emplace(id, std::move(l));
 }
 
@@ -93,7 +100,7 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
   std::vector<const operation*> lane;
   lane.reserve(lane_.size());
   for (auto id : lane_)
-    lane.push_back(&local_.at(id).op);
+    lane.push_back(local_.at(id).op);
   bool joined_here = joined();
   if (lane_.empty() && joined_here) {
     // A joined rank constrains no lane: the maximum of every lane word
@@ -121,8 +128,8 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
     if (l.lane)
       continue;
     if (l.st == state::fresh) {
-      auto slot = cache_.find(l.op.name);
-      if (slot && same_shape(cache_.at(*slot), l.op) && !l.invalidate) {
+      auto slot = cache_.find(l.op->name);
+      if (slot && same_shape(cache_.at(*slot), *l.op) && !l.invalidate) {
         l.st = state::cached;
         l.slot = *slot;
       } else {
@@ -227,7 +234,7 @@ std::vector<int64_t> negotiator::lane_prefix() const {
     return {no_constraint, no_constraint};
   std::vector<const operation*> prefix;
   for (size_t i = 0; i < lane_run_; ++i)
-    prefix.push_back(&local_.at(lane_[i]).op);
+    prefix.push_back(local_.at(lane_[i]).op);
   auto f = shape_check::fingerprint(false, prefix);
   return {f, -f};
 }
@@ -242,7 +249,7 @@ std::string negotiator::lane_list() const {
   // caller wrote them.
   op_list prefix{false, {}};
   for (size_t i = 0; i < std::min(lane_run_, lane_.size()); ++i) {
-    prefix.ops.push_back(local_.at(lane_[i]).op);
+    prefix.ops.push_back(*local_.at(lane_[i]).op);
     prefix.ops.back().name.clear();
   }
   return name_check::encode(prefix);
@@ -290,7 +297,7 @@ std::string negotiator::announcements() const {
   op_list mine{false, {}};
   mine.ops.reserve(announcing_.size());
   for (auto id : announcing_)
-    mine.ops.push_back(local_.at(id).op);
+    mine.ops.push_back(*local_.at(id).op);
   return (joining_ ? joins : stays) + name_check::encode(mine);
 }
 
@@ -444,7 +451,7 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
     if (i == local_.end())
       return; // a joined rank's zeros
     if (!i->second.lane)
-      by_name_.erase(i->second.op.name);
+      by_name_.erase(i->second.op->name);
     local_.erase(i);
   };
   if (reduced_[neg_abort] < 0 || reduced_[leaver] < size_) {
@@ -498,7 +505,7 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
   size_t lane_done = std::min(lane_run_, lane_.size());
   for (size_t i = 0; i < lane_done; ++i) {
     auto id = lane_[i];
-    auto& op = local_.at(id).op;
+    auto& op = *local_.at(id).op;
     if (lane_failed_)
       out.failed.emplace_back(id, lane_error_);
     else if (auto refused = refusal(op))
@@ -560,9 +567,9 @@ std::vector<int> negotiator::announced_by(const std::string& name) const {
 std::vector<negotiator::waiting> negotiator::pending() const {
   std::vector<waiting> out;
   for (auto& [id, l] : local_) {
-    waiting w{id, l.op.name.empty() ? describe(l.op) : l.op.name, {}, false};
+    waiting w{id, l.op->name.empty() ? describe(*l.op) : l.op->name, {}, false};
     if (l.st == state::named) {
-      auto i = table_.find(l.op.name);
+      auto i = table_.find(l.op->name);
       if (i != table_.end()) {
         w.known = true;
         for (int r = 0; r < size_; ++r)

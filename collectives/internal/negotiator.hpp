@@ -79,8 +79,9 @@ public:
   /// A local operation waiting to run, known by `id` (unique, increasing).
   /// `lane`: an unnamed operation (named noname() by the caller), matched
   /// by call order. Throws std::invalid_argument when a pending operation
-  /// already has the name.
-  void add(uint64_t id, operation op, bool lane);
+  /// already has the name. `op` is not copied: it must stay as it is until
+  /// finish() or drop_all() returned `id`.
+  void add(uint64_t id, const operation& op, bool lane);
 
   /// The name of the `n`-th unnamed operation of kind `k`:
   /// "allreduce.noname.3" (Horovod's).
@@ -117,7 +118,7 @@ public:
   /// it now" (the round is then over); false: call absorb_solo() and go on
   /// with read() as after propose().
   bool solo_agreed(std::span<const int64_t> reduced);
-  void absorb_solo(uint64_t id, const operation& op);
+  void absorb_solo(uint64_t id, const operation& op); // as add()
 
   /// What the round needs after the header came back.
   struct plan {
@@ -191,7 +192,7 @@ public:
 private:
   enum class state : uint8_t { fresh, named, cached };
   struct local_op {
-    operation op;
+    const operation* op = nullptr;
     bool lane = false;
     int64_t seq = 0;
     state st = state::fresh;

@@ -61,8 +61,8 @@ struct world {
     if (lane)
       op.name = co::negotiator::noname(op.kind, id); // per-rank call order
     names[r][id] = op.name;
-    ops[r][id] = op;
-    ranks[r].add(id, op, lane);
+    auto& kept = ops[r][id] = op; // add() keeps a pointer
+    ranks[r].add(id, kept, lane);
   }
 
   static std::string seq_name(const co::operation& op, bool lane) {

@@ -481,18 +481,22 @@ std::vector<float> branchy_train(int mode) {
   return out;
 }
 
-// The reference: one process fed the ranks' gradients averaged (zeros for
-// a parameter a rank did not use).
-std::vector<float> branchy_single(int ranks) {
+// The reference: one process; step s of `steps` sums the gradients of the
+// ranks that have data for it (`has_data`; zeros for the others and for a
+// parameter a rank did not use) and divides by all the ranks.
+std::vector<float> branchy_reference(int ranks, int steps,
+                                     const std::function<bool(int, int)>& has_data) {
   torch::manual_seed(5);
   branchy_net net;
   torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   auto params = net.parameters();
-  for (int s = 0; s < branchy_steps; ++s) {
+  for (int s = 0; s < steps; ++s) {
     std::vector<torch::Tensor> sum;
     for (auto& p : params)
       sum.push_back(torch::zeros_like(p));
     for (int r = 0; r < ranks; ++r) {
+      if (!has_data(r, s))
+        continue;
       for (auto& p : params)
         p.mutable_grad() = torch::Tensor();
       auto [x, y] = shard_of(r);
@@ -506,6 +510,10 @@ std::vector<float> branchy_single(int ranks) {
     sgd.step();
   }
   return flat(net);
+}
+
+std::vector<float> branchy_single(int ranks) {
+  return branchy_reference(ranks, branchy_steps, [](int, int) { return true; });
 }
 
 // Uneven data: rank r trains branchy_net for 3 + r steps (overlap or
@@ -533,33 +541,9 @@ std::vector<float> branchy_join(bool overlap) {
   return out;
 }
 
-// The reference: one process; step s sums the gradients of the ranks that
-// still have data (zeros for the others) and divides by all the ranks.
+// The reference: rank r has data for steps 0 .. 3 + r - 1.
 std::vector<float> branchy_join_single(int ranks) {
-  torch::manual_seed(5);
-  branchy_net net;
-  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  auto params = net.parameters();
-  for (int s = 0; s < 3 + ranks - 1; ++s) {
-    std::vector<torch::Tensor> sum;
-    for (auto& p : params)
-      sum.push_back(torch::zeros_like(p));
-    for (int r = 0; r < ranks; ++r) {
-      if (s >= 3 + r)
-        continue;
-      for (auto& p : params)
-        p.mutable_grad() = torch::Tensor();
-      auto [x, y] = shard_of(r);
-      torch::mse_loss(net.forward(x, branch_of(r, s)), y).backward();
-      for (size_t i = 0; i < params.size(); ++i)
-        if (params[i].grad().defined())
-          sum[i] += params[i].grad();
-    }
-    for (size_t i = 0; i < params.size(); ++i)
-      params[i].mutable_grad() = sum[i] / ranks;
-    sgd.step();
-  }
-  return flat(net);
+  return branchy_reference(ranks, 3 + ranks - 1, [](int r, int s) { return s < 3 + r; });
 }
 
 constexpr double clip_norm = 0.05;

@@ -3,7 +3,11 @@
 // allreduces in different orders, with synchronous collectives in between,
 // get exact results; the same name with two shapes fails every rank.
 
+#include <signal.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -13,6 +17,7 @@
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
+#include "child_process.hpp"
 #include "hvd_session.hpp"
 #include "permuted_collectives.hpp"
 #include "test_main.hpp"
@@ -84,6 +89,37 @@ std::string different_names() {
     return e.what();
   }
   return "no error";
+}
+
+int64_t epoch_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+/// Rank 1 SIGKILLs itself 500 ms in (writing the time to <dir>/killed)
+/// without submitting "never"; the others wait for "never", which a live
+/// peer could still submit. Each survivor writes to <dir>/rank-<r> when it
+/// failed (epoch ms) and its error.
+std::string wait_for_dead_peer(std::string dir) {
+  hvactor::test::hvd_session s;
+  if (hvd::rank() == 1) {
+    std::this_thread::sleep_for(500ms);
+    std::ofstream(std::filesystem::path(dir) / "killed") << epoch_ms();
+    ::raise(SIGKILL);
+  }
+  std::vector<float> x(8, 1.0f);
+  std::string outcome = "no error";
+  try {
+    auto h = hvd::allreduce_async(std::span<float>(x), hvd::op::sum, "never");
+    hvd::synchronize(h);
+  } catch (const hvactor::error& e) {
+    outcome = e.what();
+  }
+  std::ofstream(std::filesystem::path(dir) / ("rank-" + std::to_string(hvd::rank())))
+    << epoch_ms() << "\n"
+    << outcome;
+  return outcome;
 }
 
 bool contains(const std::string& s, const std::string& part) {
@@ -192,6 +228,35 @@ TEST_CASE("with HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, names that never pair fail 
       CHECK(contains(errors[r], "(ranks that have not submitted it: "));
       CHECK(contains(errors[r], "grad/"));
       CHECK(contains(errors[r], "seen on rank " + std::to_string(r)));
+    }
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("a dead peer is not a stall: survivors waiting for a name a SIGKILLed rank never "
+          "submitted fail within 2 s, with a 30 s timeout, over shared memory and Gloo") {
+  for (const char* shm : {"1", "0"}) {
+    CAPTURE(shm);
+    hvactor::test::temp_dir dir;
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = 3, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+    ex.start();
+    CHECK_THROWS_AS(ex.run(&wait_for_dead_peer, dir.path().string()), hvactor::worker_error);
+    for (int r : {0, 2}) {
+      CAPTURE(r);
+      auto report = dir.path() / ("rank-" + std::to_string(r));
+      REQUIRE(hvactor::test::wait_until([&] { return std::filesystem::exists(report); }, 10s));
+      std::this_thread::sleep_for(50ms); // written whole
+      std::ifstream killed(dir.path() / "killed"), in(report);
+      int64_t killed_at = 0, failed_at = 0;
+      killed >> killed_at;
+      in >> failed_at;
+      std::string text;
+      std::getline(in, text);
+      std::getline(in, text);
+      CAPTURE(text);
+      CHECK(text != "no error");
+      CHECK(failed_at - killed_at < 2000);
     }
     ex.shutdown();
   }

@@ -15,6 +15,16 @@
 //       PATH <on|off> <rank> <hvd::backend_info()>   per rank and setting
 //       PERMUTED <on|off> <seed> <rank> <OK | what differs>
 //       FAILED <on|off> <seed> <error>   a run that threw (the setting ends)
+//   hier_driver --address A join H
+//       join_workloads.hpp's hvd::join() workloads in one job, in turn:
+//       PATH <rank> <hvd::backend_info()>
+//       UNEVEN <rank> <result>     uneven_steps(10): rank r runs 10 + r
+//                                  steps, then joins ("<2H-1>" when right)
+//       JOIN_ALLREDUCE <first> <rank> <result>   first = 0 and 1
+//       WHILE_JOINED <what> <joiner> <rank> <error>|<join()'s result>
+//                                  allgather (joiner 0), broadcast from
+//                                  the joiner (1), barrier (2)
+//       FAILED <workload> <error>  a run that threw (the mode ends)
 //   hier_driver --address A kill H VICTIM DIR
 //       every rank allreduces 8 MiB in a loop; rank VICTIM SIGKILLs itself
 //       300 ms in (writing DIR/killed); every other rank writes
@@ -38,6 +48,7 @@
 
 #include <hvactor/hvactor.hpp>
 
+#include "join_workloads.hpp"
 #include "permuted_collectives.hpp"
 #include "victim_allreduce.hpp"
 
@@ -101,22 +112,36 @@ results collect() {
   return out;
 }
 
-/// One rank's run of the permutation workload and the path it took.
-struct permuted_result {
+/// One rank's run of a workload and the path its session took.
+struct path_result {
   std::string info;
   std::string problems;
   template <class Inspector>
-  friend auto inspect(Inspector& f, permuted_result& x) {
-    return f(caf::meta::type_name("hier_permuted_result"), x.info, x.problems);
+  friend auto inspect(Inspector& f, path_result& x) {
+    return f(caf::meta::type_name("hier_path_result"), x.info, x.problems);
   }
 };
 
-permuted_result permuted_with_info(int seed) {
+path_result permuted_with_info(int seed) {
   hvactor::test::hvd_session s;
-  permuted_result out;
+  path_result out;
   out.info = hvd::backend_info();
   out.problems = hvactor::test::permuted_ops(seed);
   return out;
+}
+
+path_result uneven_with_info(int base) {
+  hvactor::test::hvd_session s;
+  path_result out;
+  out.info = hvd::backend_info();
+  out.problems = hvactor::test::uneven_steps_ops(base);
+  return out;
+}
+
+/// `text` on one line (error messages may span several).
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
 }
 
 hvactor::executor_options hosts(int h, std::map<std::string, std::string> env = {}) {
@@ -167,7 +192,7 @@ int permute(hvactor::runtime& rt, int h, int seeds) {
     hvactor::executor ex{rt, job_settings(), hosts(h, env)};
     ex.start();
     for (int seed = 0; seed < seeds; ++seed) {
-      std::vector<permuted_result> ranks;
+      std::vector<path_result> ranks;
       try {
         ranks = ex.run(&permuted_with_info, seed);
       } catch (const hvactor::error& e) {
@@ -183,6 +208,40 @@ int permute(hvactor::runtime& rt, int h, int seeds) {
     }
     ex.shutdown();
   }
+  return 0;
+}
+
+int join_mode(hvactor::runtime& rt, int h) {
+  hvactor::executor ex{rt, job_settings(), hosts(h)};
+  ex.start();
+  std::string workload = "uneven";
+  try {
+    auto uneven = ex.run(&uneven_with_info, 10);
+    for (size_t r = 0; r < uneven.size(); ++r)
+      say("PATH " + std::to_string(r) + " " + uneven[r].info);
+    for (size_t r = 0; r < uneven.size(); ++r)
+      say("UNEVEN " + std::to_string(r) + " " + uneven[r].problems);
+    for (int first : {0, 1}) {
+      workload = "join_allreduce " + std::to_string(first);
+      auto got = ex.run(&hvactor::test::join_allreduce, first);
+      for (size_t r = 0; r < got.size(); ++r)
+        say("JOIN_ALLREDUCE " + std::to_string(first) + " " + std::to_string(r) + " " + got[r]);
+    }
+    struct case_ {
+      const char* what;
+      int joiner;
+    };
+    for (auto c : {case_{"allgather", 0}, case_{"broadcast", 1}, case_{"barrier", 2}}) {
+      workload = std::string{"while_joined "} + c.what;
+      auto got = ex.run(&hvactor::test::other_kind_while_joined, c.joiner, std::string{c.what});
+      for (size_t r = 0; r < got.size(); ++r)
+        say(std::string{"WHILE_JOINED "} + c.what + " " + std::to_string(c.joiner) + " " +
+            std::to_string(r) + " " + one_line(got[r]));
+    }
+  } catch (const hvactor::error& e) {
+    say("FAILED " + workload + " " + one_line(e.what()));
+  }
+  ex.shutdown();
   return 0;
 }
 
@@ -225,13 +284,18 @@ int main(int argc, char** argv) {
       say("DONE");
       return rc;
     }
+    if (args.size() >= 3 && args[1] == "join") {
+      int rc = join_mode(rt, std::stoi(args[2]));
+      say("DONE");
+      return rc;
+    }
     if (args.size() >= 5 && args[1] == "kill") {
       int rc = kill_one(rt, std::stoi(args[2]), std::stoi(args[3]), args[4]);
       say("DONE");
       return rc;
     }
-    std::fprintf(stderr, "usage: hier_driver --address A (compare H | permute H SEEDS | kill H "
-                         "VICTIM DIR)\n");
+    std::fprintf(stderr, "usage: hier_driver --address A (compare H | permute H SEEDS | join H | "
+                         "kill H VICTIM DIR)\n");
     return 2;
   } catch (const std::exception& e) {
     say(std::string{"ERROR "} + e.what());

@@ -3,8 +3,9 @@
 // memory inside each node, Gloo across them (hier_driver.cpp runs the
 // jobs): the same results as flat Gloo, the path each op took, named async
 // allreduces submitted in a different order on every rank paired by name
-// (with and without the response cache), and a rank SIGKILLed inside a
-// hierarchical allreduce failing every other rank.
+// (with and without the response cache), hvd::join() with ranks of uneven
+// step counts on different nodes (join_workloads.hpp), and a rank SIGKILLed
+// inside a hierarchical allreduce failing every other rank.
 
 #include <chrono>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -35,6 +37,23 @@ void finish(process& driver) {
   auto exit = driver.wait_exit(10s);
   REQUIRE(exit);
   CHECK(exit->success());
+}
+
+/// A driver line "<rank> <text>" split at the first space.
+std::pair<int, std::string> rank_and_text(const std::string& line) {
+  auto space = line.find(' ');
+  return {std::stoi(line.substr(0, space)),
+          space == std::string::npos ? "" : line.substr(space + 1)};
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// join()'s result at the end of a WHILE_JOINED text ("<error>|<rank>").
+std::string join_result(const std::string& text) {
+  auto bar = text.rfind('|');
+  return bar == std::string::npos ? "none" : text.substr(bar + 1);
 }
 
 cluster_options nodes(int n) {
@@ -103,6 +122,92 @@ TEST_CASE("on 2 and 3 nodes x 2 workers, ranks that submit 60 named async allred
         CAPTURE(line);
         CHECK(line.substr(line.size() - 3) == " OK");
       }
+    }
+  }
+}
+
+TEST_CASE("on 2 and 3 nodes x 2 workers, hvd::join() on the hierarchical path: ranks with 10 "
+          "to 10 + 2H - 1 steps finish with Horovod's results and the last rank joining last, "
+          "a joined rank adds zeros to the others' average, and an allgather or a broadcast "
+          "from the joined root fails on the others with Horovod's message") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    auto t0 = std::chrono::steady_clock::now();
+    cluster c{nodes(n)};
+    auto driver = hier_driver(c, {"join", std::to_string(n)});
+    finish(*driver);
+    MESSAGE(n << " nodes: cluster and join workloads in "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - t0)
+                   .count()
+              << " ms");
+    INFO("driver stdout:\n" << driver->stdout_text());
+    CHECK(lines_with(*driver, "FAILED ").empty());
+    size_t size = static_cast<size_t>(2 * n);
+    auto paths = lines_with(*driver, "PATH ");
+    REQUIRE(paths.size() == size);
+    for (auto& line : paths) {
+      CAPTURE(line);
+      CHECK(contains(line, "allreduce: hierarchical, allgather: hierarchical, broadcast: "
+                           "hierarchical, barrier: hierarchical"));
+      CHECK(contains(line, std::to_string(n) + " nodes x 2 ranks"));
+    }
+    // The last rank has the most steps: it joins last, on every rank, and
+    // nothing differs from the reference (no text after the rank).
+    auto uneven = lines_with(*driver, "UNEVEN ");
+    REQUIRE(uneven.size() == size);
+    for (size_t r = 0; r < size; ++r) {
+      CAPTURE(uneven[r]);
+      CHECK(uneven[r] == std::to_string(r) + " " + std::to_string(size - 1));
+    }
+    for (int first : {0, 1}) {
+      CAPTURE(first);
+      auto got = lines_with(*driver, "JOIN_ALLREDUCE " + std::to_string(first) + " ");
+      REQUIRE(got.size() == size);
+      auto want = rank_and_text(got[0]).second;
+      CHECK(want != std::to_string(first));
+      for (auto& line : got) {
+        CAPTURE(line);
+        auto [rank, text] = rank_and_text(line);
+        CHECK(text == want);
+        CHECK(text.find(' ') == std::string::npos); // no problems listed
+      }
+    }
+    auto gathered = lines_with(*driver, "WHILE_JOINED allgather 0 ");
+    REQUIRE(gathered.size() == size);
+    for (auto& line : gathered) {
+      CAPTURE(line);
+      auto [rank, text] = rank_and_text(line);
+      CHECK(join_result(text) == join_result(gathered[0]));
+      if (rank == 0) {
+        CHECK(text == "|" + join_result(text));
+        continue;
+      }
+      CHECK(contains(text, "Allgather is not supported with Join at this time"));
+      CHECK(contains(text, "rank 0 called hvd::join()"));
+      CHECK(contains(text, "failed on rank " + std::to_string(rank)));
+    }
+    auto broadcast = lines_with(*driver, "WHILE_JOINED broadcast 1 ");
+    REQUIRE(broadcast.size() == size);
+    for (auto& line : broadcast) {
+      CAPTURE(line);
+      auto [rank, text] = rank_and_text(line);
+      CHECK(join_result(text) == join_result(broadcast[0]));
+      if (rank == 1) {
+        CHECK(text == "|" + join_result(text));
+        continue;
+      }
+      CHECK(contains(text, "Broadcast is not supported with Join at this time"));
+      CHECK(contains(text, "root 1"));
+    }
+    // A barrier runs with a rank (on the second node) joined.
+    auto barrier = lines_with(*driver, "WHILE_JOINED barrier 2 ");
+    REQUIRE(barrier.size() == size);
+    for (auto& line : barrier) {
+      CAPTURE(line);
+      auto [rank, text] = rank_and_text(line);
+      CHECK(text == "|" + join_result(barrier[0]));
+      CHECK(join_result(text) != "2");
     }
   }
 }

@@ -10,11 +10,8 @@
 #include <signal.h>
 
 #include <chrono>
-#include <cmath>
-#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,124 +21,20 @@
 
 #include "child_process.hpp"
 #include "hvd_session.hpp"
+#include "join_workloads.hpp"
 #include "test_main.hpp"
 
 using namespace std::chrono_literals;
 
 namespace hvd = hvactor::hvd;
+using hvactor::test::join_allreduce;
+using hvactor::test::other_kind_while_joined;
+using hvactor::test::uneven_steps;
 
 namespace {
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
-}
-
-bool close(float got, double want) {
-  return std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want));
-}
-
-/// Horovod's test_horovod_join_allreduce: rank `first` joins at once; the
-/// others average two named tensors (fused), equal on every rank, then
-/// join. Returns join()'s result, then what differs (nothing when right).
-std::string join_allreduce(int first) {
-  hvactor::test::hvd_session s;
-  int rank = hvd::rank(), size = hvd::size();
-  std::vector<float> a(125), b(17 * 17);
-  for (size_t i = 0; i < a.size(); ++i)
-    a[i] = static_cast<float>(static_cast<int>(i * 37 % 200) - 100);
-  for (size_t i = 0; i < b.size(); ++i)
-    b[i] = static_cast<float>(static_cast<int>(i * 11 % 150) - 75);
-  auto a0 = a, b0 = b;
-  std::string problems;
-  int ret = -1;
-  if (rank == first) {
-    ret = hvd::join();
-  } else {
-    auto ha = hvd::allreduce_async(std::span<float>(a), hvd::op::average, "tensor_a");
-    auto hb = hvd::allreduce_async(std::span<float>(b), hvd::op::average, "tensor_b");
-    hvd::synchronize(ha);
-    hvd::synchronize(hb);
-    ret = hvd::join();
-    // Horovod's expectation: tensor * (size - 1) / size.
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!close(a[i], a0[i] * (size - 1.0) / size))
-        problems = " tensor_a[" + std::to_string(i) + "] = " + std::to_string(a[i]);
-    for (size_t i = 0; i < b.size(); ++i)
-      if (!close(b[i], b0[i] * (size - 1.0) / size))
-        problems = " tensor_b[" + std::to_string(i) + "] = " + std::to_string(b[i]);
-  }
-  return std::to_string(ret) + problems;
-}
-
-/// Rank r runs base + r steps of: a named async average of a gradient and
-/// an unnamed synchronous sum of counters; then joins; then, after the
-/// join, an unnamed sum and a named async sum on every rank. Returns
-/// join()'s result, then what differs.
-std::string uneven_steps(int base) {
-  hvactor::test::hvd_session s;
-  int rank = hvd::rank(), size = hvd::size();
-  int steps = base + rank;
-  std::ostringstream problems;
-  for (int step = 0; step < steps; ++step) {
-    std::vector<float> grad(1000);
-    for (size_t i = 0; i < grad.size(); ++i)
-      grad[i] = static_cast<float>((rank + 1) * (step + 1) + static_cast<int>(i % 7));
-    auto h = hvd::allreduce_async(std::span<float>(grad), hvd::op::average, "grad");
-    std::vector<int64_t> counter{1, step, rank};
-    hvd::allreduce(std::span<int64_t>(counter), hvd::op::sum);
-    hvd::synchronize(h);
-    // The ranks that still have this step; the others add zeros.
-    int64_t present = 0, ranks = 0, values = 0;
-    for (int q = 0; q < size; ++q)
-      if (base + q > step) {
-        ++present;
-        ranks += q;
-        values += (q + 1) * (step + 1);
-      }
-    if (counter != std::vector<int64_t>{present, step * present, ranks})
-      problems << " counter at step " << step << " = " << counter[0] << "," << counter[1] << ","
-               << counter[2];
-    for (size_t i = 0; i < grad.size(); ++i)
-      if (!close(grad[i], (values + present * static_cast<int64_t>(i % 7)) / double(size))) {
-        problems << " grad[" << i << "] at step " << step << " = " << grad[i];
-        break;
-      }
-  }
-  int ret = hvd::join();
-  // Afterwards the ranks pair again, unnamed calls included.
-  std::vector<int64_t> x{rank};
-  hvd::allreduce(std::span<int64_t>(x), hvd::op::sum);
-  if (x[0] != size * (size - 1) / 2)
-    problems << " sum after join = " << x[0];
-  std::vector<double> y(5, 1.0);
-  auto h = hvd::allreduce_async(std::span<double>(y), hvd::op::sum, "after");
-  hvd::synchronize(h);
-  if (y[0] != size)
-    problems << " named sum after join = " << y[0];
-  return std::to_string(ret) + problems.str();
-}
-
-/// Rank `joiner` joins at once; the others run `what` ("allgather",
-/// "broadcast" from the joiner, "barrier"), then join. Returns the error's
-/// text ("" when none) and join()'s result after a '|'.
-std::string other_kind_while_joined(int joiner, std::string what) {
-  hvactor::test::hvd_session s;
-  std::string error;
-  if (hvd::rank() != joiner) {
-    try {
-      std::vector<float> x(17, static_cast<float>(hvd::rank()));
-      if (what == "allgather")
-        hvd::allgather(std::span<const float>(x));
-      else if (what == "broadcast")
-        hvd::broadcast(std::span<float>(x), joiner);
-      else
-        hvd::barrier();
-    } catch (const hvactor::collective_error& e) {
-      error = e.what();
-    }
-  }
-  int ret = hvd::join();
-  return error + "|" + std::to_string(ret);
 }
 
 /// Rank 1 SIGKILLs itself 300 ms in; the others wait in join(). Each

@@ -375,7 +375,7 @@ std::exception_ptr negotiator::refusal(const operation& op) const {
   }();
   return std::make_exception_ptr(collective_error(fmt::format(
     "hvd: {} failed on rank {} ({}): {} not supported with Join at this time (rank{} {} called "
-    "hvd::join(), and joined ranks take part only in host allreduces and barriers, with zeros)",
+    "hvd::join(), and joined ranks take part, with zeros, only in allreduces of host memory and in barriers)",
     describe(op), rank_, host_, what, joined_count_ > 1 ? "s" : "", who)));
 }
 

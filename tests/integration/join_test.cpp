@@ -134,7 +134,10 @@ TEST_CASE("while a rank has joined, an allgather and a broadcast from the joined
     }
     CHECK(broadcast[1] == broadcast[0].substr(broadcast[0].find('|')));
     auto barrier = ex.run(&other_kind_while_joined, 2, std::string{"barrier"});
-    CHECK(barrier == std::vector<std::string>(3, "|1"));
+    // No error; whichever of ranks 0 and 1 joined last (or 1, when both
+    // joined in one round), the same everywhere.
+    CHECK(barrier == std::vector<std::string>(3, barrier[0]));
+    CHECK((barrier[0] == "|0" || barrier[0] == "|1"));
     ex.shutdown();
   }
 }

@@ -6,7 +6,15 @@
 namespace hvactor::collectives {
 
 const char* to_string(allreduce_algorithm a) {
-  return a == allreduce_algorithm::bcube ? "bcube" : "ring";
+  switch (a) {
+    case allreduce_algorithm::bcube:
+      return "bcube";
+    case allreduce_algorithm::gather:
+      return "gather";
+    case allreduce_algorithm::ring:
+      break;
+  }
+  return "ring";
 }
 
 allreduce_algorithm_policy allreduce_algorithm_policy::parse(std::string_view value,
@@ -17,9 +25,11 @@ allreduce_algorithm_policy allreduce_algorithm_policy::parse(std::string_view va
     return allreduce_algorithm_policy{allreduce_algorithm::ring};
   if (value == "bcube")
     return allreduce_algorithm_policy{allreduce_algorithm::bcube};
+  if (value == "gather")
+    return allreduce_algorithm_policy{allreduce_algorithm::gather};
   throw std::invalid_argument(std::string{"hvd::init: "} + std::string{variable} + "='"
                               + std::string{value}
-                              + "' is not a Gloo allreduce algorithm; use ring, bcube, or auto "
+                              + "' is not a Gloo allreduce algorithm; use ring, bcube, gather, or auto "
                                 "(or leave it unset) for the automatic choice");
 }
 

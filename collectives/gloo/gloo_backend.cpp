@@ -18,6 +18,7 @@
 #include <gloo/types.h>
 
 #include "gloo_store.hpp"
+#include "shm/reduce.hpp"
 #include "internal/knobs.hpp"
 #include "hvactor/errors.hpp"
 
@@ -79,6 +80,8 @@ public:
     guarded([&] { return fmt::format("hvd::allreduce ({} x {}, {}, {})", hvd::to_string(t), count,
                                      hvd::to_string(o), to_string(algorithm)); },
             [&] {
+              if (algorithm == allreduce_algorithm::gather)
+                return gather_reduce(data, count, t, o);
               with_type(t, [&]<class T>() {
                 ::gloo::AllreduceOptions opts(ctx_);
                 opts.setAlgorithm(algorithm == allreduce_algorithm::bcube
@@ -91,6 +94,28 @@ public:
                 ::gloo::allreduce(opts);
               });
             });
+  }
+
+  // A small allreduce as one allgather (n - 1 messages per rank, where the
+  // ring sends up to 2n) and a local reduction of the copies in rank order
+  // (the same bits on every rank). Runs inside guarded().
+  void gather_reduce(void* data, size_t count, hvd::dtype t, hvd::op o) {
+    auto n = static_cast<size_t>(topo_.size);
+    auto bytes = count * hvd::size_of(t);
+    gathered_.resize(n * bytes);
+    std::vector<size_t> counts(n, count);
+    with_type(t, [&]<class T>() {
+      ::gloo::AllgathervOptions opts(ctx_);
+      opts.setInput(static_cast<T*>(data), count);
+      opts.setOutput(reinterpret_cast<T*>(gathered_.data()), std::move(counts));
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      ::gloo::allgatherv(opts);
+    });
+    sources_.resize(n);
+    for (size_t r = 0; r < n; ++r)
+      sources_[r] = gathered_.data() + r * bytes;
+    shm::reduce(data, nullptr, sources_.data(), topo_.size, count, t, o);
   }
 
   void allgatherv(const void* in, void* out, std::span<const size_t> counts,
@@ -367,6 +392,9 @@ private:
   std::string prefix_;
   uint32_t tag_ = 0;
   std::string broken_;
+  // gather_reduce's copies and their addresses (grown, never shrunk).
+  std::vector<std::byte> gathered_;
+  std::vector<const void*> sources_;
 };
 
 } // namespace

@@ -9,9 +9,12 @@ namespace hvactor::collectives {
 /// Gloo allreduce algorithms hvactor uses. All of them run through Gloo's
 /// options API (gloo::allreduce) on one context: Gloo's legacy algorithm
 /// classes are never mixed with it (notes/collectives.md, 1.5).
-enum class allreduce_algorithm { ring, bcube };
+/// gather: an allgather of every rank's buffer, then each rank reduces the
+/// copies in rank order itself (fewer messages than the ring for small
+/// buffers; every rank computes the same bits).
+enum class allreduce_algorithm { ring, bcube, gather };
 
-/// "ring" or "bcube".
+/// "ring", "bcube" or "gather".
 const char* to_string(allreduce_algorithm a);
 
 /// Which Gloo algorithm runs one allreduce: a plain policy, built once at
@@ -19,19 +22,20 @@ const char* to_string(allreduce_algorithm a);
 /// call without reading the environment.
 ///
 /// Contract. A forced policy always answers its algorithm. The automatic
-/// one answers bcube for exactly 2 ranks and bcube_min_bytes <= bytes <
-/// bcube_max_bytes, the ring otherwise. Measured on a 2-core loopback
-/// machine (README, benchmarks/allreduce with the algorithm forced): with
-/// two ranks bcube's per-call p50 is below the ring's from 4 KiB to 64 KiB,
-/// the ring's is half of bcube's from 256 KiB up; with more ranks than
-/// cores bcube's loop thread spins (notes 1.5) and the ring wins
-/// everywhere; below 4 KiB they tie and the ring is Gloo's default.
+/// one answers gather when ranks x bytes <= gather_max_bytes (the gathered
+/// copies a rank holds), the ring otherwise. Measured on a 2-core loopback
+/// machine (hvactor-bench allreduce --backend gloo with the algorithm
+/// forced, 2026-11-25): gather takes 0.3-0.6x the ring's time with 2 ranks
+/// up to 2 MiB (and below bcube's, which won 4-256 KiB before) and 0.5-0.8x
+/// with 4 ranks up to 1 MiB; at 4 ranks x 4 MiB the ring takes 0.6x
+/// gather's, at 2 ranks x 4 MiB they tie. The ring sends 2(n-1) segment
+/// messages per rank and Gloo skips only empty ones, so a small allreduce
+/// costs as many wake-ups as a large one; gather sends n - 1.
 class allreduce_algorithm_policy {
 public:
-  /// The smallest message (bytes) for which 2 ranks take bcube.
-  static constexpr size_t bcube_min_bytes = size_t{4} << 10;
-  /// The first message size (bytes) for which 2 ranks take the ring again.
-  static constexpr size_t bcube_max_bytes = size_t{256} << 10;
+  /// The most bytes (ranks x message) for which the automatic policy
+  /// gathers.
+  static constexpr size_t gather_max_bytes = size_t{4} << 20;
 
   /// Automatic: chosen per message by the measured thresholds.
   allreduce_algorithm_policy() = default;
@@ -49,8 +53,8 @@ public:
   allreduce_algorithm choose(size_t bytes, int ranks) const noexcept {
     if (forced_)
       return *forced_;
-    if (ranks == 2 && bytes >= bcube_min_bytes && bytes < bcube_max_bytes)
-      return allreduce_algorithm::bcube;
+    if (ranks > 1 && bytes <= gather_max_bytes / static_cast<size_t>(ranks))
+      return allreduce_algorithm::gather;
     return allreduce_algorithm::ring;
   }
 

@@ -1,7 +1,7 @@
 // The Gloo allreduce algorithm choice as a plain policy: the measured
-// thresholds (bcube for 2 ranks from 4 KiB up to, not including, 256 KiB;
-// the ring everywhere else), forced algorithms, and the parsing of
-// HVACTOR_GLOO_ALLREDUCE's value at hvd::init.
+// threshold (gather while ranks x bytes <= 4 MiB, the ring above), forced
+// algorithms, and the parsing of HVACTOR_GLOO_ALLREDUCE's value at
+// hvd::init.
 
 #include "internal/algorithm.hpp"
 
@@ -35,28 +35,29 @@ std::string parse_error(const std::string& value) {
 
 TEST_SUITE("allreduce_algorithm_policy") {
 
-TEST_CASE("with 2 ranks the automatic policy takes bcube from 4 KiB up to 256 KiB and the ring "
-          "below and above") {
+TEST_CASE("the automatic policy gathers while ranks x bytes fit gather_max_bytes (4 MiB), and "
+          "takes the ring above") {
   allreduce_algorithm_policy p;
-  CHECK(p.choose(0, 2) == allreduce_algorithm::ring);
-  CHECK(p.choose(4, 2) == allreduce_algorithm::ring);
-  CHECK(p.choose(4 * kib - 1, 2) == allreduce_algorithm::ring);
-  CHECK(p.choose(4 * kib, 2) == allreduce_algorithm::bcube);
-  CHECK(p.choose(64 * kib, 2) == allreduce_algorithm::bcube);
-  CHECK(p.choose(256 * kib - 1, 2) == allreduce_algorithm::bcube);
-  CHECK(p.choose(256 * kib, 2) == allreduce_algorithm::ring);
+  CHECK(allreduce_algorithm_policy::gather_max_bytes == 4096 * kib);
+  CHECK(p.choose(0, 2) == allreduce_algorithm::gather);
+  CHECK(p.choose(4, 2) == allreduce_algorithm::gather);
+  CHECK(p.choose(2048 * kib, 2) == allreduce_algorithm::gather);
+  CHECK(p.choose(2048 * kib + 1, 2) == allreduce_algorithm::ring);
+  CHECK(p.choose(1024 * kib, 4) == allreduce_algorithm::gather);
+  CHECK(p.choose(1024 * kib + 1, 4) == allreduce_algorithm::ring);
   CHECK(p.choose(size_t{256} << 20, 2) == allreduce_algorithm::ring);
-  CHECK(allreduce_algorithm_policy::bcube_min_bytes == 4 * kib);
-  CHECK(allreduce_algorithm_policy::bcube_max_bytes == 256 * kib);
+  CHECK(p.choose(4, 1) == allreduce_algorithm::ring); // nothing to exchange
+  // ranks x bytes never overflows.
+  CHECK(p.choose(~size_t{0}, 4) == allreduce_algorithm::ring);
 }
 
-TEST_CASE("the automatic policy answers exactly the contract for every size from 0 to 1 MiB on "
+TEST_CASE("the automatic policy answers exactly the contract for every size from 0 to 2 MiB on "
           "1 to 8 ranks") {
   allreduce_algorithm_policy p;
   for (int ranks = 1; ranks <= 8; ++ranks) {
-    for (size_t bytes = 0; bytes <= 1024 * kib; bytes += 4) {
-      bool bcube = ranks == 2 && bytes >= 4 * kib && bytes < 256 * kib;
-      auto expected = bcube ? allreduce_algorithm::bcube : allreduce_algorithm::ring;
+    for (size_t bytes = 0; bytes <= 2048 * kib; bytes += 4) {
+      bool gather = ranks > 1 && bytes * static_cast<size_t>(ranks) <= 4096 * kib;
+      auto expected = gather ? allreduce_algorithm::gather : allreduce_algorithm::ring;
       if (p.choose(bytes, ranks) != expected) {
         CAPTURE(ranks);
         CAPTURE(bytes);
@@ -66,18 +67,9 @@ TEST_CASE("the automatic policy answers exactly the contract for every size from
   }
 }
 
-TEST_CASE("with more than 2 ranks (or one) the automatic policy always takes the ring") {
-  allreduce_algorithm_policy p;
-  for (int ranks : {1, 3, 4, 8, 64})
-    for (size_t bytes : {size_t{4}, 4 * kib, 16 * kib, 255 * kib, 256 * kib, size_t{1} << 30}) {
-      CAPTURE(ranks);
-      CAPTURE(bytes);
-      CHECK(p.choose(bytes, ranks) == allreduce_algorithm::ring);
-    }
-}
-
 TEST_CASE("a forced algorithm is taken for every size and rank count") {
-  for (auto forced : {allreduce_algorithm::ring, allreduce_algorithm::bcube}) {
+  for (auto forced :
+       {allreduce_algorithm::ring, allreduce_algorithm::bcube, allreduce_algorithm::gather}) {
     allreduce_algorithm_policy p{forced};
     CHECK(p.forced() == forced);
     for (int ranks : {1, 2, 3, 4, 16})
@@ -89,14 +81,17 @@ TEST_CASE("a forced algorithm is taken for every size and rank count") {
   }
 }
 
-TEST_CASE("parse reads ring and bcube as forced and an empty value or auto as automatic") {
+TEST_CASE("parse reads ring, bcube and gather as forced and an empty value or auto as "
+          "automatic") {
   CHECK(allreduce_algorithm_policy::parse("ring", "V").forced() == allreduce_algorithm::ring);
   CHECK(allreduce_algorithm_policy::parse("bcube", "V").forced() == allreduce_algorithm::bcube);
+  CHECK(allreduce_algorithm_policy::parse("gather", "V").forced() == allreduce_algorithm::gather);
   CHECK_FALSE(allreduce_algorithm_policy::parse("", "V").forced().has_value());
   CHECK_FALSE(allreduce_algorithm_policy::parse("auto", "V").forced().has_value());
   CHECK_FALSE(allreduce_algorithm_policy{}.forced().has_value());
   CHECK(std::string{to_string(allreduce_algorithm::ring)} == "ring");
   CHECK(std::string{to_string(allreduce_algorithm::bcube)} == "bcube");
+  CHECK(std::string{to_string(allreduce_algorithm::gather)} == "gather");
 }
 
 TEST_CASE("a value that is no algorithm throws invalid_argument naming the variable, the value "
@@ -107,6 +102,7 @@ TEST_CASE("a value that is no algorithm throws invalid_argument naming the varia
     CHECK(what.find("HVACTOR_GLOO_ALLREDUCE='" + bad + "'") != std::string::npos);
     CHECK(what.find("ring") != std::string::npos);
     CHECK(what.find("bcube") != std::string::npos);
+    CHECK(what.find("gather") != std::string::npos);
     CHECK(what.find("auto") != std::string::npos);
   }
 }

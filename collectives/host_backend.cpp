@@ -6,6 +6,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "gloo/gloo_backend.hpp"
@@ -317,6 +319,9 @@ private:
                                          "reconnect",
                                          topo_.rank, topo_.host, broken_));
     try {
+      std::optional<shm::communicator::activity> inside;
+      if (comm_)
+        inside.emplace(*comm_);
       f();
     } catch (const std::exception& e) {
       broken_ = e.what();

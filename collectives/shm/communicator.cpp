@@ -83,8 +83,19 @@ uint32_t communicator::next_step() {
   return ++step_;
 }
 
+communicator::activity::activity(communicator& c) noexcept : c_(c) {
+  auto& mine = c_.seg_->words(c_.group_.local_rank);
+  mine.cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
+  mine.inside.store(1, std::memory_order_release);
+}
+
+communicator::activity::~activity() {
+  c_.seg_->words(c_.group_.local_rank).inside.store(0, std::memory_order_release);
+}
+
 void communicator::publish(word w, uint32_t step) {
   auto& mine = seg_->words(group_.local_rank);
+  mine.cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
   auto& sleepers = seg_->sleepers(group_.local_rank);
   auto& value = w == word::posted ? mine.posted : mine.reduced;
   auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
@@ -107,6 +118,29 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   if (reached(value.load(std::memory_order_acquire), step))
     return;
   auto start = clock_type::now();
+  // The awaited rank is inside a collective: runnable, about to post. Poll
+  // (yielding when it last ran on this CPU and may need it), bounded.
+  if (words.inside.load(std::memory_order_acquire) != 0) {
+    auto poll_end = start + knobs::shm_poll;
+    for (uint32_t round = 1;; ++round) {
+      for (int i = 0; i < 64; ++i) {
+        _mm_pause();
+        if (reached(value.load(std::memory_order_acquire), step))
+          return;
+      }
+      check_abort(what);
+      if (oversubscribed_
+          || words.cpu.load(std::memory_order_relaxed) == static_cast<uint32_t>(::sched_getcpu()))
+        ::sched_yield();
+      if (round % 16 == 0) {
+        auto now = clock_type::now();
+        if (now >= poll_end || words.inside.load(std::memory_order_acquire) == 0)
+          break;
+      }
+    }
+    if (reached(value.load(std::memory_order_acquire), step))
+      return;
+  }
   if (!oversubscribed_) {
     auto spin_end = start + spin_;
     do {

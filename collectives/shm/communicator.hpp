@@ -41,8 +41,14 @@ struct local_group {
 /// finished reading step s - 1: so when a rank writes set s % 2 at step s,
 /// everyone has finished step s - 2, the last reader of that set.
 ///
-/// Waiting: spin (knobs::shm_spin) when every local rank has a core, else
-/// yield; then sleep on the word's futex, waking every
+/// Waiting: while the awaited rank is inside a collective (its `inside`
+/// word, set by activity), it is runnable and about to post: poll, yielding
+/// the CPU when that rank last ran on this one, for up to knobs::shm_poll
+/// (a peer descheduled by busy compute threads comes back within a time
+/// slice; a futex sleep would then cost a wake-up per step, which a loaded
+/// scheduler delivers milliseconds late). Otherwise (it computes outside
+/// the collectives): spin (knobs::shm_spin) when every local rank has a
+/// core, else yield; then sleep on the word's futex, waking every
 /// knobs::shm_sleep_slice to look at the abort word and whether the
 /// awaited process still exists. A raised abort word naming a local rank,
 /// or the timeout, throws collective_error naming the rank; after a
@@ -88,6 +94,20 @@ public:
   void broadcast(void* data, size_t bytes, int root);
 
   void barrier();
+
+  /// Marks this rank inside a collective for its lifetime (the host
+  /// backend holds one around every operation, the hierarchical path's
+  /// steps across nodes included).
+  class activity {
+  public:
+    explicit activity(communicator& c) noexcept;
+    ~activity();
+    activity(const activity&) = delete;
+    activity& operator=(const activity&) = delete;
+
+  private:
+    communicator& c_;
+  };
 
   /// Marks this rank as gone (its collective failed): every local peer
   /// fails its current and next step at once.

@@ -368,6 +368,14 @@ inline constexpr auto shm_spin = std::chrono::microseconds{1000};
 /// found it: allreduce p50 1 ms instead of 1 us at some sizes).
 inline constexpr auto shm_spin_max = std::chrono::microseconds{16000};
 
+/// How long a rank polls for a local peer that is inside a collective
+/// (runnable, about to post) before it sleeps like any waiter. A peer that
+/// busy compute threads descheduled runs again within a scheduler time
+/// slice (a few ms); a futex sleep instead costs every step a wake-up,
+/// which such a scheduler delivers late (issue 28's 1.5 ms per 4 B
+/// allreduce with one busy thread per core).
+inline constexpr auto shm_poll = std::chrono::milliseconds{50};
+
 /// A sleeping rank wakes at least this often to look at the abort word
 /// and whether the rank it waits on still exists, in case no one woke it.
 inline constexpr auto shm_sleep_slice = 20ms;

@@ -19,6 +19,7 @@
 #include "collective.hpp"
 #include "internal/process.hpp"
 #include "layout.hpp"
+#include "load.hpp"
 #include "peer.hpp"
 #include "report.hpp"
 
@@ -76,6 +77,8 @@ struct config {
   layout where;
   size_t min_bytes = 4, max_bytes = size_t{64} << 20, factor = 4;
   int iters = 20, warmup = 5;
+  /// --load: busy threads per core during the whole run.
+  int load = 0;
   bool check = false, gpu = false;
   std::string backend = "auto";
   std::vector<std::string> peers;
@@ -99,6 +102,9 @@ config parse(const std::vector<std::string>& args) {
     ("iters", "timed calls per size", cxxopts::value<int>()->default_value("20"))
     ("w,warmup", "untimed calls per size", cxxopts::value<int>()->default_value("5"))
     ("c,check", "check every result (the #wrong column)")
+    ("load", "N busy threads per usable core (default priority, never sleeping) compete for the "
+             "CPUs with hvactor's ranks and every peer for the whole run, as a training job's "
+             "compute threads do during backward", cxxopts::value<int>()->default_value("0"))
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
     ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
      cxxopts::value<std::string>()->default_value("cpu"))
@@ -134,6 +140,10 @@ config parse(const std::vector<std::string>& args) {
   if (c.iters < 1 || c.iters > 1000000 || c.warmup < 0 || c.warmup > 1000000)
     throw std::invalid_argument("--iters must be in 1..1000000 and -w in 0..1000000");
   c.check = o.count("check") > 0;
+  c.load = o["load"].as<int>();
+  if (c.load < 0 || c.load > 16)
+    throw std::invalid_argument(fmt::format("--load must be in 0..16 busy threads per core (got {})",
+                                            c.load));
   c.backend = o["backend"].as<std::string>();
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")
     throw std::invalid_argument("--backend must be auto, shm, gloo or hierarchical (got '" + c.backend + "')");
@@ -378,6 +388,11 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   fmt::print("# hvactor-bench {}: {} ranks, float32 sum, {} buffers, {} timed + {} warm-up calls "
              "per size{}\n",
              c.kind, c.where.np, c.gpu ? "device" : "host", c.iters, c.warmup, c.check ? ", checked" : "");
+  busy_load load{c.load};
+  if (c.load > 0)
+    fmt::print("# load: {} busy thread(s) per core, {} in all on {} usable cores, for the whole "
+               "run (hvactor and every peer)\n",
+               c.load, load.threads(), busy_load::usable_cores());
   for (auto& p : c.peers)
     fmt::print("# peer {}: {}, {} ranks on this machine, each size right after hvactor's\n", p,
                peer_title(p), c.where.np);

@@ -204,21 +204,44 @@ bool engine::solo(const operation& op, Body& body, void* data, bool reduce) {
   int64_t t0 = tl ? tl->now() : 0;
   std::vector<int64_t> reduced;
   std::exception_ptr transport;
+  // A host allreduce small enough travels with the header in one exchange
+  // where the backend can (shared memory): 0 not so, 1 agreed and reduced,
+  // 2 exchanged but not agreed (the data untouched), 3 agreed but some
+  // rank sent its header alone (it runs the operation separately, and so
+  // does this one).
+  int combined = 0;
   if (topo_.size > 1) {
     reduced = header;
     try {
-      backend_->allreduce(reduced.data(), reduced.size(), dtype::int64, op::min);
+      if (reduce && data && !op.device) {
+        bool agreed = false;
+        auto accept = [&](std::span<const int64_t> h) {
+          agreed = negotiator_.solo_agreed(h);
+          return agreed && h[collectives::negotiator::data_word] == 0;
+        };
+        if (backend_->allreduce_with_header(reduced.data(), reduced.size(),
+                                            collectives::negotiator::data_word, data, op.count,
+                                            op.type, collectives::backend_reduction(op.reduction),
+                                            accept))
+          combined = !agreed ? 2 : reduced[collectives::negotiator::data_word] == 0 ? 1 : 3;
+      }
+      if (combined == 0)
+        backend_->allreduce(reduced.data(), reduced.size(), dtype::int64, op::min);
     } catch (...) {
       transport = std::current_exception();
     }
   }
   const auto& r = topo_.size > 1 ? reduced : header;
-  if (!transport && negotiator_.solo_agreed(r)) {
+  if (combined == 1 || combined == 3
+      || (combined == 0 && !transport && negotiator_.solo_agreed(r))) {
     int64_t t1 = tl ? tl->now() : 0;
     std::exception_ptr err;
     try {
       auto& b = backend_for(op);
-      body(b);
+      if (combined == 1)
+        collectives::apply_average(b, data, op.count, op.type, op.reduction, topo_.size);
+      else
+        body(b);
       b.finish();
     } catch (...) {
       err = std::current_exception();

@@ -93,6 +93,18 @@ public:
     });
   }
 
+  bool allreduce_with_header(int64_t* header, size_t words, size_t data_word, void* data,
+                             size_t count, hvd::dtype t, hvd::op o,
+                             const std::function<bool(std::span<const int64_t>)>& accept) override {
+    if (!paths_.single_node)
+      return false;
+    bool done = false;
+    guarded([&] {
+      done = comm_->allreduce_with_header(header, words, data_word, data, count, t, o, accept);
+    });
+    return done;
+  }
+
   bool allreduce_parts(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o) override {
     if (!paths_.single_node)
       return false;

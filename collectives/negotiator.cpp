@@ -37,8 +37,10 @@ enum word : size_t {
   leaver,       // the lowest rank that shuts down (size: none)
   neg_joined,   // -1: some rank has joined (hvd::join)
   all_joined,   // 1: every rank has joined
+  neg_no_data,  // -1: some rank's exchange carries no data (see data_word)
 };
-static_assert(negotiator::fixed_words == 12);
+static_assert(negotiator::fixed_words == 13);
+static_assert(negotiator::data_word == neg_no_data);
 
 // A cache slot's word: this rank has the name pending (1), has not (0),
 // submitted it with another shape (-1), or has joined and stands in for it
@@ -156,6 +158,7 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
   w[neg_announce] = announcing_.empty() && !joining_ ? 0 : -1;
   w[neg_joined] = joined_here ? -1 : 0;
   w[all_joined] = joined_here ? 1 : 0;
+  w[neg_no_data] = -1;
   w[neg_abort] = abort ? -1 : 0;
   w[neg_next_seq] = -next_seq_;
   w[leaver] = leave ? rank_ : size_;
@@ -175,6 +178,7 @@ const std::vector<int64_t>& negotiator::propose_solo(const operation& op) {
   solo_[neg_print] = -f;
   solo_[neg_next_seq] = -(next_seq_ + 1);
   solo_[leaver] = size_;
+  solo_[neg_no_data] = -1;
   if (joined()) {
     solo_[neg_joined] = -1;
     solo_[all_joined] = 1;

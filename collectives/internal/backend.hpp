@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,23 @@ public:
   /// rank for the same job.
   virtual bool allreduce_parts(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o) {
     (void)parts, (void)t, (void)o;
+    return false;
+  }
+
+  /// The negotiator's solo round in one exchange, where this backend can:
+  /// sets header[data_word] to 0 (the caller preset it to -1), min-
+  /// allreduces `header` (`words` int64) and, in the same step, allreduces
+  /// `data` with `o`; `accept` sees the reduced header (the same on every
+  /// rank) and decides whether the data's result is written (only valid
+  /// where the reduced header[data_word] is 0: every rank sent data; a rank
+  /// that exchanged its header alone sent none). Returns false, having done
+  /// nothing, when it cannot (the caller then exchanges the header alone,
+  /// which takes the same single step). `o` is never op::average.
+  virtual bool allreduce_with_header(int64_t* header, size_t words, size_t data_word, void* data,
+                                     size_t count, hvd::dtype t, hvd::op o,
+                                     const std::function<bool(std::span<const int64_t>)>& accept) {
+    (void)header, (void)words, (void)data_word, (void)data, (void)count, (void)t, (void)o,
+      (void)accept;
     return false;
   }
 

@@ -187,7 +187,13 @@ public:
   }
 
   /// Header words before the cache's.
-  static constexpr size_t fixed_words = 12;
+  static constexpr size_t fixed_words = 13;
+  /// The header word that says whether every rank's exchange carries its
+  /// data: propose() and propose_solo() set it to -1; a backend that sends
+  /// the solo operation's data with the header sets it to 0
+  /// (backend::allreduce_with_header). Only when the reduced word is 0 did
+  /// every rank send data, so that the data's reduction is valid.
+  static constexpr size_t data_word = 12;
 
 private:
   enum class state : uint8_t { fresh, named, cached };

@@ -359,6 +359,39 @@ void communicator::allreduce_one_step(size_t count, hvd::dtype t, hvd::op o) {
   }
 }
 
+bool communicator::allreduce_with_header(
+  int64_t* header, size_t words, size_t data_word, void* data, size_t count, hvd::dtype t,
+  hvd::op o, const std::function<bool(std::span<const int64_t>)>& accept) {
+  const int n = group_.local_size;
+  const size_t header_bytes = round_up(words * sizeof(int64_t), 64);
+  const size_t bytes = count * hvd::size_of(t);
+  // The header alone takes the one-step path too (allreduce_one_step):
+  // a rank that sends only its header meets this one in the same step.
+  if (n > 256 || data_word >= words
+      || header_bytes + bytes > std::min(knobs::shm_small_bytes, slot_bytes_))
+    return false;
+  header[data_word] = 0;
+  uint32_t s = next_step();
+  int set = static_cast<int>(s & 1);
+  std::byte* mine = seg_->data(set, group_.local_rank);
+  std::memcpy(mine, header, words * sizeof(int64_t));
+  if (bytes > 0)
+    std::memcpy(mine + header_bytes, data, bytes);
+  publish(word::posted, s);
+  wait_all(word::posted, s, "hvd::allreduce (shared memory)");
+  const void* srcs[256];
+  for (int k = 0; k < n; ++k)
+    srcs[k] = seg_->data(set, k);
+  reduce(header, nullptr, srcs, n, words, hvd::dtype::int64, hvd::op::min);
+  if (!accept(std::span<const int64_t>(header, words)) || header[data_word] != 0)
+    return true;
+  for (int k = 0; k < n; ++k)
+    srcs[k] = seg_->data(set, k) + header_bytes;
+  if (bytes > 0)
+    reduce(data, nullptr, srcs, n, count, t, o);
+  return true;
+}
+
 void communicator::allgatherv(const void* in, void* out, std::span<const size_t> bytes,
                               std::span<const size_t> offsets) {
   const int n = group_.local_size, me = group_.local_rank;

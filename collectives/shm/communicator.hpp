@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -69,6 +70,12 @@ public:
   /// Allreduces the concatenation of `parts` in place, copying each part
   /// in and out itself (a fused batch without a fusion buffer).
   void allreduce(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o);
+
+  /// backend::allreduce_with_header in one step: false (nothing done) when
+  /// the header and the data do not fit the one-step path together.
+  bool allreduce_with_header(int64_t* header, size_t words, size_t data_word, void* data,
+                             size_t count, hvd::dtype t, hvd::op o,
+                             const std::function<bool(std::span<const int64_t>)>& accept);
 
   /// The elements of `data` that local rank k owns in slice(count, t, k).
   struct range {

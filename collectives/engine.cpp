@@ -121,11 +121,7 @@ void engine::run_in_order(const operation& op, Body& body, void* reduced, bool r
     bool done = op.name.empty() && solo(op, body, reduced, reduce);
     if (done) {
       lk.lock();
-      busy_ = false;
-      bool left = has_work_locked();
-      lk.unlock();
-      if (left)
-        cv_.notify_all();
+      release_locked(lk);
       if (solo_error_)
         std::rethrow_exception(std::exchange(solo_error_, nullptr));
       return;
@@ -183,14 +179,19 @@ void engine::drive_until(pending_op& p, std::unique_lock<std::mutex>& lk) {
     round();
     lk.lock();
   }
+  release_locked(lk);
+  p.done.get();
+}
+
+// A caller gives the rounds back (busy_) and unlocks `lk`; it wakes the
+// engine only if work is left: a needless wake-up per call costs a
+// scheduler tick on an oversubscribed machine.
+void engine::release_locked(std::unique_lock<std::mutex>& lk) {
   busy_ = false;
-  // Wake the engine only if work is left: a needless wake-up per call
-  // costs a scheduler tick on an oversubscribed machine.
   bool left = has_work_locked();
   lk.unlock();
   if (left)
     cv_.notify_all();
-  p.done.get();
 }
 
 // The fast path (run_in_order): a round whose header carries `op` alone.

@@ -158,6 +158,7 @@ private:
   template <class Body>
   bool solo(const collectives::operation& op, Body& body, void* data, bool reduce);
   void drive_until(pending_op& p, std::unique_lock<std::mutex>& lk);
+  void release_locked(std::unique_lock<std::mutex>& lk);
   std::exception_ptr ending_error(const collectives::negotiator::plan& plan,
                                   const collectives::stall_inspector::verdict& mine);
   void execute(const collectives::round_result& r);

@@ -21,6 +21,7 @@
 
 #include "child_process.hpp"
 #include "hvd_session.hpp"
+#include "peer_death.hpp"
 #include "join_workloads.hpp"
 #include "test_main.hpp"
 
@@ -37,28 +38,21 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-/// Rank 1 SIGKILLs itself 300 ms in; the others wait in join(). Each
-/// survivor writes to <dir>/rank-<r> how long join() took after the kill
-/// (ms) and its error.
+/// Rank 1 SIGKILLs itself 300 ms in; the others wait in join()
+/// (peer_death.hpp's reports).
 std::string join_then_peer_dies(std::string dir) {
   hvactor::test::hvd_session s;
   if (hvd::rank() == 1) {
     std::this_thread::sleep_for(300ms);
-    ::raise(SIGKILL);
+    hvactor::test::die_now(dir);
   }
-  auto t0 = std::chrono::steady_clock::now();
   std::string outcome = "no error";
   try {
     hvd::join();
   } catch (const hvactor::error& e) {
     outcome = e.what();
   }
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-              std::chrono::steady_clock::now() - t0 - 300ms)
-              .count();
-  std::ofstream(std::filesystem::path(dir) / ("rank-" + std::to_string(hvd::rank())))
-    << ms << "\n"
-    << outcome;
+  hvactor::test::report_failure(dir, hvd::rank(), outcome);
   return outcome;
 }
 
@@ -149,20 +143,7 @@ TEST_CASE("a rank SIGKILLed while the others wait in join() fails them within 2 
     auto ex = make(3, shm, 5s);
     ex.start();
     CHECK_THROWS_AS(ex.run(&join_then_peer_dies, dir.path().string()), hvactor::worker_error);
-    for (int r : {0, 2}) {
-      CAPTURE(r);
-      auto report = dir.path() / ("rank-" + std::to_string(r));
-      hvactor::test::wait_until([&] { return std::filesystem::exists(report); }, 15s);
-      std::ifstream in(report);
-      long ms = -1;
-      std::string text;
-      in >> ms;
-      std::getline(in, text);
-      std::getline(in, text);
-      CAPTURE(text);
-      CHECK(ms < 2000);
-      CHECK(text != "no error");
-    }
+    hvactor::test::check_survivors_failed(dir.path(), {0, 2}, 2s);
     ex.shutdown();
   }
 }

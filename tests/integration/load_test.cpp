@@ -24,6 +24,7 @@
 
 #include "child_process.hpp"
 #include "hvd_session.hpp"
+#include "peer_death.hpp"
 #include "test_main.hpp"
 
 using namespace std::chrono_literals;
@@ -108,21 +109,14 @@ std::string every_collective() {
   return bad.str();
 }
 
-int64_t epoch_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
-
-/// Allreduces 1 MiB in a loop; rank 1 SIGKILLs itself 500 ms in (writing
-/// the time to <dir>/killed); each survivor writes when its call failed.
+/// Allreduces 1 MiB in a loop; rank 1 SIGKILLs itself 500 ms in
+/// (peer_death.hpp's reports).
 std::string allreduce_until_peer_dies(std::string dir) {
   hvactor::test::hvd_session s;
   if (hvd::rank() == 1)
     std::thread([dir] {
       std::this_thread::sleep_for(500ms);
-      std::ofstream(std::filesystem::path(dir) / "killed") << epoch_ms();
-      ::raise(SIGKILL);
+      hvactor::test::die_now(dir);
     }).detach();
   std::vector<float> x(256 * 1024, 1.0f);
   std::string outcome = "no error";
@@ -133,9 +127,7 @@ std::string allreduce_until_peer_dies(std::string dir) {
   } catch (const hvactor::error& e) {
     outcome = e.what();
   }
-  std::ofstream(std::filesystem::path(dir) / ("rank-" + std::to_string(hvd::rank())))
-    << epoch_ms() << "\n"
-    << outcome;
+  hvactor::test::report_failure(dir, hvd::rank(), outcome);
   return outcome;
 }
 
@@ -172,22 +164,7 @@ TEST_CASE("with 2 busy threads per core, a SIGKILLed peer fails the survivors wi
                        {.num_workers = 3, .extra_env_vars = {{"HVACTOR_SHM", "1"}}}};
   ex.start();
   CHECK_THROWS_AS(ex.run(&allreduce_until_peer_dies, dir.path().string()), hvactor::worker_error);
-  for (int r : {0, 2}) {
-    CAPTURE(r);
-    auto report = dir.path() / ("rank-" + std::to_string(r));
-    REQUIRE(hvactor::test::wait_until([&] { return std::filesystem::exists(report); }, 15s));
-    std::this_thread::sleep_for(50ms);
-    std::ifstream killed(dir.path() / "killed"), in(report);
-    int64_t killed_at = 0, failed_at = 0;
-    killed >> killed_at;
-    in >> failed_at;
-    std::string text;
-    std::getline(in, text);
-    std::getline(in, text);
-    CAPTURE(text);
-    CHECK(text != "no error");
-    CHECK(failed_at - killed_at < 2000);
-  }
+  hvactor::test::check_survivors_failed(dir.path(), {0, 2}, 2s);
   ex.shutdown();
 }
 

@@ -19,6 +19,7 @@
 
 #include "child_process.hpp"
 #include "hvd_session.hpp"
+#include "peer_death.hpp"
 #include "permuted_collectives.hpp"
 #include "test_main.hpp"
 
@@ -91,22 +92,14 @@ std::string different_names() {
   return "no error";
 }
 
-int64_t epoch_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
-
-/// Rank 1 SIGKILLs itself 500 ms in (writing the time to <dir>/killed)
-/// without submitting "never"; the others wait for "never", which a live
-/// peer could still submit. Each survivor writes to <dir>/rank-<r> when it
-/// failed (epoch ms) and its error.
+/// Rank 1 SIGKILLs itself 500 ms in without submitting "never"; the
+/// others wait for "never", which a live peer could still submit
+/// (peer_death.hpp's reports).
 std::string wait_for_dead_peer(std::string dir) {
   hvactor::test::hvd_session s;
   if (hvd::rank() == 1) {
     std::this_thread::sleep_for(500ms);
-    std::ofstream(std::filesystem::path(dir) / "killed") << epoch_ms();
-    ::raise(SIGKILL);
+    hvactor::test::die_now(dir);
   }
   std::vector<float> x(8, 1.0f);
   std::string outcome = "no error";
@@ -116,9 +109,7 @@ std::string wait_for_dead_peer(std::string dir) {
   } catch (const hvactor::error& e) {
     outcome = e.what();
   }
-  std::ofstream(std::filesystem::path(dir) / ("rank-" + std::to_string(hvd::rank())))
-    << epoch_ms() << "\n"
-    << outcome;
+  hvactor::test::report_failure(dir, hvd::rank(), outcome);
   return outcome;
 }
 
@@ -242,22 +233,7 @@ TEST_CASE("a dead peer is not a stall: survivors waiting for a name a SIGKILLed 
                          {.num_workers = 3, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
     ex.start();
     CHECK_THROWS_AS(ex.run(&wait_for_dead_peer, dir.path().string()), hvactor::worker_error);
-    for (int r : {0, 2}) {
-      CAPTURE(r);
-      auto report = dir.path() / ("rank-" + std::to_string(r));
-      REQUIRE(hvactor::test::wait_until([&] { return std::filesystem::exists(report); }, 10s));
-      std::this_thread::sleep_for(50ms); // written whole
-      std::ifstream killed(dir.path() / "killed"), in(report);
-      int64_t killed_at = 0, failed_at = 0;
-      killed >> killed_at;
-      in >> failed_at;
-      std::string text;
-      std::getline(in, text);
-      std::getline(in, text);
-      CAPTURE(text);
-      CHECK(text != "no error");
-      CHECK(failed_at - killed_at < 2000);
-    }
+    hvactor::test::check_survivors_failed(dir.path(), {0, 2}, 2s);
     ex.shutdown();
   }
 }

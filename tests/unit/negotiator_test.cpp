@@ -81,6 +81,15 @@ struct world {
     return out;
   }
 
+  // The allgather of strings: every rank's `get(negotiator)`, by rank.
+  template <class Get>
+  std::vector<std::string> gather(Get get) {
+    std::vector<std::string> all;
+    for (auto& neg : ranks)
+      all.push_back(get(neg));
+    return all;
+  }
+
   void round(int aborting = -1) {
     ++rounds;
     size_t n = ranks.size();
@@ -105,24 +114,18 @@ struct world {
       for (auto& neg : ranks)
         explain = neg.read_lane_prefix(p);
       if (explain) {
-        std::vector<std::string> lists;
-        for (auto& neg : ranks)
-          lists.push_back(neg.lane_list());
+        auto lists = gather([](co::negotiator& neg) { return neg.lane_list(); });
         for (auto& neg : ranks)
           neg.explain_lane(lists);
       }
     }
     if (plans[0].lane_lists) {
-      std::vector<std::string> lists;
-      for (auto& neg : ranks)
-        lists.push_back(neg.lane_list());
+      auto lists = gather([](co::negotiator& neg) { return neg.lane_list(); });
       for (auto& neg : ranks)
         neg.read_lane_lists(lists);
     }
     if (plans[0].names) {
-      std::vector<std::string> all;
-      for (auto& neg : ranks)
-        all.push_back(neg.announcements());
+      auto all = gather([](co::negotiator& neg) { return neg.announcements(); });
       for (auto& neg : ranks)
         neg.learn(all);
     }

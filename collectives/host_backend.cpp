@@ -331,9 +331,6 @@ private:
                                          "reconnect",
                                          topo_.rank, topo_.host, broken_));
     try {
-      std::optional<shm::communicator::activity> inside;
-      if (comm_)
-        inside.emplace(*comm_);
       f();
     } catch (const std::exception& e) {
       broken_ = e.what();

@@ -15,6 +15,7 @@
 #include "internal/engine.hpp"
 #include "internal/host_backend.hpp"
 #include "internal/rendezvous_client.hpp"
+#include "internal/binding.hpp"
 #include "internal/knobs.hpp"
 #include "internal/peer_counts.hpp"
 #include "hvactor/errors.hpp"
@@ -44,6 +45,8 @@ struct state {
   int connections = 0;
   /// The device backend chosen at init: "nccl", "host-staged", "none: ...".
   std::string gpu = "none: hvd::init() was not called";
+  /// What HVACTOR_BIND_TO did at init ("none", "core 1").
+  std::string binding = "none";
 };
 
 state& global() {
@@ -278,6 +281,8 @@ detail::engine& device_engine(const char* call) {
 void connect_locked(state& st) {
   auto t = topology_from_env();
   auto opts = engine_options_from_env();
+  // Before the engine's and Gloo's threads start (they inherit it).
+  st.binding = collectives::bind_from_env(t.local_rank, t.local_size);
   ignore_sigpipe();
   // Opened before connecting: a path this rank cannot write fails init()
   // at once, with the path in the message.
@@ -561,7 +566,14 @@ bool gpu_available() {
 std::string backend_info() {
   auto& eng = current("backend_info");
   std::lock_guard<std::mutex> lk{global().mu};
-  return eng.host_backend().describe();
+  auto info = eng.host_backend().describe();
+  const auto& b = global().binding;
+  if (b.rfind("core", 0) == 0)
+    info += "; bound to " + b;
+  else if (b != "none")
+    info += "; not bound" + b.substr(4); // " (3 local ranks on 2 cores)"
+
+  return info;
 }
 
 std::string gpu_backend() {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "internal/binding.hpp"
 #include "internal/knobs.hpp"
 #include "shm/reduce.hpp"
 
@@ -29,14 +30,6 @@ bool reached(uint32_t value, uint32_t step) {
   return static_cast<int32_t>(value - step) >= 0;
 }
 
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0)
-    return static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  return CPU_COUNT(&set);
-}
-
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
@@ -49,7 +42,7 @@ communicator::communicator(std::shared_ptr<segment> seg, local_group group,
     group_(std::move(group)),
     timeout_(timeout),
     slot_bytes_(seg_->header().slot_bytes),
-    oversubscribed_(group_.local_size > usable_cpus()),
+    oversubscribed_(group_.local_size > first_core_count()),
     spin_(knobs::shm_spin) {
 }
 
@@ -83,19 +76,8 @@ uint32_t communicator::next_step() {
   return ++step_;
 }
 
-communicator::activity::activity(communicator& c) noexcept : c_(c) {
-  auto& mine = c_.seg_->words(c_.group_.local_rank);
-  mine.cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
-  mine.inside.store(1, std::memory_order_release);
-}
-
-communicator::activity::~activity() {
-  c_.seg_->words(c_.group_.local_rank).inside.store(0, std::memory_order_release);
-}
-
 void communicator::publish(word w, uint32_t step) {
   auto& mine = seg_->words(group_.local_rank);
-  mine.cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
   auto& sleepers = seg_->sleepers(group_.local_rank);
   auto& value = w == word::posted ? mine.posted : mine.reduced;
   auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
@@ -112,54 +94,65 @@ void communicator::wait_all(word w, uint32_t step, const char* what) {
       wait_one(k, w, step, what);
 }
 
+void communicator::saw_preemption(clock_type::time_point now) {
+  loaded_until_ = now + knobs::shm_load_memory;
+}
+
+// Spins until `value` reaches `step` (true) or for `budget` (false); a gap
+// between clock reads means this thread lost its core meanwhile: the
+// machine is loaded, and the spin shrinks to the loaded budget.
+bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
+                            std::chrono::nanoseconds budget, const char* what) {
+  auto last = clock_type::now();
+  auto end = last + budget;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      _mm_pause();
+      if (reached(value.load(std::memory_order_acquire), step))
+        return true;
+    }
+    check_abort(what);
+    auto now = clock_type::now();
+    if (now - last > knobs::shm_preempted) {
+      saw_preemption(now);
+      end = std::min(end, now + knobs::shm_spin_loaded);
+    }
+    if (now >= end)
+      return false;
+    last = now;
+  }
+}
+
 void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   auto& words = seg_->words(k);
   auto& value = w == word::posted ? words.posted : words.reduced;
   if (reached(value.load(std::memory_order_acquire), step))
     return;
   auto start = clock_type::now();
-  // The awaited rank is inside a collective: runnable, about to post. Poll
-  // (yielding when it last ran on this CPU and may need it), bounded.
-  if (words.inside.load(std::memory_order_acquire) != 0) {
-    auto poll_end = start + knobs::shm_poll;
-    for (uint32_t round = 1;; ++round) {
-      for (int i = 0; i < 64; ++i) {
-        _mm_pause();
-        if (reached(value.load(std::memory_order_acquire), step))
-          return;
-      }
-      check_abort(what);
-      if (oversubscribed_
-          || words.cpu.load(std::memory_order_relaxed) == static_cast<uint32_t>(::sched_getcpu()))
-        ::sched_yield();
-      if (round % 16 == 0) {
-        auto now = clock_type::now();
-        if (now >= poll_end || words.inside.load(std::memory_order_acquire) == 0)
-          break;
-      }
-    }
-    if (reached(value.load(std::memory_order_acquire), step))
+  bool loaded = start < loaded_until_;
+  if (loaded) {
+    if (spin_for(value, step, knobs::shm_spin_loaded, what))
       return;
-  }
-  if (!oversubscribed_) {
-    auto spin_end = start + spin_;
-    do {
-      for (int i = 0; i < 64; ++i) {
-        _mm_pause();
-        if (reached(value.load(std::memory_order_acquire), step)) {
-          if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
-            spin_ -= spin_ / 64;
-          return;
-        }
-      }
-      check_abort(what);
-    } while (clock_type::now() < spin_end);
+  } else if (!oversubscribed_) {
+    if (spin_for(value, step, spin_, what)) {
+      if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
+        spin_ -= spin_ / 64;
+      return;
+    }
+    loaded = start < loaded_until_;
   } else {
-    // More ranks than cores: the awaited rank may need this core.
+    // More ranks than cores: the awaited rank may need this core. A yield
+    // that takes long gave the core to a busy thread for a whole slice.
     for (int i = 0; i < 4; ++i) {
+      auto before = clock_type::now();
       ::sched_yield();
       if (reached(value.load(std::memory_order_acquire), step))
         return;
+      if (auto now = clock_type::now(); now - before > knobs::shm_preempted) {
+        saw_preemption(now);
+        loaded = true;
+        break;
+      }
     }
     check_abort(what);
   }
@@ -176,7 +169,7 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     if (reached(value.load(std::memory_order_acquire), step)) {
       // Slept, but not for long: the peer was late by about a wake-up, not
       // busy elsewhere. Spin longer next time so that one of us stays awake.
-      if (!oversubscribed_ && clock_type::now() - start < 4 * spin_)
+      if (!oversubscribed_ && !loaded && clock_type::now() - start < 4 * spin_)
         spin_ = std::min<std::chrono::nanoseconds>(2 * spin_, knobs::shm_spin_max);
       return;
     }

@@ -42,18 +42,25 @@ struct local_group {
 /// finished reading step s - 1: so when a rank writes set s % 2 at step s,
 /// everyone has finished step s - 2, the last reader of that set.
 ///
-/// Waiting: while the awaited rank is inside a collective (its `inside`
-/// word, set by activity), it is runnable and about to post: poll, yielding
-/// the CPU when that rank last ran on this one, for up to knobs::shm_poll
-/// (a peer descheduled by busy compute threads comes back within a time
-/// slice; a futex sleep would then cost a wake-up per step, which a loaded
-/// scheduler delivers milliseconds late). Otherwise (it computes outside
-/// the collectives): spin (knobs::shm_spin) when every local rank has a
-/// core, else yield; then sleep on the word's futex, waking every
-/// knobs::shm_sleep_slice to look at the abort word and whether the
-/// awaited process still exists. A raised abort word naming a local rank,
-/// or the timeout, throws collective_error naming the rank; after a
-/// failure the communicator refuses further work.
+/// Waiting: spin on the awaited word, then sleep on its futex, waking every
+/// knobs::shm_sleep_slice to look at the abort word and whether the awaited
+/// process still exists. How long to spin depends on whether other threads
+/// compete for this rank's core, which the waiter sees for itself: a gap
+/// between two of its clock reads longer than knobs::shm_preempted (or a
+/// sched_yield that long) means the core went to another thread meanwhile.
+///   - Quiet (no such gap within knobs::shm_load_memory): spin (spin_,
+///     adaptive) when every local rank has a core, else yield a few times
+///     (the awaited rank may need this core); then sleep.
+///   - Loaded: spin knobs::shm_spin_loaded, then sleep. A rank that spins
+///     or yields while its peer waits for a core spends its own share of
+///     the core, and the scheduler then makes it wait its turn behind the
+///     busy threads each step (the kernel's sched_yield even moves it to the
+///     back); one that sleeps keeps its share and runs as soon as it is
+///     woken. Pinned to distinct cores (hvd's bind_to), two loaded ranks
+///     then mostly run at the same time.
+/// A raised abort word naming a local rank, or the timeout, throws
+/// collective_error naming the rank; after a failure the communicator
+/// refuses further work.
 ///
 /// Threading: one call at a time (the engine's order).
 class communicator {
@@ -102,20 +109,6 @@ public:
 
   void barrier();
 
-  /// Marks this rank inside a collective for its lifetime (the host
-  /// backend holds one around every operation, the hierarchical path's
-  /// steps across nodes included).
-  class activity {
-  public:
-    explicit activity(communicator& c) noexcept;
-    ~activity();
-    activity(const activity&) = delete;
-    activity& operator=(const activity&) = delete;
-
-  private:
-    communicator& c_;
-  };
-
   /// Marks this rank as gone (its collective failed): every local peer
   /// fails its current and next step at once.
   void leave() noexcept;
@@ -135,6 +128,9 @@ private:
   void publish(word w, uint32_t step);
   void wait_all(word w, uint32_t step, const char* what);
   void wait_one(int k, word w, uint32_t step, const char* what);
+  bool spin_for(std::atomic<uint32_t>& value, uint32_t step, std::chrono::nanoseconds budget,
+                const char* what);
+  void saw_preemption(std::chrono::steady_clock::time_point now);
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);
   void allreduce_one_step(size_t count, hvd::dtype t, hvd::op o);
@@ -149,6 +145,9 @@ private:
   /// that two ranks do not settle into waking each other late, every step
   /// then costing a wake-up; lowered again while waits end in the spin.
   std::chrono::nanoseconds spin_;
+  /// Waits take the loaded strategy until then (a wait saw this thread
+  /// lose its core; see the class comment).
+  std::chrono::steady_clock::time_point loaded_until_{};
   uint32_t step_ = 0;
   /// The buffers of the allreduce in progress.
   parts_view view_;

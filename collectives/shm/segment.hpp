@@ -26,13 +26,6 @@ struct alignas(64) rank_words {
   std::atomic<uint32_t> posted{0};
   /// The last step whose reduced slice this rank has published.
   std::atomic<uint32_t> reduced{0};
-  /// Nonzero while this rank is inside a collective (it will post its next
-  /// step without waiting on anything outside the collectives): a rank
-  /// waiting for it then polls instead of sleeping.
-  std::atomic<uint32_t> inside{0};
-  /// The CPU this rank last ran a step on (sched_getcpu): a waiter on the
-  /// same CPU yields it instead of spinning.
-  std::atomic<uint32_t> cpu{0};
 };
 
 /// How many ranks sleep on a rank's words (written by the sleepers); the

@@ -97,6 +97,9 @@ inline constexpr const char* shm_fd = "HVACTOR_SHM_FD";
 /// (shared memory inside a node, Gloo across nodes); unset: automatic.
 inline constexpr const char* hierarchical_allreduce = "HOROVOD_HIERARCHICAL_ALLREDUCE";
 inline constexpr const char* hierarchical_allgather = "HOROVOD_HIERARCHICAL_ALLGATHER";
+/// "core": hvd::init pins the worker (every thread) to one core of its own
+/// by local rank, as mpirun --bind-to core does; "none" (default).
+inline constexpr const char* bind_to = "HVACTOR_BIND_TO";
 /// NCCL's own switches that decide whether two ranks may share one GPU.
 inline constexpr const char* nccl_multi_rank_gpu = "NCCL_MULTI_RANK_GPU_ENABLE";
 inline constexpr const char* nccl_hostid = "NCCL_HOSTID";
@@ -368,13 +371,23 @@ inline constexpr auto shm_spin = std::chrono::microseconds{1000};
 /// found it: allreduce p50 1 ms instead of 1 us at some sizes).
 inline constexpr auto shm_spin_max = std::chrono::microseconds{16000};
 
-/// How long a rank polls for a local peer that is inside a collective
-/// (runnable, about to post) before it sleeps like any waiter. A peer that
-/// busy compute threads descheduled runs again within a scheduler time
-/// slice (a few ms); a futex sleep instead costs every step a wake-up,
-/// which such a scheduler delivers late (issue 28's 1.5 ms per 4 B
-/// allreduce with one busy thread per core).
-inline constexpr auto shm_poll = std::chrono::milliseconds{50};
+/// A gap this long between two clock reads of a spinning rank (or a
+/// sched_yield this long) means its core went to another runnable thread
+/// meanwhile: the machine is loaded (issue 28's busy compute threads).
+inline constexpr auto shm_preempted = std::chrono::microseconds{200};
+
+/// After such a gap, waits take the loaded strategy for this long (spin
+/// shm_spin_loaded, then sleep); a later gap extends it.
+inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};
+
+/// How long a waiting rank spins on a loaded machine before it sleeps:
+/// long enough for a peer that runs at the same time to answer, short
+/// enough that a rank whose peer waits for a core keeps its share of its
+/// own (a ping-pong between two processes pinned to the 2 cores of this
+/// VM, each core with two busy threads: spin 20 us then sleep 0.3 us per
+/// step; spin without sleeping, as Open MPI does, 1.4-2.8 us; yield
+/// instead of spinning, over 1 ms).
+inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 
 /// A sleeping rank wakes at least this often to look at the abort word
 /// and whether the rank it waits on still exists, in case no one woke it.

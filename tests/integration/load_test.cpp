@@ -2,10 +2,13 @@
 // or 2 busy threads per core for the whole case, as a training job's compute
 // threads do during backward, and real workers run every collective over
 // shared memory (one step, chunked, fused), each result exact; a SIGKILLed
-// peer still fails the survivors within 2 s. Timing targets live in the
+// peer still fails the survivors within 2 s. HVACTOR_BIND_TO=core pins each
+// worker to a core of its own (none when there are more ranks than cores).
+// The hierarchical path under load is hierarchical_test's. Timing targets live in the
 // benchmarks (hvactor-bench --load), not here.
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +25,7 @@
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
+#include "busy_threads.hpp"
 #include "child_process.hpp"
 #include "hvd_session.hpp"
 #include "peer_death.hpp"
@@ -30,32 +34,9 @@
 using namespace std::chrono_literals;
 
 namespace hvd = hvactor::hvd;
+using hvactor::test::busy_threads;
 
 namespace {
-
-/// `per_core` busy threads per online core for the object's lifetime.
-class busy_threads {
-public:
-  explicit busy_threads(int per_core) {
-    auto cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-    for (long i = 0; i < per_core * cores; ++i)
-      threads_.emplace_back([this] {
-        volatile uint64_t x = 0;
-        while (!stop_.load(std::memory_order_relaxed))
-          for (int k = 0; k < 4096; ++k)
-            x = x * 6364136223846793005ULL + 1;
-      });
-  }
-  ~busy_threads() {
-    stop_ = true;
-    for (auto& t : threads_)
-      t.join();
-  }
-
-private:
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
-};
 
 /// Every collective, exact: sums of rank-dependent integers at sizes of the
 /// one-step path, of several chunks, and a fused batch; allgather,
@@ -131,6 +112,45 @@ std::string allreduce_until_peer_dies(std::string dir) {
   return outcome;
 }
 
+/// The cores this worker may run on, comma-joined.
+std::string my_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::string out;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set))
+        out += (out.empty() ? "" : ",") + std::to_string(c);
+  return out;
+}
+
+/// "<cores> | <backend_info> | <every_collective's complaints>", with the
+/// cores of a thread started after init (they inherit the binding).
+std::string bound_collectives() {
+  std::string cores, info;
+  {
+    hvactor::test::hvd_session s;
+    std::string later;
+    std::thread([&] { later = my_cores(); }).join();
+    cores = my_cores() + "/" + later;
+    info = hvd::backend_info();
+  }
+  return cores + " | " + info + " | " + every_collective();
+}
+
+std::string init_outcome() {
+  try {
+    hvactor::test::hvd_session s;
+    return "initialised";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+long online_cores() {
+  return std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 } // namespace
 
 TEST_SUITE("collectives under load") {
@@ -155,6 +175,62 @@ TEST_CASE("with 1 and 2 busy threads per core, every collective over shared memo
       ex.shutdown();
     }
   }
+}
+
+TEST_CASE("HVACTOR_BIND_TO=core pins every thread of each worker to a core of its own (threads "
+          "started later too), and with 2 busy threads per core every collective stays exact") {
+  if (online_cores() < 2) {
+    MESSAGE("skipped: 2 cores needed");
+    return;
+  }
+  busy_threads load{2};
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 2,
+                        .extra_env_vars = {{"HVACTOR_SHM", "1"}, {"HVACTOR_BIND_TO", "core"}}}};
+  ex.start();
+  auto out = ex.run(&bound_collectives);
+  ex.shutdown();
+  REQUIRE(out.size() == 2);
+  std::vector<std::string> cores;
+  for (auto& line : out) {
+    CAPTURE(line);
+    auto cpus = line.substr(0, line.find(' '));
+    auto slash = cpus.find('/');
+    // One core, the same for the thread started after init.
+    CHECK(cpus.find(',') == std::string::npos);
+    CHECK(cpus.substr(0, slash) == cpus.substr(slash + 1));
+    CHECK(line.find("bound to core " + cpus.substr(0, slash)) != std::string::npos);
+    CHECK(line.substr(line.rfind('|')) == "| ");
+    cores.push_back(cpus.substr(0, slash));
+  }
+  CHECK(cores[0] != cores[1]);
+}
+
+TEST_CASE("HVACTOR_BIND_TO=core with more local ranks than cores leaves the workers unbound and "
+          "working; any other value than core or none fails init naming the variable") {
+  auto n = static_cast<int>(online_cores()) + 1;
+  {
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = n,
+                          .extra_env_vars = {{"HVACTOR_SHM", "1"}, {"HVACTOR_BIND_TO", "core"}}}};
+    ex.start();
+    auto out = ex.run(&bound_collectives);
+    ex.shutdown();
+    for (auto& line : out) {
+      CAPTURE(line);
+      CHECK(line.find("; not bound (" + std::to_string(n) + " local ranks on") != std::string::npos);
+      CHECK(line.substr(line.rfind('|')) == "| ");
+      CHECK(line.find(',') < line.find(' ')); // more than one core
+    }
+  }
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 2, .extra_env_vars = {{"HVACTOR_BIND_TO", "sideways"}}}};
+  ex.start();
+  for (auto& what : ex.run(&init_outcome)) {
+    CAPTURE(what);
+    CHECK(what.find("HVACTOR_BIND_TO='sideways' must be core") != std::string::npos);
+  }
+  ex.shutdown();
 }
 
 TEST_CASE("with 2 busy threads per core, a SIGKILLed peer fails the survivors within 2 s") {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "internal/process.hpp"
+#include "load.hpp"
 
 namespace hvactor::bench_tool {
 
@@ -117,8 +118,9 @@ peer_point run_peer(const peer_request& req) {
   if (req.name == "mpi") {
     process_spec s;
     s.executable = mpirun();
-    s.args = {s.executable, "--oversubscribe", "-np", std::to_string(req.ranks),
-              helper("hvactor-bench-mpi")};
+    bool bind = req.bind && req.ranks <= busy_load::usable_cores();
+    s.args = {s.executable,  "--oversubscribe", "--bind-to", bind ? "core" : "none", "-np",
+              std::to_string(req.ranks), helper("hvactor-bench-mpi")};
     s.args.insert(s.args.end(), method.begin(), method.end());
     if (::geteuid() == 0)
       s.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};

@@ -43,6 +43,9 @@ struct peer_request {
   uint64_t bytes = 4;
   int iters = 20, warmup = 5;
   bool check = false;
+  /// The mpi peer's ranks pinned to a core each (mpirun --bind-to core)
+  /// while there are no more of them than cores, else --bind-to none.
+  bool bind = true;
   /// Every process of the peer is killed after this long.
   std::chrono::seconds limit{120};
 };

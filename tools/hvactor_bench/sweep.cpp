@@ -79,6 +79,8 @@ struct config {
   int iters = 20, warmup = 5;
   /// --load: busy threads per core during the whole run.
   int load = 0;
+  /// --bind-to: core or none.
+  std::string bind = "core";
   bool check = false, gpu = false;
   std::string backend = "auto";
   std::vector<std::string> peers;
@@ -105,6 +107,9 @@ config parse(const std::vector<std::string>& args) {
     ("load", "N busy threads per usable core (default priority, never sleeping) compete for the "
              "CPUs with hvactor's ranks and every peer for the whole run, as a training job's "
              "compute threads do during backward", cxxopts::value<int>()->default_value("0"))
+    ("bind-to", "core: every rank of hvactor and of the mpi peer pinned to a core of its own "
+                "(mpirun's default for 2 ranks; none when there are more ranks than cores) | none",
+     cxxopts::value<std::string>()->default_value("core"))
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
     ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
      cxxopts::value<std::string>()->default_value("cpu"))
@@ -144,6 +149,9 @@ config parse(const std::vector<std::string>& args) {
   if (c.load < 0 || c.load > 16)
     throw std::invalid_argument(fmt::format("--load must be in 0..16 busy threads per core (got {})",
                                             c.load));
+  c.bind = o["bind-to"].as<std::string>();
+  if (c.bind != "core" && c.bind != "none")
+    throw std::invalid_argument("--bind-to must be core or none (got '" + c.bind + "')");
   c.backend = o["backend"].as<std::string>();
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")
     throw std::invalid_argument("--backend must be auto, shm, gloo or hierarchical (got '" + c.backend + "')");
@@ -381,6 +389,7 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   hvactor::executor_options opts;
   c.where.apply(opts);
   opts.extra_env_vars = backend_env(c.backend);
+  opts.extra_env_vars["HVACTOR_BIND_TO"] = c.bind;
   hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::seconds(60)}),
                        opts};
   ex.start();
@@ -430,7 +439,8 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
     wrong_total += r.wrong;
     for (auto& name : c.peers) {
       line.show(fmt::format("[{}] {} B ({}/{}): {}", c.kind, sizes[k], k + 1, sizes.size(), name));
-      auto pp = run_peer({name, c.kind, c.where.np, sizes[k], c.iters, c.warmup, c.check});
+      auto pp = run_peer({name, c.kind, c.where.np, sizes[k], c.iters, c.warmup, c.check,
+                          c.bind == "core"});
       peer_row pr{name, pp.time_us, 0, pp.wrong, std::move(pp.samples_us)};
       pr.busbw = pr.time_us > 0 ? static_cast<double>(r.bytes) / (pr.time_us * 1e3) * bus_factor(c.kind, c.where.np) : 0;
       wrong_total += pr.wrong;

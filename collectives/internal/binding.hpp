@@ -1,0 +1,23 @@
+#pragma once
+
+#include <string>
+
+namespace hvactor::collectives {
+
+/// HVACTOR_BIND_TO (mpirun's --bind-to): "none" leaves the process where
+/// it is; "core" pins every thread of this process (and, by inheritance,
+/// every thread it starts later) to the `local_rank`-th of the cores it
+/// could first run on, when there are at least `local_size` of them
+/// (else it stays unbound and says so once on stderr, as mpirun refuses to
+/// bind an oversubscribed node). Returns what it did, for messages: "none",
+/// "core 3", "none (4 local ranks on 2 cores)". Anything else throws
+/// std::invalid_argument naming the variable. The first call remembers the
+/// process's cores, so that a later init (elastic, another local rank)
+/// binds within them again.
+std::string bind_from_env(int local_rank, int local_size);
+
+/// How many cores this process could run on before any binding of
+/// bind_from_env (the node's share of cores for this job's ranks).
+int first_core_count();
+
+} // namespace hvactor::collectives

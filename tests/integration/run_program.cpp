@@ -3,6 +3,7 @@
 //   run_program ranks        allreduce, "rank R of N sum S", a stderr line, an event
 //   run_program fail R       the same, then rank R exits with status 3
 //   run_program where        the same, then "where rank=R host=H local=L cvd=C"
+//   run_program info         the same, then "info rank=R <hvd::backend_info()>"
 //   run_program sleep        prints "pid P", then sleeps 60 s
 //   run_program lines MIB    prints MIB MiB of 100-byte lines "RANK SEQ xxx" (no hvd::init)
 //   run_program env VAR...   prints "env rank=R VAR=VALUE ..." ("VAR=-" when unset; no
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
     std::printf("where rank=%d host=%s local=%d cvd=%s\n", rank,
                 std::getenv("HOROVOD_HOSTNAME") ? std::getenv("HOROVOD_HOSTNAME") : "?",
                 hvd::local_rank(), cvd ? cvd : "-");
+    std::fflush(stdout);
+  }
+  if (mode == "info") {
+    std::printf("info rank=%d %s\n", rank, hvd::backend_info().c_str());
     std::fflush(stdout);
   }
   hvd::shutdown();

@@ -281,6 +281,28 @@ TEST_CASE("--timeline writes one Chrome trace (valid JSON) with a row of events 
   CHECK(ranks_with_ops == std::set<int>{0, 1, 2});
 }
 
+TEST_CASE("--bind-to core pins each rank to a core of its own (mpirun's --bind-to core); a value "
+          "other than core or none is refused") {
+  temp_dir dir;
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    MESSAGE("skipped: 2 cores needed");
+    return;
+  }
+  auto r = run(dir, {"-np", "2", "--bind-to", "core", "--", HVACTOR_RUN_PROGRAM, "info"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.status.exited);
+  REQUIRE(r.status.code == 0);
+  std::set<std::string> cores;
+  std::istringstream lines{r.out};
+  for (std::string line; std::getline(lines, line);)
+    if (auto at = line.find("; bound to core "); line.find("<stdout>:info rank=") != std::string::npos && at != std::string::npos)
+      cores.insert(line.substr(at + 16));
+  CHECK(cores.size() == 2);
+  auto bad = run(dir, {"-np", "2", "--bind-to", "socket", "--", HVACTOR_RUN_PROGRAM, "info"}, 10s);
+  CHECK(bad.status.code == 2);
+  CHECK(bad.err.find("--bind-to must be core or none (got 'socket')") != std::string::npos);
+}
+
 TEST_CASE("bad invocations fail fast with a clear message") {
   temp_dir dir;
   auto none = run(dir, {"-np", "2"}, 10s);

@@ -154,6 +154,10 @@ int main(int argc, char** argv) {
     ("timestamps", "prefix every forwarded line with its arrival time")
     ("timeline", "write a Chrome trace of every collective (sets HOROVOD_TIMELINE)",
      cxxopts::value<std::string>())
+    ("bind-to", "core: every rank pinned to a core of its own by local rank, as mpirun "
+                "--bind-to core (unbound when a node has more ranks than cores) | none (the "
+                "default, as horovodrun); sets HVACTOR_BIND_TO",
+     cxxopts::value<std::string>())
     ("stall-check-warning-time-seconds", "seconds a rank waits for the other ranks to submit "
                                          "an operation before it warns, naming them and the "
                                          "operation, again every such interval (whole seconds "
@@ -254,6 +258,12 @@ int main(int argc, char** argv) {
       }
     if (res.count("timeline"))
       o.env[hvactor::env::timeline] = res["timeline"].as<std::string>();
+    if (res.count("bind-to")) {
+      auto bind = res["bind-to"].as<std::string>();
+      if (bind != "core" && bind != "none")
+        throw std::invalid_argument("--bind-to must be core or none (got '" + bind + "')");
+      o.env[hvactor::env::bind_to] = bind;
+    }
     stall_check_env(res, o.env);
     if (res.count("output-dir"))
       o.output_dir = res["output-dir"].as<std::string>();

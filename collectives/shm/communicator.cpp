@@ -94,28 +94,51 @@ void communicator::wait_all(word w, uint32_t step, const char* what) {
       wait_one(k, w, step, what);
 }
 
+// A number that changes whenever any local rank publishes a step.
+uint32_t communicator::progress() const {
+  uint32_t sum = 0;
+  for (int k = 0; k < group_.local_size; ++k)
+    sum += seg_->words(k).posted.load(std::memory_order_relaxed)
+         + seg_->words(k).reduced.load(std::memory_order_relaxed);
+  return sum;
+}
+
 void communicator::saw_preemption(clock_type::time_point now) {
   loaded_until_ = now + knobs::shm_load_memory;
 }
 
-// Spins until `value` reaches `step` (true) or for `budget` (false); a gap
-// between clock reads means this thread lost its core meanwhile: the
-// machine is loaded, and the spin shrinks to the loaded budget.
+// Spins until `value` reaches `step` (true) or for `budget` (false),
+// yielding instead when `yielding` (more ranks than cores: the awaited rank
+// may need this core). A gap between clock reads (or a yield that long
+// during which no local rank moved on) means this thread lost its core to
+// another thread meanwhile: the machine is loaded, and the wait goes on
+// spinning for the loaded budget only.
 bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
-                            std::chrono::nanoseconds budget, const char* what) {
+                            std::chrono::nanoseconds budget, bool yielding, const char* what) {
   auto last = clock_type::now();
   auto end = last + budget;
   for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      _mm_pause();
+    uint32_t before = 0;
+    if (yielding) {
+      before = progress();
+      ::sched_yield();
       if (reached(value.load(std::memory_order_acquire), step))
         return true;
+    } else {
+      for (int i = 0; i < 64; ++i) {
+        _mm_pause();
+        if (reached(value.load(std::memory_order_acquire), step))
+          return true;
+      }
     }
     check_abort(what);
     auto now = clock_type::now();
-    if (now - last > knobs::shm_preempted) {
+    // A long yield that let another local rank move on gave the core to
+    // that rank (the point of yielding), not to a busy thread.
+    if (now - last > knobs::shm_preempted && (!yielding || progress() == before)) {
       saw_preemption(now);
       end = std::min(end, now + knobs::shm_spin_loaded);
+      yielding = false;
     }
     if (now >= end)
       return false;
@@ -131,30 +154,19 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   auto start = clock_type::now();
   bool loaded = start < loaded_until_;
   if (loaded) {
-    if (spin_for(value, step, knobs::shm_spin_loaded, what))
+    if (spin_for(value, step, knobs::shm_spin_loaded, false, what))
       return;
-  } else if (!oversubscribed_) {
-    if (spin_for(value, step, spin_, what)) {
+  } else {
+    // Yielding costs nothing while only local ranks want the cores (they
+    // are who gets them): yield for as long as the peer may take to post.
+    auto budget = oversubscribed_ ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield)
+                                  : spin_;
+    if (spin_for(value, step, budget, oversubscribed_, what)) {
       if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
         spin_ -= spin_ / 64;
       return;
     }
     loaded = start < loaded_until_;
-  } else {
-    // More ranks than cores: the awaited rank may need this core. A yield
-    // that takes long gave the core to a busy thread for a whole slice.
-    for (int i = 0; i < 4; ++i) {
-      auto before = clock_type::now();
-      ::sched_yield();
-      if (reached(value.load(std::memory_order_acquire), step))
-        return;
-      if (auto now = clock_type::now(); now - before > knobs::shm_preempted) {
-        saw_preemption(now);
-        loaded = true;
-        break;
-      }
-    }
-    check_abort(what);
   }
   auto& sleepers = seg_->sleepers(k);
   auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
@@ -169,7 +181,7 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     if (reached(value.load(std::memory_order_acquire), step)) {
       // Slept, but not for long: the peer was late by about a wake-up, not
       // busy elsewhere. Spin longer next time so that one of us stays awake.
-      if (!oversubscribed_ && !loaded && clock_type::now() - start < 4 * spin_)
+      if (!loaded && clock_type::now() - start < 4 * spin_)
         spin_ = std::min<std::chrono::nanoseconds>(2 * spin_, knobs::shm_spin_max);
       return;
     }

@@ -47,10 +47,11 @@ struct local_group {
 /// process still exists. How long to spin depends on whether other threads
 /// compete for this rank's core, which the waiter sees for itself: a gap
 /// between two of its clock reads longer than knobs::shm_preempted (or a
-/// sched_yield that long) means the core went to another thread meanwhile.
-///   - Quiet (no such gap within knobs::shm_load_memory): spin (spin_,
-///     adaptive) when every local rank has a core, else yield a few times
-///     (the awaited rank may need this core); then sleep.
+/// sched_yield that long, unless another local rank moved on meanwhile)
+/// means the core went to another thread meanwhile.
+///   - Quiet (no such gap within knobs::shm_load_memory): spin for spin_
+///     (adaptive), yielding instead of pausing when there are more local
+///     ranks than cores (the awaited rank may need this core); then sleep.
 ///   - Loaded: spin knobs::shm_spin_loaded, then sleep. A rank that spins
 ///     or yields while its peer waits for a core spends its own share of
 ///     the core, and the scheduler then makes it wait its turn behind the
@@ -129,8 +130,9 @@ private:
   void wait_all(word w, uint32_t step, const char* what);
   void wait_one(int k, word w, uint32_t step, const char* what);
   bool spin_for(std::atomic<uint32_t>& value, uint32_t step, std::chrono::nanoseconds budget,
-                const char* what);
+                bool yielding, const char* what);
   void saw_preemption(std::chrono::steady_clock::time_point now);
+  uint32_t progress() const;
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);
   void allreduce_one_step(size_t count, hvd::dtype t, hvd::op o);
@@ -140,7 +142,7 @@ private:
   std::chrono::milliseconds timeout_;
   size_t slot_bytes_;
   bool oversubscribed_;
-  /// How long wait_one() spins before it sleeps: knobs::shm_spin, raised
+  /// How long a quiet wait spins before it sleeps: knobs::shm_spin, raised
   /// (up to knobs::shm_spin_max) after a short wait that had to sleep, so
   /// that two ranks do not settle into waking each other late, every step
   /// then costing a wake-up; lowered again while waits end in the spin.

@@ -389,6 +389,12 @@ inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};
 /// instead of spinning, over 1 ms).
 inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 
+/// With more local ranks than cores, a quiet wait yields (to the local
+/// rank that needs the core) for up to this long before it sleeps: a step
+/// of a large allreduce takes milliseconds there, and a futex wake-up per
+/// step doubled a 64 MiB allreduce of 4 ranks on 2 cores (22 to 70 ms).
+inline constexpr auto shm_yield = std::chrono::milliseconds{50};
+
 /// A sleeping rank wakes at least this often to look at the abort word
 /// and whether the rank it waits on still exists, in case no one woke it.
 inline constexpr auto shm_sleep_slice = 20ms;

@@ -152,6 +152,8 @@ struct config {
   int warmup = 10, per_iter = 10, iters = 10;
   bool fp16 = false, check = false;
   int threads = 0;
+  /// --bind-to: core or none.
+  std::string bind = "none";
   layout where;
   std::vector<int> scaling;
   std::string json, csv;
@@ -189,6 +191,8 @@ config parse(const std::vector<std::string>& args) {
     ("threads", "torch threads per worker (0: the node's cores / its workers; with --scaling, "
                 "/ the largest world size, at every size)",
      cxxopts::value<int>()->default_value("0"))
+    ("bind-to", "core: each worker pinned to a core of its own (HVACTOR_BIND_TO; give it one "
+                "torch thread) | none", cxxopts::value<std::string>()->default_value("none"))
     ("c,check", "check that every rank ends with the same, finite, trained parameters")
     ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
     ("csv", "write one row per world size here", cxxopts::value<std::string>())
@@ -210,6 +214,9 @@ config parse(const std::vector<std::string>& args) {
   c.iters = o["num-iters"].as<int>();
   c.threads = o["threads"].as<int>();
   c.fp16 = o.count("fp16-allreduce") > 0;
+  c.bind = o["bind-to"].as<std::string>();
+  if (c.bind != "core" && c.bind != "none")
+    throw std::invalid_argument("--bind-to must be core or none (got '" + c.bind + "')");
   c.check = o.count("check") > 0;
   if (c.batch < 1 || c.batch > 65536)
     throw std::invalid_argument(fmt::format("--batch-size must be in 1..65536 (got {})", c.batch));
@@ -259,6 +266,7 @@ const char* unit(const config& c) {
 result run_one(hvactor::runtime& rt, const config& c, const layout& where) {
   hvactor::executor_options opts;
   where.apply(opts);
+  opts.extra_env_vars["HVACTOR_BIND_TO"] = c.bind;
   // A batch of ResNet-50 on a few CPU cores takes seconds: collectives wait
   // for the slowest rank's backward.
   hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::minutes(10)}),

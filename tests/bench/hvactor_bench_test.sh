@@ -95,6 +95,18 @@ fi
 grep -q $'\033\[K' "$T/allreduce.out" && fail "progress escapes in redirected output" \
   || echo "ok: no progress line in redirected output"
 
+# --bind-to core (the default): each rank on a core of its own, and the
+# path line says so; --bind-to none leaves them unbound; --load's header.
+if [ "$(nproc)" -ge 2 ]; then
+  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --check --load 1 > "$T/bind.out" 2>&1 \
+    && grep -q "; bound to core [0-9]" "$T/bind.out" && grep -q "# load: 1 busy thread(s) per core" "$T/bind.out" \
+    && echo "ok: --bind-to core (default) binds the ranks; --load 1 runs busy threads" \
+    || fail "--bind-to core / --load 1: $(tail -3 "$T/bind.out")"
+  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --bind-to none > "$T/nobind.out" 2>&1 \
+    && ! grep -q "bound to" "$T/nobind.out" && echo "ok: --bind-to none leaves the ranks unbound" \
+    || fail "--bind-to none: $(tail -3 "$T/nobind.out")"
+fi
+
 # The Gloo path too, and its path is reported.
 timeout 120 "$BENCH" allreduce -np 2 -e 64K --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
   && grep -q "# path: allreduce: gloo" "$T/g.out" && echo "ok: --backend gloo runs Gloo" \
@@ -162,6 +174,8 @@ check_bad "--csv $T/adir.svg: is a directory" broadcast --csv "$T/adir.svg"
 check_bad "'nccl' is not a peer" allreduce --peer gloo,nccl
 check_bad "--peer runs its ranks on this machine" allreduce --num-hosts 2 --per-host 1 --peer gloo
 check_bad "--device must be cpu or gpu" allreduce --device tpu
+check_bad "--bind-to must be core or none (got 'socket')" allreduce --bind-to socket
+check_bad "--load must be in 0..16" allreduce --load 17
 check_bad "--launcher slurm: not inside a Slurm allocation" allreduce --launcher slurm
 check_bad "--launcher must be" allreduce --launcher ssh
 check_bad "-np or --num-hosts/--per-host, not both" allreduce -np 2 --num-hosts 2 --per-host 1

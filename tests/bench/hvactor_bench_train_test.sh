@@ -90,6 +90,7 @@ check_bad "batch normalization needs more than one value per channel" --image-si
 check_bad "--image-size must be in 32..4096 (got 8)" --image-size 8
 check_bad "GiB per worker" --batch-size 65536 --image-size 224
 check_bad "--batch-size abc: not a number" --batch-size abc
+check_bad "--bind-to must be core or none (got 'x')" --bind-to x
 check_bad "--num-iters in 1..100000" --num-iters 0
 check_bad "unexpected argument 'extra'" extra
 timeout 10 "$BENCH" train --help | grep -q -- "--fp16-allreduce" && echo "ok: train --help" \

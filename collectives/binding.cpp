@@ -78,7 +78,8 @@ int first_core_count() {
 
 std::string bind_from_env(int local_rank, int local_size) {
   const char* raw = std::getenv(env::bind_to);
-  std::string mode = raw ? raw : "none";
+  // Unset or empty: the default.
+  std::string mode = raw && *raw ? raw : "none";
   if (mode != "none" && mode != "core")
     throw std::invalid_argument(fmt::format(
       "hvd::init: {}='{}' must be core (one core of its own per local rank, as mpirun "

@@ -4,10 +4,11 @@
 
 namespace hvactor::collectives {
 
-/// HVACTOR_BIND_TO (mpirun's --bind-to): "none" leaves the process where
-/// it is; "core" pins every thread of this process (and, by inheritance,
-/// every thread it starts later) to the `local_rank`-th of the cores it
-/// could first run on, when there are at least `local_size` of them
+/// HVACTOR_BIND_TO (mpirun's --bind-to): "none" (also unset or empty)
+/// leaves the process where it is; "core" pins every thread of this
+/// process (and, by inheritance, every thread it starts later) to the
+/// `local_rank`-th of the cores it could first run on, when there are at
+/// least `local_size` of them
 /// (else it stays unbound and says so once on stderr, as mpirun refuses to
 /// bind an oversubscribed node). Returns what it did, for messages: "none",
 /// "core 3", "none (4 local ranks on 2 cores)". Anything else throws

@@ -294,9 +294,11 @@ TEST_CASE("--bind-to core pins each rank to a core of its own (mpirun's --bind-t
   REQUIRE(r.status.code == 0);
   std::set<std::string> cores;
   std::istringstream lines{r.out};
-  for (std::string line; std::getline(lines, line);)
-    if (auto at = line.find("; bound to core "); line.find("<stdout>:info rank=") != std::string::npos && at != std::string::npos)
+  for (std::string line; std::getline(lines, line);) {
+    auto at = line.find("; bound to core ");
+    if (line.find("<stdout>:info rank=") != std::string::npos && at != std::string::npos)
       cores.insert(line.substr(at + 16));
+  }
   CHECK(cores.size() == 2);
   auto bad = run(dir, {"-np", "2", "--bind-to", "socket", "--", HVACTOR_RUN_PROGRAM, "info"}, 10s);
   CHECK(bad.status.code == 2);

@@ -95,13 +95,13 @@ fi
 grep -q $'\033\[K' "$T/allreduce.out" && fail "progress escapes in redirected output" \
   || echo "ok: no progress line in redirected output"
 
-# --bind-to core (the default): each rank on a core of its own, and the
+# --bind-to auto (the default; core on one node): each rank on a core of its own, and the
 # path line says so; --bind-to none leaves them unbound; --load's header.
 if [ "$(nproc)" -ge 2 ]; then
   timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --check --load 1 > "$T/bind.out" 2>&1 \
     && grep -q "; bound to core [0-9]" "$T/bind.out" && grep -q "# load: 1 busy thread(s) per core" "$T/bind.out" \
-    && echo "ok: --bind-to core (default) binds the ranks; --load 1 runs busy threads" \
-    || fail "--bind-to core / --load 1: $(tail -3 "$T/bind.out")"
+    && echo "ok: --bind-to auto (default) binds the ranks on one node; --load 1 runs busy threads" \
+    || fail "--bind-to auto / --load 1: $(tail -3 "$T/bind.out")"
   timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --bind-to none > "$T/nobind.out" 2>&1 \
     && ! grep -q "bound to" "$T/nobind.out" && echo "ok: --bind-to none leaves the ranks unbound" \
     || fail "--bind-to none: $(tail -3 "$T/nobind.out")"
@@ -174,7 +174,7 @@ check_bad "--csv $T/adir.svg: is a directory" broadcast --csv "$T/adir.svg"
 check_bad "'nccl' is not a peer" allreduce --peer gloo,nccl
 check_bad "--peer runs its ranks on this machine" allreduce --num-hosts 2 --per-host 1 --peer gloo
 check_bad "--device must be cpu or gpu" allreduce --device tpu
-check_bad "--bind-to must be core or none (got 'socket')" allreduce --bind-to socket
+check_bad "--bind-to must be auto, core or none (got 'socket')" allreduce --bind-to socket
 check_bad "--load must be in 0..16" allreduce --load 17
 check_bad "--launcher slurm: not inside a Slurm allocation" allreduce --launcher slurm
 check_bad "--launcher must be" allreduce --launcher ssh

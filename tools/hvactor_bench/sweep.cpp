@@ -108,8 +108,9 @@ config parse(const std::vector<std::string>& args) {
              "CPUs with hvactor's ranks and every peer for the whole run, as a training job's "
              "compute threads do during backward", cxxopts::value<int>()->default_value("0"))
     ("bind-to", "core: every rank of hvactor and of the mpi peer pinned to a core of its own "
-                "(mpirun's default for 2 ranks; none when there are more ranks than cores) | none",
-     cxxopts::value<std::string>()->default_value("core"))
+                "(mpirun's default for 2 ranks; none when there are more ranks than cores) | none "
+                "| auto: core on one node, none across nodes (emulated nodes share the cores)",
+     cxxopts::value<std::string>()->default_value("auto"))
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
     ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
      cxxopts::value<std::string>()->default_value("cpu"))
@@ -150,8 +151,10 @@ config parse(const std::vector<std::string>& args) {
     throw std::invalid_argument(fmt::format("--load must be in 0..16 busy threads per core (got {})",
                                             c.load));
   c.bind = o["bind-to"].as<std::string>();
-  if (c.bind != "core" && c.bind != "none")
-    throw std::invalid_argument("--bind-to must be core or none (got '" + c.bind + "')");
+  if (c.bind != "core" && c.bind != "none" && c.bind != "auto")
+    throw std::invalid_argument("--bind-to must be auto, core or none (got '" + c.bind + "')");
+  if (c.bind == "auto")
+    c.bind = c.where.num_hosts > 1 ? "none" : "core";
   c.backend = o["backend"].as<std::string>();
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")
     throw std::invalid_argument("--backend must be auto, shm, gloo or hierarchical (got '" + c.backend + "')");

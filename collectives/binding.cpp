@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "internal/knobs.hpp"
 
@@ -104,6 +107,54 @@ std::string bind_from_env(int local_rank, int local_size) {
   pin_to({core});
   bound_by_us = true;
   return fmt::format("core {}", core);
+}
+
+std::optional<int> thread_core_from_env(int local_rank, int local_size) {
+  const char* raw = std::getenv(env::thread_affinity);
+  if (raw == nullptr || *raw == '\0')
+    return std::nullopt;
+  std::string_view text{raw};
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument(fmt::format(
+      "hvd::init: {}='{}' {}: it needs a core id per local rank, comma-separated (e.g. "
+      "\"0,1\" for 2 local ranks); the engine thread of local rank i runs on the i-th",
+      env::thread_affinity, text, why));
+  };
+  std::vector<int> ids;
+  for (size_t from = 0; from <= text.size();) {
+    size_t comma = std::min(text.find(',', from), text.size());
+    auto item = text.substr(from, comma - from);
+    while (!item.empty() && item.front() == ' ')
+      item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ')
+      item.remove_suffix(1);
+    int id = -1;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || ec != std::errc{} || end != item.data() + item.size() || id < 0)
+      throw bad(fmt::format("has '{}', not a core id", item));
+    ids.push_back(id);
+    from = comma + 1;
+  }
+  if (static_cast<int>(ids.size()) < local_size)
+    throw bad(fmt::format("names {} core(s) for {} local ranks", ids.size(), local_size));
+  // Every local rank's core, not only this one's: each rank then fails
+  // alike instead of waiting for the one that did.
+  const auto& allowed = first_cores();
+  for (int k = 0; k < local_size && !allowed.empty(); ++k)
+    if (std::find(allowed.begin(), allowed.end(), ids[static_cast<size_t>(k)]) == allowed.end())
+      throw bad(fmt::format("gives local rank {} core {}, which this job's processes may not "
+                            "run on (cores {})",
+                            k, ids[static_cast<size_t>(k)], fmt::join(allowed, ",")));
+  return ids[static_cast<size_t>(std::max(local_rank, 0)) % ids.size()];
+}
+
+bool pin_this_thread(int core) noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (core < 0 || core >= CPU_SETSIZE)
+    return false;
+  CPU_SET(core, &set);
+  return ::sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
 } // namespace hvactor::collectives

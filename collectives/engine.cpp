@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "internal/binding.hpp"
 #include "internal/timeline.hpp"
 #include "internal/knobs.hpp"
 #include "internal/log.hpp"
@@ -53,6 +54,9 @@ engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topol
     stall_(opts.stall, topo.rank, topo.size) {
   thread_ = std::thread([this] {
     ::pthread_setname_np(::pthread_self(), "hvd.engine");
+    // Checked by hvd::init against the cores this process may use.
+    if (opts_.thread_core)
+      collectives::pin_this_thread(*opts_.thread_core);
     loop();
   });
 }

@@ -47,6 +47,8 @@ struct state {
   std::string gpu = "none: hvd::init() was not called";
   /// What HVACTOR_BIND_TO did at init ("none", "core 1").
   std::string binding = "none";
+  /// HOROVOD_THREAD_AFFINITY's core for the engine thread.
+  std::optional<int> engine_core;
 };
 
 state& global() {
@@ -283,6 +285,8 @@ void connect_locked(state& st) {
   auto opts = engine_options_from_env();
   // Before the engine's and Gloo's threads start (they inherit it).
   st.binding = collectives::bind_from_env(t.local_rank, t.local_size);
+  opts.thread_core = collectives::thread_core_from_env(t.local_rank, t.local_size);
+  st.engine_core = opts.thread_core;
   ignore_sigpipe();
   // Opened before connecting: a path this rank cannot write fails init()
   // at once, with the path in the message.
@@ -572,6 +576,8 @@ std::string backend_info() {
     info += "; bound to " + b;
   else if (b != "none")
     info += "; not bound" + b.substr(4); // " (3 local ranks on 2 cores)"
+  if (auto c = global().engine_core)
+    info += fmt::format("; engine thread on core {}", *c);
 
   return info;
 }

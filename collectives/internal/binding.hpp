@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace hvactor::collectives {
@@ -16,6 +17,18 @@ namespace hvactor::collectives {
 /// process's cores, so that a later init (elastic, another local rank)
 /// binds within them again.
 std::string bind_from_env(int local_rank, int local_size);
+
+/// HOROVOD_THREAD_AFFINITY (Horovod's): a comma-separated list of core
+/// ids, one per local rank (more are ignored); local rank i's engine
+/// thread (Horovod's background thread) runs on the i-th. Unset or empty:
+/// nullopt. Fewer ids than local ranks, text, or a core this process
+/// cannot run on throw std::invalid_argument naming the variable (Horovod
+/// logs them and goes on unpinned).
+std::optional<int> thread_core_from_env(int local_rank, int local_size);
+
+/// Pins the calling thread to `core`; returns false when the kernel
+/// refused.
+bool pin_this_thread(int core) noexcept;
 
 /// How many cores this process could run on before any binding of
 /// bind_from_env (the node's share of cores for this job's ranks).

@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -84,6 +85,8 @@ struct engine_options {
   /// Shared memory and the hierarchical path (HVACTOR_SHM,
   /// HOROVOD_HIERARCHICAL_ALLREDUCE/_ALLGATHER): for the host backend.
   collectives::path_settings paths;
+  /// HOROVOD_THREAD_AFFINITY: the core the engine's thread runs on.
+  std::optional<int> thread_core;
 };
 
 /// Runs the process's collectives (Horovod's background loop): an

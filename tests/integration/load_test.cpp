@@ -3,20 +3,25 @@
 // threads do during backward, and real workers run every collective over
 // shared memory (one step, chunked, fused), each result exact; a SIGKILLed
 // peer still fails the survivors within 2 s. HVACTOR_BIND_TO=core pins each
-// worker to a core of its own (none when there are more ranks than cores).
+// worker to a core of its own (none when there are more ranks than cores);
+// HOROVOD_THREAD_AFFINITY pins only each worker's engine thread.
 // The hierarchical path under load is hierarchical_test's. Timing targets live in the
 // benchmarks (hvactor-bench --load), not here.
 
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -138,6 +143,83 @@ std::string bound_collectives() {
   return cores + " | " + info + " | " + every_collective();
 }
 
+/// The cores of the thread named `name` in this process ("" when none).
+std::string thread_cores(const std::string& name) {
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm{e.path() / "comm"};
+    std::string got;
+    std::getline(comm, got);
+    if (got != name)
+      continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::string out;
+    if (::sched_getaffinity(std::stoi(e.path().filename().string()), sizeof(set), &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set))
+          out += (out.empty() ? "" : ",") + std::to_string(c);
+    return out;
+  }
+  return "";
+}
+
+/// "<local rank> <engine thread's cores> <main thread's cores> | <backend_info> |
+/// <every_collective's complaints>".
+std::string engine_affinity() {
+  hvactor::test::hvd_session s;
+  auto head = std::to_string(hvd::local_rank()) + " " + thread_cores("hvd.engine") + " "
+            + my_cores() + " | " + hvd::backend_info() + " | ";
+  return head + every_collective();
+}
+
+/// Every thread's "se.slice" from /proc (the kernel's scheduler slice, in
+/// ns; -1 where the kernel does not show it), by thread id.
+std::map<int, long> thread_slices() {
+  std::map<int, long> out;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in{e.path() / "sched"};
+    long slice = -1;
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("se.slice", 0) == 0)
+        slice = std::stol(line.substr(line.find(':') + 1));
+    out[std::stoi(e.path().filename().string())] = slice;
+  }
+  return out;
+}
+
+/// Rank 1 joins the allreduce 300 ms late, so rank 0 sleeps on its word;
+/// rank 0 watches its threads' slices meanwhile. Returns "<smallest slice
+/// seen while waiting> <1 when every thread's slice is as before, else 0>"
+/// on rank 0, "" on the others.
+std::string slice_while_sleeping() {
+  hvactor::test::hvd_session s;
+  std::vector<float> x(1000, 1.0f);
+  hvd::allreduce(std::span<float>(x), hvd::op::sum); // threads started
+  if (hvd::rank() != 0) {
+    std::this_thread::sleep_for(300ms);
+    hvd::allreduce(std::span<float>(x), hvd::op::sum);
+    return "";
+  }
+  auto before = thread_slices();
+  std::atomic<bool> done{false};
+  long least = LONG_MAX;
+  std::thread watch([&] {
+    while (!done.load())
+      for (auto [tid, slice] : thread_slices())
+        if (slice >= 0)
+          least = std::min(least, slice);
+  });
+  hvd::allreduce(std::span<float>(x), hvd::op::sum);
+  done = true;
+  watch.join();
+  auto after = thread_slices();
+  bool same = true;
+  for (auto [tid, slice] : before)
+    if (after.count(tid) && after[tid] != slice)
+      same = false;
+  return std::to_string(least) + " " + (same ? "1" : "0");
+}
+
 std::string init_outcome() {
   try {
     hvactor::test::hvd_session s;
@@ -239,6 +321,75 @@ TEST_CASE("HVACTOR_BIND_TO=core with more local ranks than cores leaves the work
     }
     ex.shutdown();
   }
+}
+
+TEST_CASE("HOROVOD_THREAD_AFFINITY pins each worker's engine thread to its local rank's core "
+          "(the other threads stay free) and every collective stays exact under load; a list "
+          "too short, text or a core out of reach fails init naming the variable") {
+  if (online_cores() < 2) {
+    MESSAGE("skipped: 2 cores needed");
+    return;
+  }
+  {
+    busy_threads load{1};
+    hvactor::executor ex{
+      test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+      {.num_workers = 2,
+       .extra_env_vars = {{"HVACTOR_SHM", "1"}, {"HOROVOD_THREAD_AFFINITY", "1, 0"}}}};
+    ex.start();
+    auto out = ex.run(&engine_affinity);
+    ex.shutdown();
+    REQUIRE(out.size() == 2);
+    for (auto& line : out) {
+      CAPTURE(line);
+      int local = line[0] - '0';
+      auto want = std::to_string(1 - local); // "1, 0": local rank 0 on core 1
+      std::istringstream in{line};
+      std::string rank, engine, main_thread;
+      in >> rank >> engine >> main_thread;
+      CHECK(engine == want);
+      CHECK(main_thread.find(',') != std::string::npos); // the process itself stays free
+      CHECK(line.find("; engine thread on core " + want) != std::string::npos);
+      CHECK(line.substr(line.rfind('|')) == "| ");
+    }
+  }
+  for (std::string value : {"0", "0,x", "0,99999", "-1,0"}) {
+    CAPTURE(value);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = 2,
+                          .extra_env_vars = {{"HOROVOD_THREAD_AFFINITY", value}}}};
+    ex.start();
+    for (auto& what : ex.run(&init_outcome)) {
+      CAPTURE(what);
+      CHECK(what.find("HOROVOD_THREAD_AFFINITY='" + value + "'") != std::string::npos);
+      CHECK(what.find("a core id per local rank") != std::string::npos);
+    }
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("a rank sleeping on a late peer asks for a 100 us scheduler slice meanwhile (Linux "
+          "6.12+) and every thread has its own slice again afterwards") {
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 2, .extra_env_vars = {{"HVACTOR_SHM", "1"}}}};
+  ex.start();
+  auto out = ex.run(&slice_while_sleeping);
+  ex.shutdown();
+  REQUIRE(out.size() == 2);
+  CAPTURE(out[0]);
+  std::istringstream in{out[0]};
+  long least = 0;
+  int same = 0;
+  in >> least >> same;
+  CHECK(same == 1);
+  struct utsname u;
+  ::uname(&u);
+  int major = 0, minor = 0;
+  std::sscanf(u.release, "%d.%d", &major, &minor);
+  if (std::pair{major, minor} >= std::pair{6, 12})
+    CHECK(least == 100'000);
+  else
+    MESSAGE("kernel " << u.release << ": no custom slices before 6.12");
 }
 
 TEST_CASE("with 2 busy threads per core, a SIGKILLed peer fails the survivors within 2 s") {

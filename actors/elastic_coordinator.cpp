@@ -466,14 +466,18 @@ coordinator::behavior_type elastic_impl(elastic_actor self, coordinator_config c
       auto& w = i->second;
       if (ex.pid > 0)
         w.pid = ex.pid;
+      // Whatever the reason, a worker that exited holds nothing any more:
+      // its colocator stops (it releases the worker's reservation on its
+      // node), or a host listed again later could not be used (its CPUs
+      // stayed reserved, the reservation failed and blacklisted it).
       if (ex.expected || w.leaving) {
-        w.gone = true;
+        stop_worker(self, w.id);
         check_finished(self);
         return;
       }
       if (st.cfg.launch && ex.exit_code == 0 && ex.signal == 0) {
         returned(self, w.id, {});
-        w.gone = true;
+        stop_worker(self, w.id);
         return;
       }
       std::string why = fmt::format("died: {}", describe_exit(ex.exit_code, ex.signal));

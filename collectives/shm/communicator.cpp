@@ -98,6 +98,7 @@ communicator::communicator(std::shared_ptr<segment> seg, local_group group,
     group_(std::move(group)),
     timeout_(timeout),
     slot_bytes_(seg_->header().slot_bytes),
+    chunk_bytes_(std::min<size_t>(slot_bytes_, knobs::shm_chunk_bytes)),
     oversubscribed_(group_.local_size > first_core_count()),
     spin_(knobs::shm_spin) {
 }
@@ -106,6 +107,7 @@ void communicator::reset() {
   for (int k = 0; k < group_.local_size; ++k) {
     seg_->words(k).posted.store(0);
     seg_->words(k).reduced.store(0);
+    seg_->words(k).loaded.store(0);
     seg_->sleepers(k).posted.store(0);
     seg_->sleepers(k).reduced.store(0);
   }
@@ -301,16 +303,19 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   const size_t count = view_.bytes() / esz;
   if (count == 0)
     return;
-  if (count * esz <= std::min(knobs::shm_small_bytes, slot_bytes_))
+  if (count * esz <= std::min(knobs::shm_small_bytes, chunk_bytes_))
     return allreduce_one_step(count, t, o);
-  // Chunks of a slot: each rank reduces its slice of the chunk from every
-  // rank's copy (reduce-scatter), publishes it, and copies the others'
-  // (allgather); the next chunk goes to the other set meanwhile.
+  // Chunks: each rank reduces its slice of the chunk from every rank's
+  // copy (reduce-scatter), publishes it, and copies the others'
+  // (allgather); the next chunk goes to the other set meanwhile. A chunk is
+  // chunk_bytes_, or a whole slot after a step at which some rank's waits
+  // were loaded (every rank reads the same words: the same next chunk).
   const char* what = "hvd::allreduce (shared memory)";
   std::vector<const void*> srcs(static_cast<size_t>(n));
-  const size_t chunk = slot_bytes_ / esz;
   const size_t align = 64 / esz;
-  for (size_t off = 0; off < count; off += chunk) {
+  size_t chunk = chunk_bytes_ / esz;
+  auto& my_words = seg_->words(me);
+  for (size_t off = 0; off < count;) {
     size_t m = std::min(chunk, count - off);
     size_t part = round_up((m + static_cast<size_t>(n) - 1) / static_cast<size_t>(n), align);
     auto lo = [&](int k) { return std::min(static_cast<size_t>(k) * part, m) * esz; };
@@ -326,8 +331,10 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
     std::byte* own = view_.contiguous(base + lo(me), len(me));
     if (own == nullptr && len(me) > 0)
       view_.gather(base + lo(me), len(me), mine + lo(me));
+    my_words.loaded.store(clock_type::now() < loaded_until_ ? 1 : 0, std::memory_order_relaxed);
     publish(word::posted, s);
     wait_all(word::posted, s, what);
+    chunk = (any_loaded() ? slot_bytes_ : chunk_bytes_) / esz;
     for (int k = 0; k < n; ++k)
       srcs[static_cast<size_t>(k)] =
         k == me ? (own ? own : mine + lo(me)) : seg_->data(set, k) + lo(me);
@@ -342,7 +349,17 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
     for (int k = 0; k < n; ++k)
       if (k != me && len(k) > 0)
         view_.scatter(seg_->data(set, k) + lo(k), base + lo(k), len(k));
+    off += m;
   }
+}
+
+// Whether some local rank said at this step that its waits were loaded
+// (after wait_all(posted): every rank reads the same words).
+bool communicator::any_loaded() const {
+  for (int k = 0; k < group_.local_size; ++k)
+    if (seg_->words(k).loaded.load(std::memory_order_relaxed) != 0)
+      return true;
+  return false;
 }
 
 communicator::range communicator::slice(size_t count, hvd::dtype t, int k) const {
@@ -359,7 +376,7 @@ communicator::range communicator::slice(size_t count, hvd::dtype t, int k) const
 void communicator::reduce_scatter(void* data, size_t count, hvd::dtype t, hvd::op o) {
   const int n = group_.local_size, me = group_.local_rank;
   const size_t esz = hvd::size_of(t);
-  const size_t piece = std::max<size_t>(1, slot_bytes_ / static_cast<size_t>(n) / 64 * 64 / esz);
+  const size_t piece = std::max<size_t>(1, chunk_bytes_ / static_cast<size_t>(n) / 64 * 64 / esz);
   auto* base = static_cast<std::byte*>(data);
   size_t longest = slice(count, t, 0).count;
   std::vector<const void*> srcs(static_cast<size_t>(n));
@@ -430,7 +447,7 @@ bool communicator::allreduce_with_header(
   // The header alone takes the one-step path too (allreduce_one_step):
   // a rank that sends only its header meets this one in the same step.
   if (n > 256 || data_word >= words
-      || header_bytes + bytes > std::min(knobs::shm_small_bytes, slot_bytes_))
+      || header_bytes + bytes > std::min(knobs::shm_small_bytes, chunk_bytes_))
     return false;
   header[data_word] = 0;
   uint32_t s = next_step();
@@ -459,14 +476,14 @@ void communicator::allgatherv(const void* in, void* out, std::span<const size_t>
   const int n = group_.local_size, me = group_.local_rank;
   size_t rounds = 0;
   for (auto b : bytes)
-    rounds = std::max(rounds, (b + slot_bytes_ - 1) / slot_bytes_);
+    rounds = std::max(rounds, (b + chunk_bytes_ - 1) / chunk_bytes_);
   auto* dst = static_cast<std::byte*>(out);
   auto* src = static_cast<const std::byte*>(in);
   for (size_t j = 0; j < rounds; ++j) {
     auto piece = [&](int k) {
       size_t b = bytes[static_cast<size_t>(k)];
-      size_t from = std::min(j * slot_bytes_, b);
-      return std::pair{from, std::min(from + slot_bytes_, b) - from};
+      size_t from = std::min(j * chunk_bytes_, b);
+      return std::pair{from, std::min(from + chunk_bytes_, b) - from};
     };
     uint32_t s = next_step();
     int set = static_cast<int>(s & 1);
@@ -485,8 +502,8 @@ void communicator::allgatherv(const void* in, void* out, std::span<const size_t>
 
 void communicator::broadcast(void* data, size_t bytes, int root) {
   auto* p = static_cast<std::byte*>(data);
-  for (size_t from = 0; from < bytes; from += slot_bytes_) {
-    size_t len = std::min(slot_bytes_, bytes - from);
+  for (size_t from = 0; from < bytes; from += chunk_bytes_) {
+    size_t len = std::min(chunk_bytes_, bytes - from);
     uint32_t s = next_step();
     int set = static_cast<int>(s & 1);
     if (group_.local_rank == root)

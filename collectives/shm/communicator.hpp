@@ -136,11 +136,14 @@ private:
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);
   void allreduce_one_step(size_t count, hvd::dtype t, hvd::op o);
+  bool any_loaded() const;
 
   std::shared_ptr<segment> seg_;
   local_group group_;
   std::chrono::milliseconds timeout_;
   size_t slot_bytes_;
+  /// min(slot_bytes_, knobs::shm_chunk_bytes): the chunk of a quiet step.
+  size_t chunk_bytes_;
   bool oversubscribed_;
   /// How long a quiet wait spins before it sleeps: knobs::shm_spin, raised
   /// (up to knobs::shm_spin_max) after a short wait that had to sleep, so

@@ -26,6 +26,10 @@ struct alignas(64) rank_words {
   std::atomic<uint32_t> posted{0};
   /// The last step whose reduced slice this rank has published.
   std::atomic<uint32_t> reduced{0};
+  /// 1 while this rank's waits take the loaded strategy: written before
+  /// `posted`, read by every rank after it waited for `posted` (so all of
+  /// them see the same words and choose the same next chunk).
+  std::atomic<uint32_t> loaded{0};
 };
 
 /// How many ranks sleep on a rank's words (written by the sleepers); the

@@ -126,6 +126,18 @@ TEST_CASE("hosts removed and added (horovod#3197, skipped upstream): four result
                 4, 7, 4);
 }
 
+TEST_CASE("a host removed and listed again is used again: its workers' CPUs were released when "
+          "they left (four results, six started, four finished)") {
+  // host-1's two workers leave when it disappears; once it is listed again
+  // its CPUs must be free for two new ones (they stayed reserved, the
+  // reservation failed and blacklisted host-1 for good).
+  cluster c{hosts_cluster()};
+  schedule_test(c,
+                {"--schedule", "host-1:2,host-2:2@4/2|host-2:2@2/3|host-1:2,host-2:2", "--min",
+                 "2", "--max", "4", "--epochs", "16", "--epoch-ms", "40", "--period-ms", "100"},
+                4, 6, 4);
+}
+
 TEST_CASE("max_workers 2 with more hosts discovered: two results, two started, two finished") {
   cluster c{hosts_cluster()};
   schedule_test(c,

@@ -193,7 +193,9 @@ bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
     auto now = clock_type::now();
     // A long yield that let another local rank move on gave the core to
     // that rank (the point of yielding), not to a busy thread.
-    if (now - last > knobs::shm_preempted && (!yielding || progress() == before)) {
+    if (now - last > (oversubscribed_ ? knobs::shm_preempted_oversubscribed
+                                      : knobs::shm_preempted)
+        && (!yielding || progress() == before)) {
       saw_preemption(now);
       end = std::min(end, now + knobs::shm_spin_loaded);
       yielding = false;

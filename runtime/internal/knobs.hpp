@@ -387,6 +387,14 @@ inline constexpr auto shm_spin_max = std::chrono::microseconds{16000};
 /// meanwhile: the machine is loaded (issue 28's busy compute threads).
 inline constexpr auto shm_preempted = std::chrono::microseconds{200};
 
+/// The same with more local ranks than cores, where ranks take each
+/// other's cores all the time: only a gap this long says a foreign thread
+/// ran (a busy thread's slice; a local rank's share of a step, up to a
+/// 2 MiB slot, takes less). With 200 us, 4 quiet ranks on 2 cores took
+/// each other for busy threads and moved to the loaded waits and chunks,
+/// a quiet 4 MiB allreduce then 0.9-3.5 ms instead of about 1.
+inline constexpr auto shm_preempted_oversubscribed = std::chrono::microseconds{1000};
+
 /// After such a gap, waits take the loaded strategy for this long (spin
 /// shm_spin_loaded, then sleep); a later gap extends it.
 inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};

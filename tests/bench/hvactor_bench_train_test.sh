@@ -68,9 +68,12 @@ assert r["wrong"] == 0 and len(r["samples"]) == 2
 assert len(d["machine"]["node_ids"]) == 2
 PY
 then
+  # --bind-to auto: one torch thread each and a core each (on 2+ cores).
+  bound="a core each"; [ "$(nproc)" -ge 2 ] || bound="unbound"
   grep -q "float16 on the wire" "$T/resnet.out" \
+    && grep -q "^Number of workers: 2 (1 torch thread(s) each, $bound)" "$T/resnet.out" \
     && grep -q "^Check: 2 of 2 workers" "$T/resnet.out" \
-    && echo "ok: train --model resnet50 --fp16-allreduce: 25557032 parameters, ranks identical" \
+    && echo "ok: train --model resnet50 --fp16-allreduce: 25557032 parameters, ranks identical, $bound (--bind-to auto)" \
     || fail "train resnet50 output: $(cat "$T/resnet.out")"
 else
   fail "train --model resnet50: $(tail -5 "$T/resnet.out")"
@@ -90,7 +93,13 @@ check_bad "batch normalization needs more than one value per channel" --image-si
 check_bad "--image-size must be in 32..4096 (got 8)" --image-size 8
 check_bad "GiB per worker" --batch-size 65536 --image-size 224
 check_bad "--batch-size abc: not a number" --batch-size abc
-check_bad "--bind-to must be core or none (got 'x')" --bind-to x
+# --bind-to auto with more torch threads than one: unbound.
+timeout 120 "$BENCH" train --model mlp -np 2 --num-warmup-batches 0 --num-batches-per-iter 1 \
+    --num-iters 1 --threads 2 > "$T/threads2.out" 2>&1 \
+  && grep -q "^Number of workers: 2 (2 torch thread(s) each, unbound)" "$T/threads2.out" \
+  && echo "ok: train --threads 2: --bind-to auto leaves the workers unbound" \
+  || fail "train --threads 2: $(cat "$T/threads2.out")"
+check_bad "--bind-to must be auto, core or none (got 'x')" --bind-to x
 check_bad "--num-iters in 1..100000" --num-iters 0
 check_bad "unexpected argument 'extra'" extra
 timeout 10 "$BENCH" train --help | grep -q -- "--fp16-allreduce" && echo "ok: train --help" \

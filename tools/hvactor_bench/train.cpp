@@ -16,6 +16,7 @@
 #include <hvactor/torch.hpp>
 
 #include "layout.hpp"
+#include "load.hpp"
 #include "models.hpp"
 #include "report.hpp"
 
@@ -152,8 +153,8 @@ struct config {
   int warmup = 10, per_iter = 10, iters = 10;
   bool fp16 = false, check = false;
   int threads = 0;
-  /// --bind-to: core or none.
-  std::string bind = "none";
+  /// --bind-to: auto, core or none.
+  std::string bind = "auto";
   layout where;
   std::vector<int> scaling;
   std::string json, csv;
@@ -192,7 +193,9 @@ config parse(const std::vector<std::string>& args) {
                 "/ the largest world size, at every size)",
      cxxopts::value<int>()->default_value("0"))
     ("bind-to", "core: each worker pinned to a core of its own (HVACTOR_BIND_TO; give it one "
-                "torch thread) | none", cxxopts::value<std::string>()->default_value("none"))
+                "torch thread) | none | auto: core on one node when each worker has one torch "
+                "thread and a core of its own, else none",
+     cxxopts::value<std::string>()->default_value("auto"))
     ("c,check", "check that every rank ends with the same, finite, trained parameters")
     ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
     ("csv", "write one row per world size here", cxxopts::value<std::string>())
@@ -215,8 +218,8 @@ config parse(const std::vector<std::string>& args) {
   c.threads = o["threads"].as<int>();
   c.fp16 = o.count("fp16-allreduce") > 0;
   c.bind = o["bind-to"].as<std::string>();
-  if (c.bind != "core" && c.bind != "none")
-    throw std::invalid_argument("--bind-to must be core or none (got '" + c.bind + "')");
+  if (c.bind != "core" && c.bind != "none" && c.bind != "auto")
+    throw std::invalid_argument("--bind-to must be auto, core or none (got '" + c.bind + "')");
   c.check = o.count("check") > 0;
   if (c.batch < 1 || c.batch > 65536)
     throw std::invalid_argument(fmt::format("--batch-size must be in 1..65536 (got {})", c.batch));
@@ -263,10 +266,22 @@ const char* unit(const config& c) {
   return c.model == "resnet50" ? "img/sec" : "samples/sec";
 }
 
+// --bind-to auto: a core each on one node when every worker computes with
+// one torch thread (train_setup's count) and has a core to itself; a bound
+// worker's other threads would share its one core.
+std::string binding(const config& c, const layout& where) {
+  if (c.bind != "auto")
+    return c.bind;
+  int cores = busy_load::usable_cores();
+  int largest = c.scaling.empty() ? where.np : c.scaling.back();
+  int threads = c.threads > 0 ? c.threads : std::max(1, cores / std::max(1, largest));
+  return where.num_hosts <= 1 && threads == 1 && where.np <= cores ? "core" : "none";
+}
+
 result run_one(hvactor::runtime& rt, const config& c, const layout& where) {
   hvactor::executor_options opts;
   where.apply(opts);
-  opts.extra_env_vars["HVACTOR_BIND_TO"] = c.bind;
+  opts.extra_env_vars["HVACTOR_BIND_TO"] = binding(c, where);
   // A batch of ResNet-50 on a few CPU cores takes seconds: collectives wait
   // for the slowest rank's backward.
   hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::minutes(10)}),
@@ -286,9 +301,10 @@ result run_one(hvactor::runtime& rt, const config& c, const layout& where) {
   r.path = info.at(0).path;
   line.clear();
   fmt::print("Model: {} ({} parameters)\nBatch size: {}\nNumber of workers: {} ({} torch "
-             "thread(s) each)\nGradients: {}{}\n",
-             c.model, r.params, c.batch, r.workers, r.threads, r.path.substr(0, r.path.find(',')),
-             c.fp16 ? ", float16 on the wire" : "");
+             "thread(s) each, {})\nGradients: {}{}\n",
+             c.model, r.params, c.batch, r.workers, r.threads,
+             binding(c, where) == "core" ? "a core each" : "unbound",
+             r.path.substr(0, r.path.find(',')), c.fp16 ? ", float16 on the wire" : "");
   fmt::print("Running warmup...\n");
   std::fflush(stdout);
   line.show(fmt::format("[train {}] {} workers: warm-up ({} batches)", c.model, r.workers, c.warmup));

@@ -124,8 +124,7 @@ void finish_run(elastic_actor self) {
     st.run_promise.deliver(std::move(out));
   }
   for (auto& [id, w] : st.workers)
-    if (!w.gone)
-      stop_worker(self, id);
+    stop_worker(self, id);
   st.seats.clear();
   st.call.reset();
   st.ph = elastic_phase::ready;
@@ -136,7 +135,7 @@ void check_finished(elastic_actor self) {
   if (st.ph != elastic_phase::finishing)
     return;
   for (auto& [id, w] : st.workers)
-    if (!w.gone && !w.leaving && w.rank >= 0 && !w.returned)
+    if (!is_gone(st, id) && !is_leaving(st, id) && w.rank >= 0 && !w.returned)
       return;
   finish_run(self);
 }
@@ -144,7 +143,7 @@ void check_finished(elastic_actor self) {
 void returned(elastic_actor self, int32_t id, std::vector<char> payload) {
   auto& st = self->state;
   auto& w = st.workers[id];
-  if (w.gone || w.returned)
+  if (is_gone(st, id) || w.returned)
     return;
   w.returned = true;
   w.payload = std::move(payload);
@@ -159,7 +158,7 @@ void returned(elastic_actor self, int32_t id, std::vector<char> payload) {
 void send_call(elastic_actor self, int32_t id) {
   auto& st = self->state;
   auto& w = st.workers[id];
-  if (!st.call || !w.registered || w.gone)
+  if (!st.call || !w.registered || is_gone(st, id))
     return;
   self->request(w.handle, st.cfg.settings.call_timeout, call_atom_v, *st.call)
     .then(
@@ -180,11 +179,10 @@ std::string worker_name(const elastic_worker& w) {
 void worker_failed(elastic_actor self, int32_t id, const std::string& why) {
   auto& st = self->state;
   auto i = st.workers.find(id);
-  if (i == st.workers.end() || i->second.gone)
+  if (i == st.workers.end() || is_gone(st, id))
     return;
   auto& w = i->second;
-  bool leaving = w.leaving;
-  w.gone = true;
+  bool leaving = is_leaving(st, id);
   stop_worker(self, id);
   if (leaving || st.ph == elastic_phase::stopping || st.ph == elastic_phase::stopped)
     return;
@@ -201,7 +199,7 @@ void worker_failed(elastic_actor self, int32_t id, const std::string& why) {
     return;
   bool any_alive = false;
   for (auto& [wid, x] : st.workers)
-    any_alive = any_alive || (!x.gone && !x.leaving);
+    any_alive = any_alive || (!is_gone(st, wid) && !is_leaving(st, wid));
   if (!any_alive) {
     elastic_fail(self, make_error(error_kind::worker_error,
                                   fmt::format("every worker of the elastic job failed; the first: "
@@ -216,12 +214,13 @@ void worker_failed(elastic_actor self, int32_t id, const std::string& why) {
 void colocated(elastic_actor self, int32_t id, node_colocator coloc) {
   auto& st = self->state;
   auto& w = st.workers[id];
-  if (w.gone || st.ph == elastic_phase::stopping || st.ph == elastic_phase::stopped) {
-    caf::anon_send(coloc, stop_atom_v);
-    return;
-  }
   w.coloc = coloc;
   self->monitor(coloc);
+  // A worker that ended meanwhile still has to stop the colocator it got.
+  if (st.registry.colocated(id) == elastic::give_back::stop_colocator)
+    stop_colocator(self, id);
+  else if (st.ph == elastic_phase::stopping || st.ph == elastic_phase::stopped)
+    stop_worker(self, id);
 }
 
 void colocate(elastic_actor self, int32_t id) {
@@ -265,7 +264,7 @@ void reserve_and_colocate(elastic_actor self, int32_t id) {
       [=](const reservation&) {
         auto& st = self->state;
         auto& w = st.workers[id];
-        if (w.gone) {
+        if (st.registry.reserved(id) == elastic::give_back::release_reservation) {
           caf::anon_send(st.agents_by_node[node], release_atom_v, w.sub_job);
           return;
         }
@@ -289,6 +288,7 @@ void reserve_and_colocate(elastic_actor self, int32_t id) {
                     });
       },
       [=](caf::error& err) {
+        self->state.registry.reserve_failed(id);
         worker_failed(self, id, fmt::format("could not reserve resources: {}", describe(err)));
       });
 }
@@ -320,23 +320,40 @@ void start_worker(elastic_actor self, int32_t id) {
       });
 }
 
-void stop_worker(elastic_actor self, int32_t id) {
+void stop_colocator(elastic_actor self, int32_t id) {
   auto& st = self->state;
   auto& w = st.workers[id];
-  w.gone = true;
-  if (w.coloc) {
-    auto job = w.sub_job;
-    st.stopping_jobs.insert(job);
-    auto stopped = [=] {
-      self->state.stopping_jobs.erase(job);
-      shutdown_done(self);
-    };
-    self->request(w.coloc, st.cfg.settings.timeout + knobs::colocator_stop_slack, stop_atom_v)
-      .then([=](bool) { stopped(); }, [=](caf::error&) { stopped(); });
-    self->demonitor(w.coloc.address());
-    w.coloc = nullptr;
-  } else if (auto a = st.agents_by_node.find(w.node); a != st.agents_by_node.end() && a->second) {
-    caf::anon_send(a->second, release_atom_v, w.sub_job);
+  if (!w.coloc) {
+    st.registry.colocator_stopped(id);
+    return;
+  }
+  auto job = w.sub_job;
+  st.stopping_jobs.insert(job);
+  auto stopped = [=] {
+    self->state.registry.colocator_stopped(id);
+    self->state.stopping_jobs.erase(job);
+    shutdown_done(self);
+  };
+  self->request(w.coloc, st.cfg.settings.timeout + knobs::colocator_stop_slack, stop_atom_v)
+    .then([=](bool) { stopped(); }, [=](caf::error&) { stopped(); });
+  self->demonitor(w.coloc.address());
+  w.coloc = nullptr;
+}
+
+void stop_worker(elastic_actor self, int32_t id) {
+  auto& st = self->state;
+  switch (st.registry.gone(id)) {
+    case elastic::give_back::stop_colocator:
+      stop_colocator(self, id);
+      break;
+    case elastic::give_back::release_reservation: {
+      auto& w = st.workers[id];
+      if (auto a = st.agents_by_node.find(w.node); a != st.agents_by_node.end() && a->second)
+        caf::anon_send(a->second, release_atom_v, w.sub_job);
+      break;
+    }
+    case elastic::give_back::none:
+      break;
   }
 }
 
@@ -348,8 +365,7 @@ void elastic_fail(elastic_actor self, caf::error err) {
   st.failure = err;
   answer_all(self, err);
   for (auto& [id, w] : st.workers)
-    if (!w.gone)
-      stop_worker(self, id);
+    stop_worker(self, id);
 }
 
 namespace {
@@ -408,10 +424,12 @@ coordinator::behavior_type elastic_impl(elastic_actor self, coordinator_config c
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (auto& [id, w] : st.workers) {
-      if (w.gone)
+      if (is_gone(st, id))
         continue;
       if (w.coloc && w.coloc.address() == dm.source) {
+        // Gone with its node: nothing left there to stop or release.
         w.coloc = nullptr;
+        st.registry.colocator_stopped(id);
         worker_failed(self, id, fmt::format("was lost with its node ({})",
                                             caf::to_string(dm.reason)));
         return;
@@ -449,9 +467,10 @@ coordinator::behavior_type elastic_impl(elastic_actor self, coordinator_config c
                           fmt::format("unexpected registration of worker {} for job {}",
                                       hello.world_rank, hello.job_id));
       auto& w = i->second;
-      if (w.gone)
+      if (is_gone(st, w.id))
         return make_error(error_kind::not_started, "this worker was stopped");
       w.registered = true;
+      st.registry.registered(w.id);
       w.handle = handle;
       w.pid = hello.pid;
       self->monitor(handle);
@@ -470,7 +489,7 @@ coordinator::behavior_type elastic_impl(elastic_actor self, coordinator_config c
       // its colocator stops (it releases the worker's reservation on its
       // node), or a host listed again later could not be used (its CPUs
       // stayed reserved, the reservation failed and blacklisted it).
-      if (ex.expected || w.leaving) {
+      if (ex.expected || is_leaving(st, w.id)) {
         stop_worker(self, w.id);
         check_finished(self);
         return;
@@ -543,8 +562,7 @@ coordinator::behavior_type elastic_impl(elastic_actor self, coordinator_config c
         return rp;
       answer_all(self, make_error(error_kind::not_started, "the executor was shut down"));
       for (auto& [id, w] : st.workers)
-        if (!w.gone)
-          stop_worker(self, id);
+        stop_worker(self, id);
       st.ph = elastic_phase::stopping;
       if (st.finder)
         caf::anon_send_exit(st.finder, caf::exit_reason::user_shutdown);
@@ -562,7 +580,7 @@ coordinator::behavior_type elastic_impl(elastic_actor self, coordinator_config c
     },
     [=](leave_due_atom, int32_t id) {
       auto& st = self->state;
-      if (auto i = st.workers.find(id); i != st.workers.end() && !i->second.gone) {
+      if (auto i = st.workers.find(id); i != st.workers.end() && !is_gone(st, id)) {
         log::info("job {}: {} did not leave within {} s; stopping it", st.cfg.job_id,
                   worker_name(i->second), knobs::elastic_leave_grace.count() / 1000.0);
         stop_worker(self, id);

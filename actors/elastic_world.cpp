@@ -270,7 +270,7 @@ void publish(elastic_actor self, const elastic::world_plan& plan, bool failure) 
     int32_t id = static_cast<int32_t>(seat.id);
     if (seat.id < 0) {
       added = true;
-      id = st.next_id++;
+      id = static_cast<int32_t>(st.registry.add(seat.host));
       auto& w = st.workers[id];
       w.id = id;
       w.node = seat.host;
@@ -291,8 +291,7 @@ void publish(elastic_actor self, const elastic::world_plan& plan, bool failure) 
   }
   for (auto id64 : plan.leaving) {
     auto id = static_cast<int32_t>(id64);
-    auto& w = st.workers[id];
-    w.leaving = true;
+    st.registry.leave(id);
     caf::anon_send(store, set_atom_v, scope, fmt::format("assign/{}/{}", id, gen), bytes("removed"));
     caf::anon_send(store, set_atom_v, scope, fmt::format("latest/{}", id), bytes(std::to_string(gen)));
     self->delayed_send(self, knobs::elastic_leave_grace, leave_due_atom_v, id);
@@ -337,7 +336,7 @@ void replan(elastic_actor self, bool failure) {
   bool held_state = false;
   for (auto& [id, w] : st.workers) {
     held_state = held_state || w.has_state;
-    if (!w.gone && !w.leaving)
+    if (!is_gone(st, id) && !is_leaving(st, id))
       members.push_back({id, w.node, w.has_state});
   }
   bool any_state = std::any_of(members.begin(), members.end(),

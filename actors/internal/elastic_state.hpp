@@ -39,6 +39,7 @@
 
 #include "internal/coordinator.hpp"
 #include "internal/elastic_policy.hpp"
+#include "internal/elastic_workers.hpp"
 
 namespace hvactor::detail {
 
@@ -56,10 +57,8 @@ struct elastic_worker {
   bool registered = false;
   /// Joined a generation that formed: holds the job's state.
   bool has_state = false;
-  /// Not in the current world any more; stopped after its grace.
-  bool leaving = false;
-  /// Its process ended, failed or was stopped.
-  bool gone = false;
+  // Its phase (leaving, gone) and what it holds on its node live in the
+  // state's worker registry (elastic_workers.hpp).
   /// Returned successfully (the run's call, or exit 0 for hvactor-run).
   bool returned = false;
   std::vector<char> payload;
@@ -86,7 +85,8 @@ struct elastic_coordinator_state {
   /// shrunken job); nullopt while there are enough.
   std::optional<caf::timestamp> short_since;
   std::map<int32_t, elastic_worker> workers;
-  int32_t next_id = 0;
+  /// Every worker's phase and holdings, and what to give back when it ends.
+  elastic::worker_registry registry;
   int generation = -1;
   bool formed = false;
   /// Worker ids by rank in the current generation.
@@ -113,6 +113,18 @@ struct elastic_coordinator_state {
 
 using elastic_actor = proto::coordinator::stateful_pointer<elastic_coordinator_state>;
 
+/// Whether worker `id` ended (its process exited, failed or was stopped).
+inline bool is_gone(const elastic_coordinator_state& st, int32_t id) {
+  return st.registry.is_gone(id);
+}
+
+/// Whether worker `id` is not in the current world any more (it exits on
+/// its own, or is stopped after its grace).
+inline bool is_leaving(const elastic_coordinator_state& st, int32_t id) {
+  auto* w = st.registry.find(id);
+  return w != nullptr && w->phase == elastic::worker_phase::leaving;
+}
+
 /// Polls discovery (and the registry) once; schedules the next poll.
 void poll_discovery(elastic_actor self);
 
@@ -127,8 +139,13 @@ void elastic_fail(elastic_actor self, caf::error err);
 /// Starts the worker process of a new seat on `node` (elastic_coordinator.cpp).
 void start_worker(elastic_actor self, int32_t id);
 
-/// Stops a worker's colocator (its process and reservation).
+/// Ends a worker: gives back what it holds on its node as the registry
+/// says (stops its colocator, or releases its reservation). Idempotent.
 void stop_worker(elastic_actor self, int32_t id);
+
+/// Tells worker `id`'s colocator to stop (it reaps the process, then
+/// releases the reservation); reports the answer to the registry.
+void stop_colocator(elastic_actor self, int32_t id);
 
 /// The available hosts now: found, live and not blacklisted, in order.
 std::vector<host_slots> available_hosts(elastic_actor self);

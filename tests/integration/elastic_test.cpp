@@ -138,6 +138,16 @@ TEST_CASE("a host removed and listed again is used again: its workers' CPUs were
                 4, 6, 4);
 }
 
+TEST_CASE("a host that shrinks and grows back gets its slot again (four results, five started, "
+          "four finished)") {
+  cluster c{hosts_cluster()};
+  schedule_test(c,
+                {"--schedule", "host-1:2,host-2:2@4/2|host-1:1,host-2:2@3/3|host-1:2,host-2:2",
+                 "--min", "2", "--max", "4", "--epochs", "16", "--epoch-ms", "40",
+                 "--period-ms", "100"},
+                4, 5, 4);
+}
+
 TEST_CASE("max_workers 2 with more hosts discovered: two results, two started, two finished") {
   cluster c{hosts_cluster()};
   schedule_test(c,

@@ -34,8 +34,13 @@
 //     missing ranks), `coordinator` computes local/cross ranks and sends
 //     every worker `set_env` with the Horovod variables, then the user's
 //     extra_env_vars; then `start<T>` sends `call` with the constructor.
-//  7. Calls travel driver -> coordinator -> workers (`call`) and back in
-//     world-rank order. A worker process that exits is reported by its
+//  7. A synchronous `run()` from the thread that started the executor sends
+//     `call` to the workers itself, one request id for all of them
+//     (job_session::call_workers; the coordinator is told through
+//     `direct_calls` and decides any failure); calls from other threads,
+//     `run_remote`, `execute_single` and every call of an elastic job travel
+//     driver -> coordinator -> workers. Answers come back in world-rank
+//     order. A worker process that exits is reported by its
 //     colocator (`worker_exit`, with exit status and stderr tail) and fails
 //     every pending call of the job at once; a colocator that goes away
 //     (its node died) fails the job with `node_lost`.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "internal/elastic_assignment.hpp"
 #include "internal/elastic_state.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/caf_error.hpp"
@@ -199,9 +200,13 @@ bool same_world(const elastic::world_plan& plan, const std::vector<int32_t>& sea
   return true;
 }
 
-std::string layout_text(const rank_layout& l) {
-  return fmt::format("{} {} {} {} {} {}", l.rank, l.size, l.local_rank, l.local_size, l.cross_rank,
-                     l.cross_size);
+std::vector<char> assignment_bytes(const rank_layout& l) {
+  return elastic_protocol::encode({.rank = l.rank,
+                                   .size = l.size,
+                                   .local_rank = l.local_rank,
+                                   .local_size = l.local_size,
+                                   .cross_rank = l.cross_rank,
+                                   .cross_size = l.cross_size});
 }
 
 void watch_resets(elastic_actor self, int gen) {
@@ -286,13 +291,14 @@ void publish(elastic_actor self, const elastic::world_plan& plan, bool failure) 
     auto& w = st.workers[seats[r]];
     w.rank = static_cast<int>(r);
     caf::anon_send(store, set_atom_v, scope, fmt::format("assign/{}/{}", w.id, gen),
-              bytes(layout_text(plan.seats[r].layout)));
+              assignment_bytes(plan.seats[r].layout));
     caf::anon_send(store, set_atom_v, scope, fmt::format("latest/{}", w.id), bytes(std::to_string(gen)));
   }
   for (auto id64 : plan.leaving) {
     auto id = static_cast<int32_t>(id64);
     st.registry.leave(id);
-    caf::anon_send(store, set_atom_v, scope, fmt::format("assign/{}/{}", id, gen), bytes("removed"));
+    caf::anon_send(store, set_atom_v, scope, fmt::format("assign/{}/{}", id, gen),
+                   elastic_protocol::encode({.removed = true}));
     caf::anon_send(store, set_atom_v, scope, fmt::format("latest/{}", id), bytes(std::to_string(gen)));
     self->delayed_send(self, knobs::elastic_leave_grace, leave_due_atom_v, id);
   }

@@ -12,7 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <cstring>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -90,47 +89,33 @@ collectives::rendezvous_client& client(session& s) {
   ::_exit(0);
 }
 
-// "rank size local_rank local_size cross_rank cross_size" into the env.
-void apply(const std::string& job, int gen, const std::string& assignment) {
-  std::istringstream in{assignment};
-  int v[6];
-  for (auto& x : v)
-    if (!(in >> x))
-      throw error(fmt::format("hvd::init: malformed elastic assignment '{}'", assignment));
-  const char* names[6] = {env::rank,       env::size,       env::local_rank,
-                          env::local_size, env::cross_rank, env::cross_size};
-  for (int i = 0; i < 6; ++i)
-    ::setenv(names[i], std::to_string(v[i]).c_str(), 1);
-  ::setenv(env::rendezvous_scope, fmt::format("{}/{}", job, gen).c_str(), 1);
-}
-
 } // namespace
 
 bool enabled() {
   return env::get(env::elastic).value_or("") == "1" && env::get(env::elastic_worker).has_value();
 }
 
-int take_assignment() {
+taken_assignment take_assignment() {
   auto& s = global();
   std::lock_guard<std::mutex> lk{s.mu};
   auto& c = client(s);
   auto prefix = "assign/" + s.worker + "/";
-  auto value = text(c.get(prefix + std::to_string(s.next), wait_limit()));
+  auto value = c.get(prefix + std::to_string(s.next), wait_limit());
   int gen = s.next;
   // Skip generations superseded meanwhile.
   if (auto latest = c.try_get("latest/" + s.worker)) {
     int newest = std::atoi(text(*latest).c_str());
     if (newest > gen) {
       gen = newest;
-      value = text(c.get(prefix + std::to_string(gen), wait_limit()));
+      value = c.get(prefix + std::to_string(gen), wait_limit());
     }
   }
   s.next = gen + 1;
   s.timing.assigned = std::chrono::steady_clock::now();
-  if (value == "removed")
+  auto where = elastic_protocol::decode(value);
+  if (where.removed)
     leave_removed(gen);
-  apply(s.job, gen, value);
-  return gen;
+  return {gen, where, fmt::format("{}/{}", s.job, gen)};
 }
 
 void joined(int gen, int rank) {

@@ -203,7 +203,8 @@ struct connection {
   std::unique_ptr<collectives::rendezvous_client> store;
 };
 
-connection connect(const topology& topo, int connection_no, const detail::engine_options& opts) {
+connection connect(const topology& topo, const std::string& scope, int connection_no,
+                   const detail::engine_options& opts) {
   if (topo.size == 1)
     return {collectives::make_local_backend(), nullptr};
   auto addr = env::get(env::rendezvous_addr);
@@ -212,7 +213,6 @@ connection connect(const topology& topo, int connection_no, const detail::engine
     throw error(fmt::format("hvd::init: {}={} but {} / {} are not set; start the program with "
                             "hvactor-run or through an hvactor::executor",
                             env::size, topo.size, env::rendezvous_addr, env::rendezvous_port));
-  auto scope = env::get(env::rendezvous_scope).value_or("default/0");
   auto client = std::make_unique<collectives::rendezvous_client>(
     *addr, static_cast<uint16_t>(port), scope, opts.timeout);
   auto host = collectives::make_host_backend(
@@ -279,9 +279,9 @@ detail::engine& device_engine(const char* call) {
   return eng;
 }
 
-// init() for one world: the topology and rendezvous scope in the env.
-void connect_locked(state& st) {
-  auto t = topology_from_env();
+// init() for one world: this rank's place and its rendezvous scope (from
+// the environment for a static job, from the assignment for an elastic one).
+void connect_locked(state& st, const topology& t, const std::string& scope) {
   auto opts = engine_options_from_env();
   // Before the engine's and Gloo's threads start (they inherit it).
   st.binding = collectives::bind_from_env(t.local_rank, t.local_size);
@@ -300,7 +300,7 @@ void connect_locked(state& st) {
   // Elastic jobs: every generation has a scope of its own, shared by
   // processes that connected different numbers of times before.
   auto connection_no = elastic::detail::enabled() ? 0 : st.connections;
-  auto conn = connect(t, connection_no, opts);
+  auto conn = connect(t, scope, connection_no, opts);
   ++st.connections;
   auto prefix = fmt::format("gloo.{}", connection_no);
   st.topo = t;
@@ -326,15 +326,19 @@ void init() {
   if (st.engine)
     return;
   if (!elastic::detail::enabled()) {
-    connect_locked(st);
+    connect_locked(st, topology_from_env(), env::get(env::rendezvous_scope).value_or("default/0"));
     return;
   }
   // Elastic: join the newest generation this worker is assigned to. A
   // failed connection (a peer died meanwhile) asks the driver for the next.
   for (int failures = 0;; ++failures) {
-    int gen = elastic::detail::take_assignment();
+    auto taken = elastic::detail::take_assignment();
+    int gen = taken.generation;
     try {
-      connect_locked(st);
+      const auto& w = taken.where;
+      topology t{w.rank,       w.size,       w.local_rank, w.local_size,
+                 w.cross_rank, w.cross_size, env::get(env::hostname).value_or(machine_hostname())};
+      connect_locked(st, t, taken.scope);
       elastic::detail::joined(gen, st.topo.rank);
       return;
     } catch (const error& e) {

@@ -3,8 +3,8 @@
 // Internal: a worker's side of an elastic job's generations, kept across
 // hvd::init/shutdown. The driver writes into the rendezvous store's scope
 // "<job>/elastic":
-//   assign/<worker>/<gen>  "rank size local_rank local_size cross_rank
-//                           cross_size" or "removed"
+//   assign/<worker>/<gen>  its place or "removed" (elastic_assignment.hpp's
+//                           binary codec, shared with the driver)
 //   latest/<worker>        the newest generation assigned to the worker
 //   changed/<gen>          host_update flags: the hosts changed while <gen>
 //                          was the world (rank 0 watches it)
@@ -16,17 +16,26 @@
 #include <chrono>
 #include <string>
 
+#include "internal/elastic_assignment.hpp"
+
 namespace hvactor::hvd::elastic::detail {
 
 /// HOROVOD_ELASTIC=1 and HVACTOR_ELASTIC_WORKER are set.
 bool enabled();
 
-/// Waits for this worker's next assignment (skipping to the newest one),
-/// puts it into the environment (HOROVOD_RANK.., HVACTOR_RENDEZVOUS_SCOPE)
-/// and returns its generation. A worker removed from the job leaves the
-/// process (exit 0). Throws rendezvous_timeout when none comes within
-/// HVACTOR_ELASTIC_WAIT_MS.
-int take_assignment();
+/// A generation this worker is assigned to: its place and the rendezvous
+/// scope of that generation's collectives ("<job>/<gen>").
+struct taken_assignment {
+  int generation = 0;
+  elastic_protocol::assignment where;
+  std::string scope;
+};
+
+/// Waits for this worker's next assignment (skipping to the newest one)
+/// and returns it. A worker removed from the job leaves the process (exit
+/// 0). Throws rendezvous_timeout when none comes within
+/// HVACTOR_ELASTIC_WAIT_MS, hvactor::error when it is malformed.
+taken_assignment take_assignment();
 
 /// The collectives of `gen` connected as `rank`: tells the driver; rank 0
 /// starts watching for host changes.

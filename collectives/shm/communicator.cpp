@@ -3,7 +3,6 @@
 #include <immintrin.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "internal/binding.hpp"
 #include "internal/knobs.hpp"
 #include "shm/reduce.hpp"
+#include "shm/short_slice.hpp"
 
 namespace hvactor::collectives::shm {
 
@@ -34,61 +34,6 @@ bool reached(uint32_t value, uint32_t step) {
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
-
-// sched_setattr(2)'s first version (the C library has no wrapper).
-struct kernel_sched_attr {
-  uint32_t size;
-  uint32_t sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime;
-  uint64_t sched_deadline;
-  uint64_t sched_period;
-};
-
-constexpr uint64_t sched_flag_reset_on_fork = 0x01;
-
-// A short scheduler slice for the calling thread while it sleeps on a
-// peer's word (knobs::shm_wake_slice), the attributes it had again after
-// (read each time: its nice value may have changed meanwhile). Only for
-// SCHED_OTHER threads; where the kernel refuses, never tried again.
-class short_slice {
-public:
-  short_slice() noexcept {
-    if (refused())
-      return;
-    saved_.size = sizeof(kernel_sched_attr);
-    if (::syscall(SYS_sched_getattr, 0, &saved_, sizeof(kernel_sched_attr), 0) != 0) {
-      refused() = true;
-      return;
-    }
-    if (saved_.sched_policy != SCHED_OTHER)
-      return;
-    saved_.size = sizeof(kernel_sched_attr);
-    saved_.sched_flags &= sched_flag_reset_on_fork;
-    auto attr = saved_;
-    attr.sched_runtime =
-      static_cast<uint64_t>(std::chrono::nanoseconds{knobs::shm_wake_slice}.count());
-    set_ = ::syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
-    refused() = !set_;
-  }
-  ~short_slice() {
-    if (set_)
-      ::syscall(SYS_sched_setattr, 0, &saved_, 0);
-  }
-  short_slice(const short_slice&) = delete;
-  short_slice& operator=(const short_slice&) = delete;
-
-private:
-  static bool& refused() noexcept {
-    thread_local bool no = false;
-    return no;
-  }
-
-  kernel_sched_attr saved_{};
-  bool set_ = false;
-};
 
 } // namespace
 

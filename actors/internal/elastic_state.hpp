@@ -136,7 +136,15 @@ void replan(elastic_actor self, bool failure);
 /// Fails the job: a pending start, run or finished request gets `err`.
 void elastic_fail(elastic_actor self, caf::error err);
 
-/// Starts the worker process of a new seat on `node` (elastic_coordinator.cpp).
+/// Worker `id` failed (`why` completes "worker 3 on node 'n1' (pid 42) ..."):
+/// stops it, blacklists its host and replans, or fails the job
+/// (elastic_coordinator.cpp).
+void worker_failed(elastic_actor self, int32_t id, const std::string& why);
+
+/// Answers the shutdown once every colocator stopped.
+void shutdown_done(elastic_actor self);
+
+/// Starts the worker process of a new seat on `node` (elastic_processes.cpp).
 void start_worker(elastic_actor self, int32_t id);
 
 /// Ends a worker: gives back what it holds on its node as the registry

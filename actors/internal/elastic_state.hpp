@@ -1,8 +1,10 @@
 #pragma once
 
-// Internal: the elastic coordinator's state and the functions its two files
-// share (elastic_coordinator.cpp: the actor, workers' lifecycle, the run
-// call; elastic_world.cpp: discovery, planning and publishing generations).
+// Internal: the elastic coordinator's state and the functions its files
+// share (elastic_coordinator.cpp: the actor, workers' failures, the run
+// call; elastic_processes.cpp: starting and stopping the workers'
+// processes; elastic_world.cpp: discovery, planning and publishing
+// generations).
 //
 // Protocol of an elastic job (horovod/runner/elastic/driver.py, rebuilt):
 //  1. start: discovery is polled every discovery_period; start() answers

@@ -365,7 +365,7 @@ TEST_CASE("every op and dtype at 2, 3 and 4 ranks equals a reference computed lo
     check_clean(ex.run(&every_op_and_dtype));
     ex.shutdown();
   }
-  // The default 4 MiB slots too.
+  // The default slots too.
   hvactor::executor ex{test_runtime(), job_settings(60s), {.num_workers = 3}};
   ex.start();
   check_clean(ex.run(&every_op_and_dtype));

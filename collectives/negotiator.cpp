@@ -1,59 +1,23 @@
+// collectives::negotiator: its state (local operations, the lane's
+// sequence, join), the header it proposes (step 1, and the solo fast path),
+// what the reduced header asks for (step 2's plan), and the round's verdict
+// (step 3: finish). The lane's exchanges are in negotiator_lane.cpp, the
+// name table's in negotiator_names.cpp.
 #include "internal/negotiator.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <limits>
 #include <stdexcept>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "internal/negotiation_header.hpp"
 #include "internal/shape_check.hpp"
 
 namespace hvactor::collectives {
 
-namespace {
-
-// A rank with no unnamed operation pending proposes this lane head: never
-// equal to a real one, so the lane waits.
-constexpr int64_t no_lane = int64_t{1} << 60;
-
-// What a joined rank without unnamed operations proposes for every lane
-// word: above any value, so the minimum is the other ranks'.
-constexpr int64_t no_constraint = std::numeric_limits<int64_t>::max();
-
-// Header words (negated ones carry a maximum through the min).
-enum word : size_t {
-  head,         // the lane's first sequence number
-  neg_head,     //
-  run,          // unnamed operations pending from there
-  neg_run,      //
-  print,        // fingerprint of the whole run
-  neg_print,    //
-  neg_announce, // -1: some rank announces names
-  neg_abort,    // -1: some rank asks to fail everything pending
-  neg_next_seq, // -(next sequence number): the lane restarts there after an abort
-  leaver,       // the lowest rank that shuts down (size: none)
-  neg_joined,   // -1: some rank has joined (hvd::join)
-  all_joined,   // 1: every rank has joined
-  neg_no_data,  // -1: some rank's exchange carries no data (see data_word)
-};
-static_assert(negotiator::fixed_words == 13);
-static_assert(negotiator::data_word == neg_no_data);
-
-// A cache slot's word: this rank has the name pending (1), has not (0),
-// submitted it with another shape (-1), or has joined and stands in for it
-// with zeros (2). The name runs when the minimum is 1: every rank has it or
-// has joined, and some rank has it.
-constexpr int64_t slot_pending = 1;
-constexpr int64_t slot_joined = 2;
-
-// Announcements start with this byte: 'J' when the rank joins this round.
-constexpr char joins = 'J';
-constexpr char stays = '-';
-
-} // namespace
+using namespace negotiation_header;
 
 negotiator::negotiator(int rank, int size, std::string host, size_t cache_capacity)
   : rank_(rank),
@@ -233,212 +197,6 @@ negotiator::plan negotiator::read(std::span<const int64_t> reduced) {
   return p;
 }
 
-std::vector<int64_t> negotiator::lane_prefix() const {
-  if (lane_.size() < lane_run_) // joined, without unnamed operations: no constraint
-    return {no_constraint, no_constraint};
-  std::vector<const operation*> prefix;
-  for (size_t i = 0; i < lane_run_; ++i)
-    prefix.push_back(local_.at(lane_[i]).op);
-  auto f = shape_check::fingerprint(false, prefix);
-  return {f, -f};
-}
-
-bool negotiator::read_lane_prefix(std::span<const int64_t> reduced) {
-  lane_failed_ = reduced[0] != -reduced[1];
-  return lane_failed_;
-}
-
-std::string negotiator::lane_list() const {
-  // Unnamed: the messages name the operations by kind and shape, as the
-  // caller wrote them.
-  op_list prefix{false, {}};
-  for (size_t i = 0; i < std::min(lane_run_, lane_.size()); ++i) {
-    prefix.ops.push_back(*local_.at(lane_[i]).op);
-    prefix.ops.back().name.clear();
-  }
-  return name_check::encode(prefix);
-}
-
-void negotiator::explain_lane(const std::vector<std::string>& lists) {
-  std::vector<op_list> decoded;
-  for (size_t r = 0; r < lists.size(); ++r)
-    decoded.push_back(name_check::decode(lists[r], static_cast<int>(r)));
-  // A joined rank without unnamed operations has an empty list: it takes
-  // the first full one's place, so that only the others are compared.
-  auto full = std::find_if(decoded.begin(), decoded.end(),
-                           [&](const op_list& l) { return l.ops.size() >= lane_run_; });
-  if (full != decoded.end()) {
-    auto model = *full;
-    for (auto& l : decoded)
-      if (l.ops.empty())
-        l = model;
-  }
-  try {
-    shape_check::explain(decoded, rank_, host_);
-    throw collective_error(fmt::format(
-      "hvd: the ranks' unnamed collectives differ (their fingerprints do), but their lists look "
-      "alike on rank {} ({}); do all ranks run the same hvactor build?",
-      rank_, host_));
-  } catch (...) {
-    lane_error_ = std::current_exception();
-  }
-}
-
-void negotiator::read_lane_lists(const std::vector<std::string>& lists) {
-  if (lane_failed_ || lane_.size() >= lane_run_)
-    return;
-  for (size_t r = 0; r < lists.size(); ++r) {
-    auto list = name_check::decode(lists[r], static_cast<int>(r));
-    if (list.ops.size() >= lane_run_) {
-      list.ops.resize(lane_run_);
-      lane_zeros_ = std::move(list.ops);
-      return;
-    }
-  }
-}
-
-std::string negotiator::announcements() const {
-  op_list mine{false, {}};
-  mine.ops.reserve(announcing_.size());
-  for (auto id : announcing_)
-    mine.ops.push_back(*local_.at(id).op);
-  return (joining_ ? joins : stays) + name_check::encode(mine);
-}
-
-bool negotiator::every_rank_has(const entry& e) const {
-  for (size_t r = 0; r < e.seen.size(); ++r)
-    if (!e.seen[r] && !joined_[r])
-      return false;
-  return true;
-}
-
-void negotiator::learn(const std::vector<std::string>& all) {
-  // Joins first: a name every other rank announced this round runs now.
-  bool new_joiners = false;
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty() || (all[r][0] != joins && all[r][0] != stays))
-      throw collective_error(fmt::format(
-        "hvd: rank {} sent a negotiation message that is not one, seen on rank {} ({}); do all "
-        "ranks run the same hvactor build?",
-        r, rank_, host_));
-    if (all[r][0] == joins && !joined_[r]) {
-      joined_[r] = true;
-      ++joined_count_;
-      last_joined_ = static_cast<int>(r);
-      new_joiners = true;
-    }
-  }
-  joining_ = false;
-  for (size_t r = 0; r < all.size(); ++r) {
-    auto list = name_check::decode(std::string_view(all[r]).substr(1), static_cast<int>(r));
-    for (auto& op : list.ops) {
-      auto& e = table_[op.name];
-      if (e.seen.empty()) {
-        e.seen.assign(static_cast<size_t>(size_), false);
-        e.by_rank.resize(static_cast<size_t>(size_));
-      }
-      if (e.seen[r])
-        continue; // cannot happen: names are unique per rank in flight
-      e.seen[r] = true;
-      e.by_rank[r] = std::move(op);
-      ++e.count;
-      if (!e.done && every_rank_has(e)) {
-        e.done = true;
-        completed_.push_back(e.by_rank[r].name);
-      }
-    }
-  }
-  if (new_joiners) {
-    // Names that waited only on the new joiners, in an order every rank
-    // shares.
-    std::vector<std::string> more;
-    for (auto& [name, e] : table_)
-      if (!e.done && every_rank_has(e)) {
-        e.done = true;
-        more.push_back(name);
-      }
-    std::sort(more.begin(), more.end());
-    completed_.insert(completed_.end(), more.begin(), more.end());
-  }
-}
-
-// Why `op` cannot run while some rank has joined (Horovod's messages), or
-// nullptr.
-std::exception_ptr negotiator::refusal(const operation& op) const {
-  if (joined_count_ == 0 || (op.kind == op_kind::allreduce && !op.device)
-      || op.kind == op_kind::barrier)
-    return nullptr;
-  std::string who;
-  for (int r = 0; r < size_; ++r)
-    if (joined_[static_cast<size_t>(r)])
-      who += (who.empty() ? "" : ", ") + std::to_string(r);
-  std::string what = op.device ? "Device tensors are" : [&] {
-    auto k = std::string{to_string(op.kind)};
-    k[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(k[0])));
-    return k + " is";
-  }();
-  return std::make_exception_ptr(collective_error(fmt::format(
-    "hvd: {} failed on rank {} ({}): {} not supported with Join at this time (rank{} {} called "
-    "hvd::join(), and joined ranks take part, with zeros, only in allreduces of host memory and in barriers)",
-    describe(op), rank_, host_, what, joined_count_ > 1 ? "s" : "", who)));
-}
-
-// This joined rank takes part in `op` with zeros.
-void negotiator::take_part(const operation& op, round_result& out) {
-  auto id = next_phantom_++;
-  out.zeros.emplace_back(id, op);
-  out.ready.push_back(id);
-}
-
-// Every rank announced `name`: it runs, or fails everywhere when two ranks
-// gave it different shapes.
-void negotiator::complete(const std::string& name, entry& e, round_result& out) {
-  auto i = by_name_.find(name);
-  bool have = i != by_name_.end();
-  auto mine = have ? i->second : 0;
-  // Joined ranks that did not submit it compare as the first that did.
-  size_t first = 0;
-  while (!e.seen[first])
-    ++first;
-  const auto& model = e.by_rank[first];
-  std::vector<op_list> lists;
-  lists.reserve(e.by_rank.size());
-  bool agree = true;
-  for (size_t r = 0; r < e.by_rank.size(); ++r) {
-    const auto& op = e.seen[r] ? e.by_rank[r] : model;
-    lists.push_back({false, {op}});
-    agree = agree && same_shape(op, model);
-  }
-  if (agree) {
-    if (auto refused = refusal(model)) {
-      if (have)
-        out.failed.emplace_back(mine, refused);
-      return;
-    }
-    if (have)
-      out.ready.push_back(mine);
-    else if (joined())
-      take_part(model, out);
-    if (cache_.capacity() > 0) {
-      auto placed = cache_.insert(model, tick_);
-      // A name evicted from its slot: whoever waits on it announces it.
-      if (placed.evicted)
-        if (auto i = by_name_.find(*placed.evicted); i != by_name_.end()) {
-          auto& l = local_.at(i->second);
-          if (l.st == state::cached)
-            l.st = state::fresh;
-        }
-    }
-    return;
-  }
-  try {
-    shape_check::explain(lists, rank_, host_);
-  } catch (...) {
-    if (have)
-      out.failed.emplace_back(mine, std::current_exception());
-  }
-}
-
 // Every rank joined: the join is over, everywhere in the same round.
 void negotiator::end_join() {
   joined_.assign(static_cast<size_t>(size_), false);
@@ -459,71 +217,11 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
     local_.erase(i);
   };
   if (reduced_[neg_abort] < 0 || reduced_[leaver] < size_) {
-    for (auto& [id, l] : local_)
-      out.failed.emplace_back(id, abort_error);
-    local_.clear();
-    by_name_.clear();
-    lane_.clear();
-    table_.clear();
-    next_seq_ = agreed_next_seq_;
-    end_join();
+    fail_all(abort_error, out);
     return out;
   }
-  // 1. Cached names every rank has pending (or has joined), by slot; a
-  // joined rank takes part in those it has not (id 0 here).
-  bool me_joined = joined();
-  std::vector<std::pair<size_t, uint64_t>> hits;
-  for (auto& [id, l] : local_)
-    if (l.st == state::cached && reduced_[fixed_words + l.slot] == slot_pending)
-      hits.emplace_back(l.slot, id);
-  if (me_joined) {
-    std::vector<bool> mine(cache_.words(), false);
-    for (auto& h : hits)
-      mine[h.first] = true;
-    for (size_t s = 0; s < cache_.words(); ++s)
-      if (reduced_[fixed_words + s] == slot_pending && !mine[s] && cache_.in_use(s))
-        hits.emplace_back(s, 0);
-  }
-  std::sort(hits.begin(), hits.end());
-  for (auto& [slot, id] : hits) {
-    cache_.touch(slot, tick_);
-    if (auto refused = refusal(cache_.at(slot))) {
-      if (id != 0)
-        out.failed.emplace_back(id, refused);
-    } else if (id != 0) {
-      out.ready.push_back(id);
-    } else {
-      take_part(cache_.at(slot), out);
-    }
-  }
-  // Slots some rank invalidated: freed everywhere; who waits on one
-  // announces its name next round.
-  for (size_t s = 0; s < cache_.words(); ++s)
-    if (reduced_[fixed_words + s] < 0)
-      cache_.erase(s);
-  for (auto& [id, l] : local_)
-    if (l.st == state::cached && reduced_[fixed_words + l.slot] < 0)
-      l.st = state::fresh;
-  // 2. The lane's agreed run (or its failure); a joined rank without
-  // unnamed operations takes part with zeros.
-  size_t lane_done = std::min(lane_run_, lane_.size());
-  for (size_t i = 0; i < lane_done; ++i) {
-    auto id = lane_[i];
-    auto& op = *local_.at(id).op;
-    if (lane_failed_)
-      out.failed.emplace_back(id, lane_error_);
-    else if (auto refused = refusal(op))
-      out.failed.emplace_back(id, refused);
-    else
-      out.ready.push_back(id);
-  }
-  if (lane_done < lane_run_) {
-    if (!lane_failed_)
-      for (auto& op : lane_zeros_)
-        if (!refusal(op))
-          take_part(op, out);
-    next_seq_ += static_cast<int64_t>(lane_run_);
-  }
+  finish_cached(out);
+  size_t lane_done = finish_lane(out);
   // 3. Names every rank has now announced, in the order they completed.
   for (auto& name : completed_) {
     auto i = table_.find(name);
@@ -545,6 +243,81 @@ round_result negotiator::finish(std::exception_ptr abort_error) {
     end_join();
   }
   return out;
+}
+
+// The round aborted or a rank leaves: everything pending fails with
+// `error`, and the lane restarts where every rank agreed.
+void negotiator::fail_all(std::exception_ptr error, round_result& out) {
+  for (auto& [id, l] : local_)
+    out.failed.emplace_back(id, error);
+  local_.clear();
+  by_name_.clear();
+  lane_.clear();
+  table_.clear();
+  next_seq_ = agreed_next_seq_;
+  end_join();
+}
+
+// Step 3, part 1: cached names every rank has pending (or has joined), by
+// slot; a joined rank takes part in those it has not (id 0 here). Then the
+// slots some rank invalidated are freed everywhere; who waits on one
+// announces its name next round.
+void negotiator::finish_cached(round_result& out) {
+  std::vector<std::pair<size_t, uint64_t>> hits;
+  for (auto& [id, l] : local_)
+    if (l.st == state::cached && reduced_[fixed_words + l.slot] == slot_pending)
+      hits.emplace_back(l.slot, id);
+  if (joined()) {
+    std::vector<bool> mine(cache_.words(), false);
+    for (auto& h : hits)
+      mine[h.first] = true;
+    for (size_t s = 0; s < cache_.words(); ++s)
+      if (reduced_[fixed_words + s] == slot_pending && !mine[s] && cache_.in_use(s))
+        hits.emplace_back(s, 0);
+  }
+  std::sort(hits.begin(), hits.end());
+  for (auto& [slot, id] : hits) {
+    cache_.touch(slot, tick_);
+    if (auto refused = refusal(cache_.at(slot))) {
+      if (id != 0)
+        out.failed.emplace_back(id, refused);
+    } else if (id != 0) {
+      out.ready.push_back(id);
+    } else {
+      take_part(cache_.at(slot), out);
+    }
+  }
+  for (size_t s = 0; s < cache_.words(); ++s)
+    if (reduced_[fixed_words + s] < 0)
+      cache_.erase(s);
+  for (auto& [id, l] : local_)
+    if (l.st == state::cached && reduced_[fixed_words + l.slot] < 0)
+      l.st = state::fresh;
+}
+
+// Step 3, part 2: the lane's agreed run (or its failure); a joined rank
+// without unnamed operations takes part with zeros. Returns how many of
+// this rank's lane entries the round settled.
+size_t negotiator::finish_lane(round_result& out) {
+  size_t lane_done = std::min(lane_run_, lane_.size());
+  for (size_t i = 0; i < lane_done; ++i) {
+    auto id = lane_[i];
+    auto& op = *local_.at(id).op;
+    if (lane_failed_)
+      out.failed.emplace_back(id, lane_error_);
+    else if (auto refused = refusal(op))
+      out.failed.emplace_back(id, refused);
+    else
+      out.ready.push_back(id);
+  }
+  if (lane_done < lane_run_) {
+    if (!lane_failed_)
+      for (auto& op : lane_zeros_)
+        if (!refusal(op))
+          take_part(op, out);
+    next_seq_ += static_cast<int64_t>(lane_run_);
+  }
+  return lane_done;
 }
 
 std::vector<uint64_t> negotiator::drop_all() {

@@ -119,28 +119,18 @@ bool drain(int fd, std::string& into, size_t keep, bool tail) {
               + (tail.empty() ? "" : " (stderr: " + tail + ")"));
 }
 
-} // namespace
-
-std::vector<host_slots> run_discovery_script(const std::string& path,
-                                             std::chrono::milliseconds limit) {
-  auto fail = [&](const std::string& why, const std::string& err_text = {}) {
-    script_failed(path, why, err_text);
-  };
-  std::string program;
-  try {
-    program = find_program(path);
-  } catch (const std::invalid_argument& e) {
-    fail(e.what());
-  }
+// Starts `program` (the script `path`) with its stdout and stderr on
+// `fds`: its pid, in a process group of its own. Throws (naming `path`)
+// when it cannot.
+pid_t start_script(const std::string& path, std::string& program, run_fds& fds) {
   std::vector<char*> argv{program.data(), nullptr};
-  run_fds fds;
   if (::pipe2(fds.out, O_CLOEXEC) != 0 || ::pipe2(fds.err, O_CLOEXEC) != 0
       || ::pipe2(fds.exec, O_CLOEXEC) != 0)
-    fail(std::string{"cannot create pipes: "} + std::strerror(errno));
+    script_failed(path, std::string{"cannot create pipes: "} + std::strerror(errno), {});
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0)
-    fail(std::string{"cannot fork: "} + std::strerror(errno));
+    script_failed(path, std::string{"cannot fork: "} + std::strerror(errno), {});
   if (pid == 0)
     exec_script(program.c_str(), argv.data(), fds, parent);
   // Also from here, so that a kill of the group never races the child's own
@@ -158,19 +148,32 @@ std::vector<host_slots> run_discovery_script(const std::string& path,
   if (got == sizeof(exec_errno)) {
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    fail(std::string{"cannot start it: "} + std::strerror(exec_errno));
+    script_failed(path, std::string{"cannot start it: "} + std::strerror(exec_errno), {});
   }
-  ::fcntl(fds.out[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(fds.err[0], F_SETFL, O_NONBLOCK);
+  return pid;
+}
+
+/// What a run of the script left: its output, its stderr's tail, and how
+/// it ended.
+struct script_run {
   std::string out;
   std::string err;
-  bool out_open = true;
-  bool err_open = true;
   bool exited = false;
   bool overflow = false;
+  /// The wait status; -1 when it was lost.
   int status = 0;
+};
+
+// Reads the script's output until it exits, writes too much or `limit`
+// passed (then kills its process group), and reaps it.
+script_run collect(pid_t pid, const run_fds& fds, std::chrono::milliseconds limit) {
+  ::fcntl(fds.out[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(fds.err[0], F_SETFL, O_NONBLOCK);
+  script_run run;
+  bool out_open = true;
+  bool err_open = true;
   auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!exited) {
+  while (!run.exited) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
@@ -180,53 +183,74 @@ std::vector<host_slots> run_discovery_script(const std::string& path,
     // Short slices: the script may exit while a child of it keeps the pipes.
     ::poll(pfds, 2, static_cast<int>(std::min<long>(left.count(), 20)));
     if (out_open)
-      out_open = drain(fds.out[0], out, discovery_output_limit, false);
+      out_open = drain(fds.out[0], run.out, discovery_output_limit, false);
     if (err_open)
-      err_open = drain(fds.err[0], err, stderr_keep, true);
-    if (out.size() > discovery_output_limit) {
-      overflow = true;
+      err_open = drain(fds.err[0], run.err, stderr_keep, true);
+    if (run.out.size() > discovery_output_limit) {
+      run.overflow = true;
       break;
     }
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    pid_t r = ::waitpid(pid, &run.status, WNOHANG);
     if (r == pid || (r < 0 && errno == ECHILD)) {
       if (r < 0)
-        status = -1; // reaped elsewhere (SIGCHLD ignored): the status is lost
-      exited = true;
+        run.status = -1; // reaped elsewhere (SIGCHLD ignored): the status is lost
+      run.exited = true;
     }
   }
-  if (!exited) {
+  if (!run.exited) {
     ::kill(-pid, SIGKILL);
     ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (::waitpid(pid, &run.status, 0) < 0 && errno == EINTR) {
     }
   }
   // What it wrote just before it exited (never wait for EOF: a child of the
   // script may hold the pipes).
-  if (out_open && !overflow)
-    drain(fds.out[0], out, discovery_output_limit, false);
+  if (out_open && !run.overflow)
+    drain(fds.out[0], run.out, discovery_output_limit, false);
   if (err_open)
-    drain(fds.err[0], err, stderr_keep, true);
-  if (overflow || out.size() > discovery_output_limit)
+    drain(fds.err[0], run.err, stderr_keep, true);
+  return run;
+}
+
+// Throws, naming `path` and quoting its stderr, unless the run ended well.
+void check_ended(const std::string& path, const script_run& run,
+                 std::chrono::milliseconds limit) {
+  auto fail = [&](const std::string& why) { script_failed(path, why, run.err); };
+  if (run.overflow || run.out.size() > discovery_output_limit)
     fail("it wrote more than " + std::to_string(discovery_output_limit)
-           + " bytes to stdout (killed)",
-         err);
-  if (!exited)
+         + " bytes to stdout (killed)");
+  if (!run.exited)
     fail("it did not finish within "
-           + (limit.count() % 1000 == 0 ? std::to_string(limit.count() / 1000) + " s"
-                                        : std::to_string(limit.count()) + " ms")
-           + " (killed with its process group); a discovery script must print its hosts "
-             "and exit",
-         err);
-  if (status == -1)
-    fail("its exit status was lost (SIGCHLD ignored?)", err);
-  if (WIFSIGNALED(status))
-    fail("it ended with " + describe_exit(-1, WTERMSIG(status)), err);
-  if (WEXITSTATUS(status) != 0)
-    fail("it ended with " + describe_exit(WEXITSTATUS(status), 0), err);
+         + (limit.count() % 1000 == 0 ? std::to_string(limit.count() / 1000) + " s"
+                                      : std::to_string(limit.count()) + " ms")
+         + " (killed with its process group); a discovery script must print its hosts "
+           "and exit");
+  if (run.status == -1)
+    fail("its exit status was lost (SIGCHLD ignored?)");
+  if (WIFSIGNALED(run.status))
+    fail("it ended with " + describe_exit(-1, WTERMSIG(run.status)));
+  if (WEXITSTATUS(run.status) != 0)
+    fail("it ended with " + describe_exit(WEXITSTATUS(run.status), 0));
+}
+
+} // namespace
+
+std::vector<host_slots> run_discovery_script(const std::string& path,
+                                             std::chrono::milliseconds limit) {
+  std::string program;
   try {
-    return parse_host_slots(out);
+    program = find_program(path);
   } catch (const std::invalid_argument& e) {
-    script_failed(path, e.what(), err);
+    script_failed(path, e.what(), {});
+  }
+  run_fds fds;
+  pid_t pid = start_script(path, program, fds);
+  auto run = collect(pid, fds, limit);
+  check_ended(path, run, limit);
+  try {
+    return parse_host_slots(run.out);
+  } catch (const std::invalid_argument& e) {
+    script_failed(path, e.what(), run.err);
   }
 }
 

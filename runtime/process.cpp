@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "internal/child_output.hpp"
 
 extern char** environ;
 
@@ -113,174 +114,85 @@ struct prepared_exec {
   ::_exit(127);
 }
 
-class line_tail {
-public:
-  using sink = std::function<void(int, const std::string&)>;
 
-  line_tail(size_t max_lines, bool echo, sink on_line = {}, std::string marker = {})
-    : max_lines_(max_lines), echo_(echo), on_line_(std::move(on_line)),
-      marker_(std::move(marker)) {
-  }
+// The pipes between the monitor thread and the child it starts: exec's
+// errno (closed by a successful exec), the child's stderr, and its stdout
+// when captured; -1 where there is none.
+struct child_pipes {
+  int exec_status[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  int out[2] = {-1, -1};
 
-  void feed(const char* data, size_t n) {
-    partial_.append(data, n);
-    size_t start = 0;
-    for (size_t pos; (pos = partial_.find('\n', start)) != std::string::npos; start = pos + 1)
-      push(partial_.substr(start, pos - start + 1));
-    partial_.erase(0, start);
-  }
-
-  std::vector<std::string> finish() {
-    if (!partial_.empty())
-      push(partial_ + "\n");
-    partial_.clear();
-    std::vector<std::string> out;
-    for (auto& line : lines_)
-      out.push_back(line.substr(0, line.size() - 1));
-    return out;
-  }
-
-private:
-  void push(std::string line) {
-    if (on_line_ && !marker_.empty() && line.rfind(marker_, 0) == 0) {
-      on_line_(2, line.substr(0, line.size() - 1));
-      return;
-    }
-    if (echo_)
-      [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
-    if (on_line_)
-      on_line_(2, line.substr(0, line.size() - 1));
-    lines_.push_back(std::move(line));
-    while (lines_.size() > max_lines_)
-      lines_.pop_front();
-  }
-
-  size_t max_lines_;
-  bool echo_;
-  sink on_line_;
-  std::string marker_;
-  std::string partial_;
-  std::deque<std::string> lines_;
-};
-
-// Complete lines of the child's stdout, for process_spec::on_line.
-class line_splitter {
-public:
-  explicit line_splitter(line_tail::sink on_line) : on_line_(std::move(on_line)) {
-  }
-
-  void feed(const char* data, size_t n) {
-    partial_.append(data, n);
-    size_t start = 0;
-    for (size_t pos; (pos = partial_.find('\n', start)) != std::string::npos; start = pos + 1)
-      on_line_(1, partial_.substr(start, pos - start));
-    partial_.erase(0, start);
-  }
-
-  void finish() {
-    if (!partial_.empty())
-      on_line_(1, partial_);
-    partial_.clear();
-  }
-
-private:
-  line_tail::sink on_line_;
-  std::string partial_;
-};
-
-// Runs on the monitor thread: start, pump stderr (and stdout), reap, report.
-void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
-             child_process::exit_handler on_exit, std::promise<int> started) {
-  prepared_exec prep{spec};
-  int err_pipe[2];
-  int out_pipe[2];
-  int std_pipe[2] = {-1, -1}; // the child's stdout, when captured
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    started.set_value(errno);
-    return;
-  }
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0
-      || (spec.on_line && spec.capture_stdout && ::pipe2(std_pipe, O_CLOEXEC) != 0)) {
-    int err = errno;
-    for (int fd : {err_pipe[0], err_pipe[1], out_pipe[0], out_pipe[1], std_pipe[0], std_pipe[1]})
+  void close_all() {
+    for (int fd : {exec_status[0], exec_status[1], err[0], err[1], out[0], out[1]})
       if (fd >= 0)
         ::close(fd);
-    started.set_value(err);
-    return;
   }
+};
+
+// Opens the pipes `spec` asks for: 0, or the errno of the failure (then
+// none is left open).
+int open_pipes(const process_spec& spec, child_pipes& p) {
+  if (::pipe2(p.exec_status, O_CLOEXEC) != 0)
+    return errno;
+  if (::pipe2(p.err, O_CLOEXEC) != 0
+      || (spec.on_line && spec.capture_stdout && ::pipe2(p.out, O_CLOEXEC) != 0)) {
+    int err = errno;
+    p.close_all();
+    return err;
+  }
+  return 0;
+}
+
+// Forks and execs the child: its pid, or 0 when it did not start (the
+// errno in `err`, its pipes closed and the child reaped). Leaves the read
+// ends of the child's stderr and stdout open.
+pid_t fork_child(const process_spec& spec, const prepared_exec& prep, child_pipes& p, int& err) {
   int max_fd = static_cast<int>(::sysconf(_SC_OPEN_MAX));
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
-    int err = errno;
-    for (int fd : {err_pipe[0], err_pipe[1], out_pipe[0], out_pipe[1], std_pipe[0], std_pipe[1]})
-      if (fd >= 0)
-        ::close(fd);
-    started.set_value(err);
-    return;
+    err = errno;
+    p.close_all();
+    return 0;
   }
   if (pid == 0)
-    exec_child(spec.executable.c_str(), prep, err_pipe[1], out_pipe[1], std_pipe[1],
+    exec_child(spec.executable.c_str(), prep, p.exec_status[1], p.err[1], p.out[1],
                spec.inherit_fd, parent, max_fd);
-  ::close(err_pipe[1]);
-  ::close(out_pipe[1]);
-  if (std_pipe[1] >= 0)
-    ::close(std_pipe[1]);
+  ::close(p.exec_status[1]);
+  ::close(p.err[1]);
+  if (p.out[1] >= 0)
+    ::close(p.out[1]);
   int exec_errno = 0;
   ssize_t got;
   do {
-    got = ::read(err_pipe[0], &exec_errno, sizeof(exec_errno));
+    got = ::read(p.exec_status[0], &exec_errno, sizeof(exec_errno));
   } while (got < 0 && errno == EINTR);
-  ::close(err_pipe[0]);
+  ::close(p.exec_status[0]);
   if (got == sizeof(exec_errno)) {
     ::waitpid(pid, nullptr, 0);
-    ::close(out_pipe[0]);
-    if (std_pipe[0] >= 0)
-      ::close(std_pipe[0]);
-    started.set_value(exec_errno == 0 ? EINVAL : exec_errno);
-    return;
+    ::close(p.err[0]);
+    if (p.out[0] >= 0)
+      ::close(p.out[0]);
+    err = exec_errno == 0 ? EINVAL : exec_errno;
+    return 0;
   }
-  st->pid = pid;
-  st->running = true;
-  started.set_value(0);
-  ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  if (std_pipe[0] >= 0)
-    ::fcntl(std_pipe[0], F_SETFL, O_NONBLOCK);
-  line_tail tail{static_cast<size_t>(std::max(spec.stderr_tail_lines, 1)), spec.echo_stderr,
-                 spec.on_line, spec.event_marker};
-  std::optional<line_splitter> out_lines;
-  if (spec.on_line && spec.capture_stdout)
-    out_lines.emplace(spec.on_line);
-  char buf[4096];
-  bool pipe_open = true;
-  bool std_open = std_pipe[0] >= 0;
+  return pid;
+}
+
+// Reads the child's output until it is reaped: its wait status, or -1 when
+// it was reaped elsewhere.
+int pump_until_reaped(pid_t pid, child_output& output) {
   int status = 0;
-  // Reads what is there now; false once the pipe reached EOF.
-  auto pump = [&](int fd, auto&& feed) {
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n > 0) {
-        feed(buf, static_cast<size_t>(n));
-        continue;
-      }
-      return n != 0;
-    }
-  };
-  auto feed_err = [&](const char* d, size_t n) { tail.feed(d, n); };
-  auto feed_out = [&](const char* d, size_t n) { out_lines->feed(d, n); };
   // Readable the moment the child exits (Linux 5.3+): its death is seen at
   // once (a worker's peers wait on it), not at the next poll timeout.
   int exit_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   for (;;) {
-    if (pipe_open || std_open || exit_fd >= 0) {
-      pollfd pfds[3] = {{pipe_open ? out_pipe[0] : -1, POLLIN, 0},
-                        {std_open ? std_pipe[0] : -1, POLLIN, 0},
+    if (output.open() || exit_fd >= 0) {
+      pollfd pfds[3] = {{output.err_fd(), POLLIN, 0}, {output.out_fd(), POLLIN, 0},
                         {exit_fd, POLLIN, 0}};
       ::poll(pfds, 3, 50);
-      if (pipe_open)
-        pipe_open = pump(out_pipe[0], feed_err);
-      if (std_open)
-        std_open = pump(std_pipe[0], feed_out);
+      output.pump();
     } else {
       ::usleep(20000);
     }
@@ -296,32 +208,42 @@ void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
   }
   if (exit_fd >= 0)
     ::close(exit_fd);
-  // Drain what the child wrote before it died (grandchildren may keep the
-  // pipe open: never wait for EOF here).
-  for (int i = 0; pipe_open && i < 64; ++i) {
-    ssize_t n = ::read(out_pipe[0], buf, sizeof(buf));
-    if (n <= 0)
-      break;
-    tail.feed(buf, static_cast<size_t>(n));
+  return status;
+}
+
+// Runs on the monitor thread: start, pump stderr (and stdout), reap, report.
+void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
+             child_process::exit_handler on_exit, std::promise<int> started) {
+  prepared_exec prep{spec};
+  child_pipes pipes;
+  if (int err = open_pipes(spec, pipes); err != 0) {
+    started.set_value(err);
+    return;
   }
-  for (int i = 0; std_open && i < 64; ++i) {
-    ssize_t n = ::read(std_pipe[0], buf, sizeof(buf));
-    if (n <= 0)
-      break;
-    out_lines->feed(buf, static_cast<size_t>(n));
+  int err = 0;
+  pid_t pid = fork_child(spec, prep, pipes, err);
+  if (pid == 0) {
+    started.set_value(err);
+    return;
   }
-  if (out_lines)
-    out_lines->finish();
-  ::close(out_pipe[0]);
-  if (std_pipe[0] >= 0)
-    ::close(std_pipe[0]);
+  st->pid = pid;
+  st->running = true;
+  started.set_value(0);
+  ::fcntl(pipes.err[0], F_SETFL, O_NONBLOCK);
+  if (pipes.out[0] >= 0)
+    ::fcntl(pipes.out[0], F_SETFL, O_NONBLOCK);
+  child_output output{pipes.err[0], pipes.out[0],
+                      static_cast<size_t>(std::max(spec.stderr_tail_lines, 1)),
+                      spec.echo_stderr, spec.on_line, spec.event_marker};
+  int status = pump_until_reaped(pid, output);
+  output.drain();
   process_exit result;
   result.pid = pid;
+  result.stderr_tail = output.finish();
   if (status != -1 && WIFEXITED(status))
     result.exit_code = WEXITSTATUS(status);
   else if (status != -1 && WIFSIGNALED(status))
     result.signal = WTERMSIG(status);
-  result.stderr_tail = tail.finish();
   st->running = false;
   if (on_exit)
     on_exit(std::move(result));

@@ -60,6 +60,10 @@ struct pending_op {
   std::shared_future<void> done = promise.get_future().share();
 };
 
+/// `p`'s bytes, type, reduction and memory: what the fusion planner sees
+/// (engine_execute.cpp).
+collectives::fusion_entry entry_of(const pending_op& p);
+
 /// The engine's knobs, read once at hvd::init (hvd.cpp,
 /// engine_options_from_env): nothing on the per-call path reads the
 /// environment.
@@ -160,6 +164,17 @@ private:
               std::exception_ptr transport);
   template <class Body>
   bool solo(const collectives::operation& op, Body& body, void* data, bool reduce);
+  // solo()'s steps: the header's exchange (with the data where it fits),
+  // running the agreed operation, or queueing it with the round's rest.
+  enum class solo_exchange_result { header_only, reduced, not_agreed, agreed_alone };
+  solo_exchange_result solo_exchange(const collectives::operation& op, std::vector<int64_t>& header,
+                                     void* data, bool reduce, std::exception_ptr& transport);
+  template <class Body>
+  void solo_run(const collectives::operation& op, Body& body, bool reduced, void* data,
+                int64_t negotiated_at);
+  void solo_hand_over(const collectives::operation& op,
+                      std::function<void(collectives::backend&)> run, void* data, bool reduce,
+                      std::span<const int64_t> header, std::exception_ptr transport);
   void drive_until(pending_op& p, std::unique_lock<std::mutex>& lk);
   void release_locked(std::unique_lock<std::mutex>& lk);
   std::exception_ptr ending_error(const collectives::negotiator::plan& plan,

@@ -217,6 +217,10 @@ private:
   std::exception_ptr refusal(const operation& op) const;
   void take_part(const operation& op, round_result& out);
   void end_join();
+  // finish()'s steps.
+  void fail_all(std::exception_ptr error, round_result& out);
+  void finish_cached(round_result& out);
+  size_t finish_lane(round_result& out);
 
   int rank_;
   int size_;

@@ -1,0 +1,288 @@
+// The engine's rounds: its thread's loop (when a round starts: new work,
+// a full batch, a waiter, the cycle time, the heartbeat, shutdown), one
+// negotiation round with its stall inspection, and the exchanges its header
+// asks for (settle); the ranks' end (ending_error) and a joined rank's zeros.
+#include "internal/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "hvactor/errors.hpp"
+#include "internal/knobs.hpp"
+#include "internal/log.hpp"
+#include <hvactor/event.hpp>
+
+namespace hvactor::hvd::detail {
+
+using collectives::operation;
+
+// True when the new submissions fill a batch, or one is not fusible (a
+// synchronous caller waits for it).
+bool engine::run_closed() const {
+  std::vector<collectives::fusion_entry> run;
+  for (auto& p : incoming_) {
+    if (!p->fusible)
+      return true;
+    run.push_back(entry_of(*p));
+  }
+  return planner_.batch_size(run) < run.size();
+}
+
+// A rank without work still joins a round every heartbeat: a peer that
+// waits in a round for it (this rank is busy outside hvd calls) then waits
+// one heartbeat per round, never the transport's timeout; stalls are the
+// stall inspector's to report.
+std::chrono::milliseconds engine::heartbeat() const {
+  return std::min<std::chrono::milliseconds>(knobs::negotiation_heartbeat, opts_.timeout / 4);
+}
+
+void engine::loop() {
+  std::unique_lock<std::mutex> lk{mu_};
+  std::chrono::steady_clock::time_point stop_began{};
+  for (;;) {
+    if (ended_) {
+      cv_.wait(lk, [&] { return stopping_ && !busy_; });
+      return;
+    }
+    bool woken = cv_.wait_until(lk, last_round_ + heartbeat(),
+                                [&] { return !busy_ && (has_work_locked() || stopping_); });
+    if (busy_)
+      continue;
+    if (stopping_) {
+      // The last round tells the peers this rank leaves; pending work is
+      // finished first, but not waited for beyond the job's timeout.
+      auto now = std::chrono::steady_clock::now();
+      if (stop_began == std::chrono::steady_clock::time_point{})
+        stop_began = now;
+      if (!has_work_locked() || now - stop_began > opts_.timeout) {
+        busy_ = true;
+        lk.unlock();
+        if (topo_.size > 1)
+          round(true);
+        lk.lock();
+        busy_ = false;
+        return;
+      }
+    }
+    if (!woken && std::chrono::steady_clock::now() - last_round_ < heartbeat())
+      continue; // a caller ran a round meanwhile
+    if (!woken) {
+      busy_ = true;
+      lk.unlock();
+      round();
+      lk.lock();
+      busy_ = false;
+      cv_.notify_all();
+      continue;
+    }
+    if ((outstanding_count_ > 0 || join_) && !progress_) {
+      // Peers have not caught up: the next round after a cycle, or at
+      // once for new work.
+      cv_.wait_until(lk, last_round_ + opts_.cycle_time, [&] {
+        return busy_ || flush_ > 0 || stopping_ || submitted_since_round_;
+      });
+    } else if (outstanding_count_ == 0 && !incoming_.empty()) {
+      // Let the batch grow for one cycle unless someone needs it now.
+      auto first = incoming_.front()->submitted;
+      cv_.wait_until(lk, first + opts_.cycle_time,
+                     [&] { return busy_ || flush_ > 0 || stopping_ || run_closed(); });
+    }
+    if (busy_ || !has_work_locked() || ended_)
+      continue;
+    busy_ = true;
+    lk.unlock();
+    round();
+    lk.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+// One negotiation round (collectives::negotiator describes the steps),
+// then whatever it readied runs. Returns whether anything finished. Runs
+// on the thread that holds busy_. `leave`: this rank's last round.
+bool engine::round(bool leave) {
+  std::deque<std::shared_ptr<pending_op>> fresh;
+  {
+    std::lock_guard<std::mutex> lk{mu_};
+    fresh.swap(incoming_);
+    submitted_since_round_ = false;
+    if (join_ && !join_told_) {
+      join_told_ = true;
+      negotiator_.join();
+    }
+  }
+  auto now = std::chrono::steady_clock::now();
+  for (auto& p : fresh) {
+    try {
+      negotiator_.add(p->id, p->op, p->lane);
+    } catch (...) {
+      complete(*p, std::current_exception());
+      continue;
+    }
+    p->proposed = now;
+    outstanding_.emplace(p->id, p);
+  }
+  // The stall inspector: what waits long enough is announced by name (so
+  // that every rank learns who submitted it), then warned about.
+  collectives::stall_inspector::verdict stall;
+  if (!outstanding_.empty() && stall_.overdue(now, std::min_element(outstanding_.begin(), outstanding_.end(), [](auto& a, auto& b) { return a.second->submitted < b.second->submitted; })->second->submitted)) {
+    std::vector<collectives::stall_inspector::waiting> waiting;
+    for (auto& w : negotiator_.pending()) {
+      auto& p = *outstanding_.at(w.id);
+      if (stall_.overdue(now, p.submitted))
+        negotiator_.uncache(w.id);
+      waiting.push_back({w.name, w.missing, w.known, p.submitted});
+    }
+    stall = stall_.check(now, waiting);
+    if (!stall.warning.empty()) {
+      log::warn("{}", stall.warning);
+      log::event({{"event", "stall"}, {"rank", std::to_string(topo_.rank)},
+                  {"waiting", stall.summary}, {"message", stall.warning}});
+    }
+  }
+  std::vector<int64_t> header;
+  std::exception_ptr transport;
+  try {
+    header = negotiator_.propose(stall.shutdown, leave);
+    if (topo_.size > 1)
+      backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
+  } catch (...) {
+    transport = std::current_exception();
+  }
+  return settle(header, stall, transport);
+}
+
+// The rest of a round once the header came back (or the transport failed):
+// the exchanges the header asks for, then what is ready runs.
+bool engine::settle(std::span<const int64_t> header,
+                    const collectives::stall_inspector::verdict& stall,
+                    std::exception_ptr transport) {
+  collectives::round_result result;
+  std::exception_ptr ended;
+  try {
+    if (transport)
+      std::rethrow_exception(transport);
+    auto plan = negotiator_.read(header);
+    if (plan.abort) {
+      ended = ending_error(plan, stall);
+    } else {
+      if (plan.lane_prefix) {
+        auto prefix = negotiator_.lane_prefix();
+        if (topo_.size > 1)
+          backend_->allreduce(prefix.data(), prefix.size(), dtype::int64, op::min);
+        if (negotiator_.read_lane_prefix(prefix))
+          negotiator_.explain_lane(gather_strings(negotiator_.lane_list()));
+      }
+      if (plan.lane_lists)
+        negotiator_.read_lane_lists(gather_strings(negotiator_.lane_list()));
+      if (plan.names)
+        negotiator_.learn(gather_strings(negotiator_.announcements()));
+    }
+    result = negotiator_.finish(ended);
+  } catch (...) {
+    // The transport failed: it is unusable, and so is every pending
+    // operation.
+    ended = std::current_exception();
+    for (auto id : negotiator_.drop_all())
+      result.failed.emplace_back(id, ended);
+  }
+  bool progress = !result.ready.empty() || !result.failed.empty() || result.join_done;
+  for (auto& [id, op] : result.zeros)
+    outstanding_.emplace(id, zeros_for(op));
+  execute(result);
+  std::deque<std::shared_ptr<pending_op>> late;
+  std::shared_ptr<pending_op> joined;
+  {
+    std::lock_guard<std::mutex> lk{mu_};
+    outstanding_count_ = outstanding_.size();
+    progress_ = progress;
+    last_round_ = std::chrono::steady_clock::now();
+    if (ended) {
+      ended_ = ended;
+      late.swap(incoming_);
+    }
+    if (join_ && (result.join_done || ended)) {
+      last_joined_ = result.last_joined;
+      joined = std::exchange(join_, nullptr);
+    }
+  }
+  for (auto& p : late)
+    complete(*p, ended);
+  if (joined)
+    complete(*joined, result.join_done ? nullptr : ended);
+  return progress;
+}
+
+// A joined rank's part in `op`, which it did not submit: zeros (Horovod's),
+// or a barrier.
+std::shared_ptr<pending_op> engine::zeros_for(const operation& op) {
+  auto p = std::make_shared<pending_op>();
+  p->op = op;
+  p->lane = op.name.empty();
+  p->submitted = p->proposed = std::chrono::steady_clock::now();
+  if (op.kind == collectives::op_kind::allreduce) {
+    p->zeros.assign(op.count * size_of(op.type), 0);
+    p->reduce = true;
+    p->data = p->zeros.data();
+  } else {
+    p->run = [](collectives::backend& b) { b.barrier(); };
+  }
+  return p;
+}
+
+// Why the ranks stop negotiating: a rank shuts down, or one gave up on a
+// stall (its message, which every rank reports: gathered from the ranks).
+std::exception_ptr engine::ending_error(const collectives::negotiator::plan& plan,
+                                        const collectives::stall_inspector::verdict& mine) {
+  if (plan.leave)
+    return std::make_exception_ptr(collective_error(fmt::format(
+      "hvd: rank {} shut down its collectives (hvd::shutdown()), so rank {} ({}) can run no "
+      "more collectives in this session; call hvd::shutdown() and hvd::init() again",
+      plan.leaver, topo_.rank, topo_.host)));
+  auto all = gather_strings(mine.shutdown ? mine.message : std::string{});
+  for (auto& m : all)
+    if (!m.empty())
+      return std::make_exception_ptr(collective_error(fmt::format("{} (seen on rank {} on {})", m, topo_.rank, topo_.host)));
+  return std::make_exception_ptr(collective_error("hvd: the ranks gave up on stalled collectives"));
+}
+
+std::vector<std::string> engine::gather_strings(const std::string& mine) {
+  auto n = static_cast<size_t>(topo_.size);
+  std::vector<int64_t> lengths(n);
+  int64_t my_length = static_cast<int64_t>(mine.size());
+  std::vector<size_t> ones(n, 1);
+  backend_->allgatherv(&my_length, lengths.data(), ones, dtype::int64);
+  // Bytes travel as int32 words: Gloo has no char type here.
+  // A peer's length sizes what this rank allocates: checked first (a
+  // negative one read as size_t would be about 2^64).
+  constexpr int64_t max_list_bytes = int64_t{64} << 20;
+  std::vector<size_t> words(n);
+  size_t total = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (lengths[r] < 0 || lengths[r] > max_list_bytes)
+      throw collective_error(fmt::format(
+        "hvd: rank {} announced a list of {} bytes of collectives (0..{} expected), seen on rank "
+        "{} ({}); do all ranks run the same hvactor build?",
+        r, lengths[r], max_list_bytes, topo_.rank, topo_.host));
+    total += words[r] = (static_cast<size_t>(lengths[r]) + 3) / 4;
+  }
+  std::vector<int32_t> in(words[static_cast<size_t>(topo_.rank)], 0);
+  if (!mine.empty())
+    std::memcpy(in.data(), mine.data(), mine.size());
+  std::vector<int32_t> out(total);
+  backend_->allgatherv(in.data(), out.data(), words, dtype::int32);
+  std::vector<std::string> result;
+  size_t offset = 0;
+  for (size_t r = 0; r < n; ++r) {
+    result.emplace_back(reinterpret_cast<const char*>(out.data() + offset),
+                        static_cast<size_t>(lengths[r]));
+    offset += words[r];
+  }
+  return result;
+}
+
+} // namespace hvactor::hvd::detail

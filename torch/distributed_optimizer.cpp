@@ -149,6 +149,110 @@ std::string shape_of(const torch::Tensor& t) {
   return fmt::format("[{}]", fmt::join(t.sizes(), ", "));
 }
 
+using param = distributed_optimizer::state::param;
+using named_tensors = distributed_optimizer::named_tensors;
+
+// Refuses options Horovod refuses, and those that contradict each other.
+void check_options(const distributed_optimizer_options& o) {
+  if (o.backward_passes_per_step < 1)
+    throw std::invalid_argument(fmt::format("{}: backward_passes_per_step must be >= 1: Got {}.",
+                                            who, o.backward_passes_per_step));
+  if (o.reduction != op::average && o.reduction != op::sum)
+    throw std::invalid_argument(
+      fmt::format("{}: gradients are combined with op::average or op::sum", who));
+  if (!(std::isfinite(o.gradient_predivide_factor) && o.gradient_predivide_factor > 0))
+    throw std::invalid_argument(fmt::format(
+      "{}: gradient_predivide_factor must be a finite number > 0: Got {}.", who,
+      o.gradient_predivide_factor));
+  if (o.gradient_predivide_factor != 1.0 && o.reduction != op::average)
+    throw std::invalid_argument(
+      fmt::format("{}: gradient_predivide_factor {} needs op::average (Horovod: not supported "
+                  "with op != Average)",
+                  who, o.gradient_predivide_factor));
+  if (o.num_groups < 0)
+    throw std::invalid_argument(
+      fmt::format("{}: num_groups must be >= 0: Got {}.", who, o.num_groups));
+  if (o.num_groups > 0 && !o.groups.empty())
+    throw std::invalid_argument(
+      fmt::format("{}: pass groups or num_groups, not both ({} groups given, num_groups {})", who,
+                  o.groups.size(), o.num_groups));
+}
+
+// The optimizer's parameters that need gradients, each once, named by
+// Horovod's rule (by position in the param groups) or by the caller's
+// `named`. `names` gets every parameter's name, `index_of` each kept
+// tensor's index in the result.
+std::vector<param> named_params(const std::vector<torch::optim::OptimizerParamGroup>& groups,
+                                const named_tensors* named, std::vector<std::string>& names,
+                                std::unordered_map<const void*, size_t>& index_of) {
+  std::unordered_map<const void*, std::string> given;
+  if (named)
+    for (auto& item : *named)
+      given.emplace(item.value().unsafeGetTensorImpl(), item.key());
+  std::vector<param> params;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t j = 0; j < groups[g].params().size(); ++j) {
+      const auto& p = groups[g].params()[j];
+      std::string name;
+      if (named) {
+        auto it = given.find(p.unsafeGetTensorImpl());
+        if (it == given.end())
+          throw std::invalid_argument(fmt::format(
+            "{}: named_parameters was given, but parameter {} of param group {} (shape {}) is "
+            "not among them; pass the named_parameters() of the model the optimizer holds",
+            who, j, g, shape_of(p)));
+        name = it->second;
+      } else {
+        name = fmt::format("allreduce.noname.{}.{}", g, j);
+      }
+      names.push_back(name);
+      if (p.requires_grad() && !index_of.count(p.unsafeGetTensorImpl())) {
+        index_of.emplace(p.unsafeGetTensorImpl(), params.size());
+        params.push_back({p, std::move(name), nullptr, 0});
+      }
+    }
+  return params;
+}
+
+// The units the schedule reduces together: num_groups even splits, or the
+// caller's groups (tensors the optimizer does not hold get indices past
+// every parameter).
+std::vector<std::vector<size_t>>
+schedule_units(const distributed_optimizer_options& o, size_t count,
+               const std::unordered_map<const void*, size_t>& index_of) {
+  std::vector<size_t> ids(count);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = i;
+  if (o.num_groups > 0)
+    return detail::grad_schedule::split(ids, o.num_groups);
+  std::vector<std::vector<size_t>> explicit_groups;
+  size_t outside = count; // past every index: a tensor the optimizer does not hold
+  for (auto& grp : o.groups) {
+    explicit_groups.emplace_back();
+    for (auto& t : grp) {
+      auto it = index_of.find(t.unsafeGetTensorImpl());
+      explicit_groups.back().push_back(it == index_of.end() ? outside++ : it->second);
+    }
+  }
+  return detail::grad_schedule::with_groups(ids, explicit_groups);
+}
+
+// Overlap: a hook on each leaf parameter's gradient accumulator starts its
+// allreduce as soon as the gradient is ready (others are reduced in
+// synchronize()).
+void add_hooks(const std::shared_ptr<distributed_optimizer::state>& st) {
+  for (size_t i = 0; i < st->params.size(); ++i) {
+    auto& p = st->params[i];
+    if (!p.tensor.is_leaf())
+      continue; // reduced in synchronize()
+    p.accumulator = torch::autograd::impl::grad_accumulator(p.tensor);
+    if (!p.accumulator)
+      continue;
+    p.hook = p.accumulator->add_post_hook(
+      std::make_unique<grad_ready_hook>(std::weak_ptr<distributed_optimizer::state>(st), i));
+  }
+}
+
 } // namespace
 
 distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
@@ -177,93 +281,16 @@ distributed_optimizer::distributed_optimizer(torch::optim::Optimizer& inner,
 
 void distributed_optimizer::setup(const named_tensors* named) {
   auto& o = options_;
-  if (o.backward_passes_per_step < 1)
-    throw std::invalid_argument(fmt::format("{}: backward_passes_per_step must be >= 1: Got {}.",
-                                            who, o.backward_passes_per_step));
-  if (o.reduction != op::average && o.reduction != op::sum)
-    throw std::invalid_argument(
-      fmt::format("{}: gradients are combined with op::average or op::sum", who));
-  if (!(std::isfinite(o.gradient_predivide_factor) && o.gradient_predivide_factor > 0))
-    throw std::invalid_argument(fmt::format(
-      "{}: gradient_predivide_factor must be a finite number > 0: Got {}.", who,
-      o.gradient_predivide_factor));
-  if (o.gradient_predivide_factor != 1.0 && o.reduction != op::average)
-    throw std::invalid_argument(
-      fmt::format("{}: gradient_predivide_factor {} needs op::average (Horovod: not supported "
-                  "with op != Average)",
-                  who, o.gradient_predivide_factor));
-  if (o.num_groups < 0)
-    throw std::invalid_argument(
-      fmt::format("{}: num_groups must be >= 0: Got {}.", who, o.num_groups));
-  if (o.num_groups > 0 && !o.groups.empty())
-    throw std::invalid_argument(
-      fmt::format("{}: pass groups or num_groups, not both ({} groups given, num_groups {})", who,
-                  o.groups.size(), o.num_groups));
-
-  // Names: Horovod's, by position in the param groups, or the caller's.
-  std::unordered_map<const void*, std::string> given;
-  if (named)
-    for (auto& item : *named)
-      given.emplace(item.value().unsafeGetTensorImpl(), item.key());
-  std::vector<state::param> params;
+  check_options(o);
   std::unordered_map<const void*, size_t> index_of; // into params
-  const auto& groups = inner_.param_groups();
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (size_t j = 0; j < groups[g].params().size(); ++j) {
-      const auto& p = groups[g].params()[j];
-      std::string name;
-      if (named) {
-        auto it = given.find(p.unsafeGetTensorImpl());
-        if (it == given.end())
-          throw std::invalid_argument(fmt::format(
-            "{}: named_parameters was given, but parameter {} of param group {} (shape {}) is "
-            "not among them; pass the named_parameters() of the model the optimizer holds",
-            who, j, g, shape_of(p)));
-        name = it->second;
-      } else {
-        name = fmt::format("allreduce.noname.{}.{}", g, j);
-      }
-      names_.push_back(name);
-      if (p.requires_grad() && !index_of.count(p.unsafeGetTensorImpl())) {
-        index_of.emplace(p.unsafeGetTensorImpl(), params.size());
-        params.push_back({p, std::move(name), nullptr, 0});
-      }
-    }
-
-  std::vector<size_t> ids(params.size());
-  for (size_t i = 0; i < ids.size(); ++i)
-    ids[i] = i;
-  std::vector<std::vector<size_t>> units;
-  if (o.num_groups > 0) {
-    units = detail::grad_schedule::split(ids, o.num_groups);
-  } else {
-    std::vector<std::vector<size_t>> explicit_groups;
-    size_t outside = params.size(); // past every index: a tensor the optimizer does not hold
-    for (auto& grp : o.groups) {
-      explicit_groups.emplace_back();
-      for (auto& t : grp) {
-        auto it = index_of.find(t.unsafeGetTensorImpl());
-        explicit_groups.back().push_back(it == index_of.end() ? outside++ : it->second);
-      }
-    }
-    units = detail::grad_schedule::with_groups(ids, explicit_groups);
-  }
+  auto params = named_params(inner_.param_groups(), named, names_, index_of);
+  auto units = schedule_units(o, params.size(), index_of);
   detail::grad_schedule schedule{params.size(), std::move(units), o.backward_passes_per_step};
   state_ = std::make_shared<state>(std::move(params), std::move(schedule),
                                    wire_plan{o.reduction, o.wire, o.gradient_predivide_factor});
   state_->passes = o.backward_passes_per_step;
-  if (!o.overlap)
-    return;
-  for (size_t i = 0; i < state_->params.size(); ++i) {
-    auto& p = state_->params[i];
-    if (!p.tensor.is_leaf())
-      continue; // reduced in synchronize()
-    p.accumulator = torch::autograd::impl::grad_accumulator(p.tensor);
-    if (!p.accumulator)
-      continue;
-    p.hook = p.accumulator->add_post_hook(
-      std::make_unique<grad_ready_hook>(std::weak_ptr<state>(state_), i));
-  }
+  if (o.overlap)
+    add_hooks(state_);
 }
 
 distributed_optimizer::~distributed_optimizer() {

@@ -1,33 +1,28 @@
-// The coordinator: start, registration, env hand-out, calls and shutdown.
-// The placement phase lives in coordinator_placement.cpp.
+// The job coordinator: one actor for static and elastic jobs
+// (coordinator_state.hpp). This file holds its handlers and the lifecycle
+// every job shares: start, registration, exits, lost nodes and workers,
+// output and events, failure and shutdown. What differs goes to the
+// static (coordinator_static.cpp) or elastic (elastic_run.cpp) functions.
 
 #include "internal/coordinator.hpp"
 
-#include <map>
-#include <memory>
-#include <set>
-
 #include <fmt/format.h>
 
+#include "hvactor/errors.hpp"
+#include "hvactor/event.hpp"
 #include "internal/coordinator_state.hpp"
 #include "internal/knobs.hpp"
-#include "hvactor/event.hpp"
-#include "hvactor/errors.hpp"
 #include "internal/log.hpp"
 #include "internal/output_window.hpp"
-#include "internal/process.hpp"
-#include "internal/rank_planner.hpp"
 #include "internal/system_config.hpp"
-#include "internal/worker_env.hpp"
 
 namespace hvactor::detail {
 
 using namespace proto;
-using namespace std::chrono_literals;
 
 namespace {
 
-// A pending start and every pending call get `err`.
+// A pending start, every call or run in flight and the outcome get `err`.
 void answer_pending(coord_actor self, const caf::error& err) {
   auto& st = self->state;
   if (st.start_pending) {
@@ -35,205 +30,15 @@ void answer_pending(coord_actor self, const caf::error& err) {
     st.start_promise.deliver(err);
   }
   fail_calls(self, err);
-}
-
-} // namespace
-
-std::string worker_label(const coordinator_state& st, int rank) {
-  auto& w = st.workers.at(rank);
-  auto node = w.registered ? w.hello.node_id : w.node_id;
-  if (w.registered)
-    return fmt::format("rank {} on node '{}' (pid {})", rank, node, w.hello.pid);
-  return fmt::format("rank {} on node '{}'", rank, node);
-}
-
-void fail(coord_actor self, caf::error err) {
-  auto& st = self->state;
-  if (st.failure || st.ph == phase::stopping || st.ph == phase::stopped)
-    return;
-  log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
-  st.failure = err;
-  st.cfg.direct->end(err);
-  answer_pending(self, err);
-  if (st.cfg.launch && !st.launch_done) {
+  if (st.el.run_pending) {
+    st.el.run_pending = false;
+    st.el.run_promise.deliver(err);
+  }
+  if (!st.outcome) {
     job_exit out;
     out.message = describe(err);
-    finish_launch(self, std::move(out));
+    finish(self, std::move(out));
   }
-}
-
-namespace {
-
-env_list worker_env(const coordinator_state& st) {
-  return worker_bootstrap_env(st.endpoint, st.cfg.job_id, st.cfg.settings.timeout);
-}
-
-} // namespace
-
-std::vector<env_list> horovod_envs(const coordinator_state& st,
-                                   const std::vector<std::string>& node_of_rank) {
-  // Static jobs: generation 0, NICs not known, CUDA_VISIBLE_DEVICES set by
-  // the colocators (they hold the GPU ids).
-  worker_env_spec spec;
-  spec.node_of_rank = node_of_rank;
-  spec.rendezvous_host = st.rendezvous_host;
-  spec.rendezvous_port = st.rendezvous_port;
-  spec.job_id = st.cfg.job_id;
-  spec.timeout = st.cfg.settings.timeout;
-  spec.extra_env_vars = st.cfg.options.extra_env_vars;
-  return worker_envs(spec);
-}
-
-void spawn_workers(coord_actor self) {
-  auto& st = self->state;
-  st.ph = phase::registering;
-  st.workers.clear();
-  int total = 0;
-  for (auto& a : st.plan.nodes)
-    total += static_cast<int>(a.ranks.size());
-  st.workers.resize(total);
-  for (auto& a : st.plan.nodes)
-    for (auto r : a.ranks)
-      st.workers[r].node_id = a.node_id;
-  std::vector<env_list> envs;
-  if (st.cfg.launch) {
-    std::vector<std::string> nodes;
-    for (auto& w : st.workers)
-      nodes.push_back(w.node_id);
-    envs = horovod_envs(st, nodes);
-  } else {
-    self->delayed_send(self, st.cfg.settings.timeout, registration_due_atom_v);
-  }
-  auto colocated = std::make_shared<size_t>(0);
-  for (auto& a : st.plan.nodes) {
-    spawn_request req;
-    if (st.cfg.launch) {
-      req.launch = true;
-      for (auto r : a.ranks)
-        req.rank_env.push_back(envs[r]);
-    }
-    req.job_id = st.cfg.job_id;
-    req.executable = st.cfg.executable;
-    if (st.infos_by_node[a.node_id].caches_binaries)
-      req.binary_hash = st.cfg.binary_hash;
-    req.args = st.cfg.args;
-    req.ranks.assign(a.ranks.begin(), a.ranks.end());
-    if (!st.cfg.launch) {
-      req.env = worker_env(st);
-      // The node sizes (or skips) the job's shared-memory segment by these
-      // before the workers get the rest of their environment.
-      for (auto& [key, value] : st.cfg.options.extra_env_vars)
-        if (key == env::shm || key == env::fusion_threshold)
-          req.env.entries.emplace_back(key, value);
-    }
-    req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
-    req.output = st.cfg.output;
-    auto node = a.node_id;
-    self->request(st.agents_by_node[node], st.cfg.settings.timeout, colocate_atom_v, req,
-                  coordinator{self})
-      .then(
-        [=](node_colocator& coloc) {
-          if (self->state.ph != phase::registering && self->state.ph != phase::ready) {
-            caf::anon_send(coloc, stop_atom_v); // shut down meanwhile
-            return;
-          }
-          self->monitor(coloc);
-          self->state.colocators[node] = coloc;
-          // hvactor-run: no registration; running once every node started.
-          if (self->state.cfg.launch && ++*colocated == self->state.plan.nodes.size())
-            launch_started(self);
-        },
-        [=](caf::error& err) {
-          fail(self, make_error(error_kind::worker_error,
-                                fmt::format("node '{}' could not start the job's workers: {}", node,
-                                            describe(err))));
-        });
-  }
-}
-
-namespace {
-
-void hand_out_env(coord_actor self) {
-  auto& st = self->state;
-  std::vector<std::string> nodes;
-  for (int r = 0; r < st.size(); ++r)
-    nodes.push_back(st.workers[r].hello.node_id);
-  auto envs = horovod_envs(st, nodes);
-  auto pending = std::make_shared<int>(st.size());
-  for (int r = 0; r < st.size(); ++r) {
-    auto& env = envs[r];
-    self->request(st.workers[r].handle, st.cfg.settings.timeout, set_env_atom_v, env)
-      .then(
-        [=](bool) {
-          auto& st = self->state;
-          if (--*pending > 0 || !st.start_pending)
-            return;
-          st.ph = phase::ready;
-          st.start_pending = false;
-          job_info info{st.cfg.job_id, st.size(), {}, {}, st.shipped_bytes, {}};
-          for (auto& w : st.workers) {
-            info.nodes.push_back(w.hello.node_id);
-            info.pids.push_back(w.hello.pid);
-            info.workers.push_back(caf::actor_cast<caf::actor>(w.handle));
-          }
-          st.start_promise.deliver(std::move(info));
-        },
-        [=](caf::error& err) {
-          fail(self, make_error(error_kind::worker_error,
-                                fmt::format("{} did not accept its environment: {}",
-                                            worker_label(self->state, r), describe(err)),
-                                r));
-        });
-  }
-}
-
-caf::error exit_error(const coordinator_state& st, const worker_exit& ex) {
-  std::string text = fmt::format("worker {} died: {}", worker_label(st, ex.world_rank),
-                                 describe_exit(ex.exit_code, ex.signal));
-  if (!st.workers.at(ex.world_rank).registered)
-    text = fmt::format("worker rank {} on node '{}' (pid {}) died before registering: {}",
-                       ex.world_rank, ex.node_id, ex.pid, describe_exit(ex.exit_code, ex.signal));
-  if (ex.stderr_tail.empty())
-    text += ". It wrote nothing to stderr.";
-  else
-    text += fmt::format(". Last stderr lines:\n  {}", fmt::join(ex.stderr_tail, "\n  "));
-  return make_error(error_kind::worker_error, text, ex.world_rank);
-}
-
-// The job's error when the node behind a colocator went away.
-caf::error node_lost_error(coordinator_state& st, const std::string& node,
-                           const caf::error& reason) {
-  std::vector<std::string> lost;
-  for (int r = 0; r < st.size(); ++r)
-    if (st.workers[r].node_id == node)
-      lost.push_back(st.workers[r].registered
-                       ? fmt::format("rank {} (pid {})", r, st.workers[r].hello.pid)
-                       : fmt::format("rank {}", r));
-  auto& info = st.infos_by_node[node];
-  auto where = info.port != 0 ? fmt::format(" at {}:{}", info.address, info.port)
-                              : std::string{};
-  auto why = reason && reason != caf::exit_reason::user_shutdown
-               ? caf::to_string(reason)
-               : std::string{"the node was shut down"};
-  return make_error(error_kind::node_lost,
-                    fmt::format("node '{}'{} left the cluster during the job ({}); its workers "
-                                "are gone: {}",
-                                node, where, why, fmt::join(lost, ", ")));
-}
-
-// One colocator stopped (or is gone); the last one completes shutdown. An
-// empty `node` only checks.
-void colocator_stopped(coord_actor self, const std::string& node) {
-  auto& st = self->state;
-  if (!node.empty())
-    st.stopping_nodes.erase(node);
-  if (!st.stopping_nodes.empty() || st.ph != phase::stopping)
-    return;
-  release_reserved(self);
-  st.ph = phase::stopped;
-  for (auto& rp : st.shutdown_promises)
-    rp.deliver(true);
-  st.shutdown_promises.clear();
 }
 
 caf::error not_ready_error(const coordinator_state& st, const char* what) {
@@ -241,15 +46,23 @@ caf::error not_ready_error(const coordinator_state& st, const char* what) {
     return st.failure;
   if (st.ph == phase::stopping || st.ph == phase::stopped)
     return make_error(error_kind::not_started, fmt::format("{}: the executor was shut down", what));
+  if (st.ph == phase::running || st.ph == phase::finishing)
+    return make_error(error_kind::generic,
+                      fmt::format("{}: an elastic run is already in progress", what));
   return make_error(error_kind::not_started, fmt::format("{}: call start() first", what));
 }
 
-coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config cfg) {
-  self->state.cfg = std::move(cfg);
-  // A handler that throws ends the coordinator (CAF), and the request it
-  // was handling is never answered: fail the job with the exception's text
-  // first, so that every waiter gets it (the session's own waits also
-  // watch the coordinator's exit, exit_watch), and exit with it.
+caf::error elastic_only(const char* what) {
+  return make_error(error_kind::generic,
+                    fmt::format("Elastic mode does not support {}. Please use run() instead.",
+                                what));
+}
+
+// A handler that throws ends the coordinator (CAF), and the request it was
+// handling is never answered: fail the job with the exception's text
+// first, so that every waiter gets it (the session's own waits also watch
+// the coordinator's exit, exit_watch), and exit with it.
+void handle_exceptions(coord_actor self) {
   self->set_exception_handler([=](caf::scheduled_actor*, std::exception_ptr& eptr) {
     std::string what = "unknown exception";
     try {
@@ -265,228 +78,404 @@ coordinator::behavior_type coordinator_impl(coord_actor self, coordinator_config
     self->state.cfg.direct->end(err);
     return err;
   });
+}
+
+// A colocator that is gone needs no stop: its node died or shut down (a
+// request to a dead node would only end by its timeout).
+bool colocator_down(coord_actor self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  for (auto i = st.colocators.begin(); i != st.colocators.end(); ++i) {
+    if (i->second.handle.address() != dm.source)
+      continue;
+    auto key = i->first;
+    auto c = i->second;
+    st.colocators.erase(i);
+    if (st.stopping.erase(key) > 0) {
+      if (c.worker >= 0)
+        st.el.registry.colocator_stopped(c.worker);
+      shutdown_done(self);
+      return true;
+    }
+    if (c.worker >= 0) {
+      st.el.registry.colocator_stopped(c.worker);
+      worker_failed(self, c.worker,
+                    fmt::format("was lost with its node ({})", caf::to_string(dm.reason)));
+    } else if (st.ph != phase::stopping && st.ph != phase::stopped && !st.failure) {
+      static_node_lost(self, c.node, dm.reason);
+    }
+    return true;
+  }
+  return false;
+}
+
+// An agent (hvactor-node) went away while a static job was starting: the
+// node is gone; fail now if the plan uses it and it runs no colocator.
+bool agent_down(coord_actor self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  for (auto& [node, agent] : st.agents_by_node) {
+    if (agent.address() != dm.source)
+      continue;
+    // The dead handle stays: placement compares nodes before reuse.
+    bool planned = false;
+    for (auto& a : st.fixed.plan.nodes)
+      planned = planned || a.node_id == node;
+    if (planned && !st.colocators.count(node)
+        && (st.ph == phase::shipping || st.ph == phase::registering))
+      fail(self, make_error(error_kind::node_lost,
+                            fmt::format("node '{}' left the cluster while the job was starting "
+                                        "({}); its workers never started",
+                                        node, caf::to_string(dm.reason))));
+    return true;
+  }
+  return false;
+}
+
+void handle_downs(coord_actor self) {
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
-    // A colocator that is gone needs no stop: its node died or shut down
-    // (a request to a dead node would only end by its timeout).
-    for (auto i = st.colocators.begin(); i != st.colocators.end(); ++i)
-      if (i->second.address() == dm.source) {
-        auto node = i->first;
-        st.colocators.erase(i);
-        if (st.ph == phase::stopping)
-          colocator_stopped(self, node);
-        else if (st.ph != phase::stopped && !st.failure)
-          fail(self, node_lost_error(st, node, dm.reason));
-        return;
-      }
-    if (st.ph == phase::stopping || st.ph == phase::stopped || st.failure)
+    if (colocator_down(self, dm) || st.ph == phase::stopping || st.ph == phase::stopped
+        || st.failure || agent_down(self, dm))
       return;
-    // An agent (hvactor-node) went away while the job was starting: the
-    // node is gone; fail now if the plan uses it and it runs no colocator.
-    for (auto i = st.agents_by_node.begin(); i != st.agents_by_node.end(); ++i)
-      if (i->second.address() == dm.source) {
-        // The dead handle stays: placement compares nodes before reuse.
-        auto node = i->first;
-        bool planned = false;
-        for (auto& a : st.plan.nodes)
-          planned = planned || a.node_id == node;
-        if (planned && !st.colocators.count(node)
-            && (st.ph == phase::shipping || st.ph == phase::registering))
-          fail(self, make_error(error_kind::node_lost,
-                                fmt::format("node '{}' left the cluster while the job was "
-                                            "starting ({}); its workers never started",
-                                            node, caf::to_string(dm.reason))));
-        return;
-      }
-    for (int r = 0; r < st.size(); ++r) {
-      if (st.workers[r].registered && st.workers[r].handle.address() == dm.source) {
+    for (auto& [id, w] : st.workers)
+      if (w.registered && w.handle.address() == dm.source) {
         // Give the colocator's exit report (exit code, stderr) time to win.
-        self->delayed_send(self, knobs::exit_report_grace, worker_lost_atom_v,
-                           static_cast<int32_t>(r));
+        self->delayed_send(self, knobs::exit_report_grace, worker_lost_atom_v, id);
         return;
       }
-    }
   });
+}
+
+caf::result<job_info> on_start(coord_actor self, std::string& endpoint, std::string& rdv_host,
+                               uint16_t rdv_port) {
+  auto& st = self->state;
+  if (st.ph != phase::idle)
+    return make_error(error_kind::generic, "start() was already called on this executor");
+  st.endpoint = std::move(endpoint);
+  st.rendezvous_host = std::move(rdv_host);
+  st.rendezvous_port = rdv_port;
+  st.ph = phase::placing;
+  st.start_promise = self->make_response_promise<job_info>();
+  st.start_pending = true;
+  auto rp = st.start_promise;
+  if (st.elastic()) {
+    elastic_start(self);
+  } else {
+    st.fixed.placement_deadline = caf::make_timestamp() + st.cfg.settings.placement_timeout;
+    try_placement(self);
+  }
+  return rp;
+}
+
+caf::result<bool> on_register(coord_actor self, const worker_hello& hello,
+                              horovod_worker handle) {
+  auto& st = self->state;
+  auto i = st.workers.find(hello.world_rank);
+  bool known = hello.job_id == st.cfg.job_id && i != st.workers.end() && !i->second.registered;
+  if (!known)
+    return make_error(error_kind::generic,
+                      fmt::format("unexpected registration of {} {} for job {}",
+                                  st.elastic() ? "worker" : "rank", hello.world_rank,
+                                  hello.job_id));
+  auto& w = i->second;
+  if (st.elastic() ? is_gone(st, w.id) : st.ph != phase::registering)
+    return make_error(error_kind::not_started, st.elastic() ? "this worker was stopped"
+                                                            : "the job is no longer starting");
+  w.registered = true;
+  w.hello = hello;
+  w.handle = handle;
+  w.pid = hello.pid;
+  self->monitor(handle);
+  if (st.elastic()) {
+    st.el.registry.registered(w.id);
+    send_call(self, w.id);
+  } else if (st.fixed.roster.registered(w.id, hello.node_id, hello.pid)
+             == static_roster::registration::complete) {
+    hand_out_env(self);
+  }
+  return true;
+}
+
+void on_output(coord_actor self, int32_t id, int32_t stream, const std::string& line) {
+  auto& st = self->state;
+  if (st.cfg.on_output)
+    st.cfg.on_output(id, stream, line);
+  // on_output wrote the line: give its colocator's reader credit back.
+  auto& unacked = st.output_unacked[id];
+  unacked += line.size() + 1;
+  if (unacked >= output_ack_bytes) {
+    if (auto from = caf::actor_cast<node_colocator>(self->current_sender()))
+      self->send(from, output_ack_atom_v, id, unacked);
+    unacked = 0;
+  }
+}
+
+void on_event(coord_actor self, int32_t id, const std::string& encoded) {
+  auto& st = self->state;
+  if (!st.cfg.on_event)
+    return;
+  // Elastic events name the worker id: ranks change across generations.
+  int rank = id;
+  if (auto i = st.workers.find(id); st.elastic() && i != st.workers.end() && i->second.rank >= 0)
+    rank = i->second.rank;
+  try {
+    st.cfg.on_event(rank, log::decode_event(encoded));
+  } catch (const std::exception& e) {
+    fail(self, make_error(error_kind::generic,
+                          fmt::format("the on_event callback threw on an event of {} {}: {}",
+                                      st.elastic() ? "worker" : "rank", id, e.what())));
+  }
+}
+
+caf::result<call_results> on_call(coord_actor self, const call_request& req) {
+  auto& st = self->state;
+  if (st.ph != phase::ready || st.failure)
+    return not_ready_error(st, "run");
+  if (st.elastic()) {
+    st.el.call = req;
+    st.el.run_promise = self->make_response_promise<call_results>();
+    st.el.run_pending = true;
+    auto rp = st.el.run_promise;
+    begin_run(self);
+    return rp;
+  }
+  call_waiter waiter;
+  waiter.all = self->make_response_promise<call_results>();
+  auto rp = waiter.all;
+  std::vector<int> ranks(st.workers.size());
+  for (int r = 0; r < st.size(); ++r)
+    ranks[r] = r;
+  open_call(self, std::move(waiter), ranks, req);
+  return rp;
+}
+
+caf::result<call_result> on_call_one(coord_actor self, int32_t rank, const call_request& req) {
+  auto& st = self->state;
+  if (st.elastic())
+    return elastic_only("execute_single");
+  if (st.ph != phase::ready || st.failure)
+    return not_ready_error(st, "run_remote");
+  if (rank < 0 || rank >= st.size())
+    return make_error(error_kind::invalid_argument,
+                      fmt::format("rank {} does not exist (size {})", rank, st.size()));
+  call_waiter waiter;
+  waiter.single = true;
+  waiter.one = self->make_response_promise<call_result>();
+  auto rp = waiter.one;
+  open_call(self, std::move(waiter), {rank}, req);
+  return rp;
+}
+
+caf::result<call_results> on_call_failed(coord_actor self, caf::error& err) {
+  auto& st = self->state;
+  if (st.elastic())
+    return elastic_only("direct calls");
+  if (st.ph != phase::ready || st.failure)
+    return not_ready_error(st, "run");
+  call_waiter waiter;
+  waiter.all = self->make_response_promise<call_results>();
+  auto rp = waiter.all;
+  hold_failure(self, std::move(waiter), std::move(err));
+  return rp;
+}
+
+caf::result<bool> on_shutdown(coord_actor self) {
+  auto& st = self->state;
+  auto err = make_error(error_kind::not_started, "the executor was shut down");
+  st.cfg.direct->end(err);
+  if (st.ph == phase::stopped)
+    return true;
+  auto rp = self->make_response_promise<bool>();
+  st.shutdown_promises.push_back(rp);
+  if (st.ph == phase::stopping)
+    return rp; // a second shutdown waits for the first
+  if (!st.outcome) {
+    job_exit out;
+    out.message = "the job was stopped before every rank exited";
+    finish(self, std::move(out));
+  }
+  answer_pending(self, err);
+  st.ph = phase::stopping;
+  for (auto& [id, w] : st.workers)
+    if (w.registered && !st.elastic())
+      self->send(w.handle, stop_atom_v);
+  if (st.elastic()) {
+    for (auto& [id, w] : st.workers)
+      stop_worker(self, id);
+    if (st.el.finder)
+      caf::anon_send_exit(st.el.finder, caf::exit_reason::user_shutdown);
+  } else {
+    std::vector<std::string> keys;
+    for (auto& [key, c] : st.colocators)
+      keys.push_back(key);
+    for (auto& key : keys)
+      stop_colocator(self, key);
+  }
+  // Colocators answer their stop once their processes were reaped.
+  shutdown_done(self);
+  return rp;
+}
+
+void on_worker_lost(coord_actor self, int32_t id) {
+  auto& st = self->state;
+  if (st.elastic()) {
+    worker_failed(self, id, "lost its connection to the driver");
+    return;
+  }
+  if (id >= 0 && id < st.size())
+    fail(self, make_error(error_kind::worker_error,
+                          fmt::format("lost the connection to worker {}", worker_label(st, id)),
+                          id));
+}
+
+coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_config cfg) {
+  self->state.el.blacklist = elastic::host_blacklist{cfg.options.cooldown_range};
+  self->state.cfg = std::move(cfg);
+  handle_exceptions(self);
+  handle_downs(self);
   return {
-    [=](start_atom, std::string& endpoint, std::string& rdv_host,
-        uint16_t rdv_port) -> caf::result<job_info> {
-      auto& st = self->state;
-      if (st.ph != phase::idle)
-        return make_error(error_kind::generic, "start() was already called on this executor");
-      st.endpoint = std::move(endpoint);
-      st.rendezvous_host = std::move(rdv_host);
-      st.rendezvous_port = rdv_port;
-      st.ph = phase::placing;
-      st.placement_deadline = caf::make_timestamp() + st.cfg.settings.placement_timeout;
-      st.start_promise = self->make_response_promise<job_info>();
-      st.start_pending = true;
-      try_placement(self);
-      return st.start_promise;
+    [=](start_atom, std::string& endpoint, std::string& rdv_host, uint16_t rdv_port) {
+      return on_start(self, endpoint, rdv_host, rdv_port);
     },
-    [=](register_atom, const worker_hello& hello, horovod_worker handle) -> caf::result<bool> {
-      auto& st = self->state;
-      if (hello.job_id != st.cfg.job_id || hello.world_rank < 0
-          || hello.world_rank >= st.size() || st.workers[hello.world_rank].registered)
-        return make_error(error_kind::generic,
-                          fmt::format("unexpected registration of rank {} for job {}",
-                                      hello.world_rank, hello.job_id));
-      if (st.ph != phase::registering)
-        return make_error(error_kind::not_started, "the job is no longer starting");
-      auto& slot = st.workers[hello.world_rank];
-      slot.registered = true;
-      slot.hello = hello;
-      slot.handle = handle;
-      self->monitor(handle);
-      if (++st.registered == st.workers.size())
-        hand_out_env(self);
-      return true;
+    [=](register_atom, const worker_hello& hello, horovod_worker handle) {
+      return on_register(self, hello, std::move(handle));
     },
     [=](exited_atom, const worker_exit& ex) {
       auto& st = self->state;
-      if (ex.expected || ex.job_id != st.cfg.job_id || ex.world_rank < 0
-          || ex.world_rank >= st.size())
-        return;
-      if (st.ph == phase::stopping || st.ph == phase::stopped)
-        return;
-      if (st.cfg.launch)
-        launch_exited(self, ex, exit_error(st, ex));
-      else
-        fail(self, exit_error(st, ex));
+      if (st.elastic())
+        elastic_exited(self, ex);
+      else if (!ex.expected && ex.job_id == st.cfg.job_id && st.workers.count(ex.world_rank)
+               && st.ph != phase::stopping && st.ph != phase::stopped)
+        static_exited(self, ex);
     },
-    [=](output_atom, int32_t rank, int32_t stream, const std::string& line) {
-      if (self->state.cfg.on_output)
-        self->state.cfg.on_output(rank, stream, line);
-      // on_output wrote the line: give its colocator's reader credit back.
-      auto& unacked = self->state.output_unacked[rank];
-      unacked += line.size() + 1;
-      if (unacked >= output_ack_bytes) {
-        if (auto from = caf::actor_cast<node_colocator>(self->current_sender()))
-          self->send(from, output_ack_atom_v, rank, unacked);
-        unacked = 0;
-      }
+    [=](output_atom, int32_t id, int32_t stream, const std::string& line) {
+      on_output(self, id, stream, line);
     },
-    [=](event_atom, int32_t rank, const std::string& encoded) {
-      if (!self->state.cfg.on_event)
-        return;
-      try {
-        self->state.cfg.on_event(rank, log::decode_event(encoded));
-      } catch (const std::exception& e) {
-        fail(self, make_error(error_kind::generic,
-                              fmt::format("the on_event callback threw on an event of rank {}: {}",
-                                          rank, e.what())));
-      }
-    },
+    [=](event_atom, int32_t id, const std::string& encoded) { on_event(self, id, encoded); },
     [=](finished_atom) -> caf::result<job_exit> {
       auto& st = self->state;
-      if (st.launch_done)
-        return st.outcome;
+      if (st.outcome)
+        return *st.outcome;
       auto rp = self->make_response_promise<job_exit>();
       st.finished_promises.push_back(rp);
+      // hvactor-run's elastic processes start when it waits for them.
+      if (st.elastic() && st.cfg.launch && st.ph == phase::ready)
+        begin_run(self);
       return rp;
     },
-    [=](call_atom, const call_request& req) -> caf::result<call_results> {
-      auto& st = self->state;
-      if (st.ph != phase::ready || st.failure)
-        return not_ready_error(st, "run");
-      call_waiter waiter;
-      waiter.all = self->make_response_promise<call_results>();
-      auto rp = waiter.all;
-      std::vector<int> ranks(st.workers.size());
-      for (int r = 0; r < st.size(); ++r)
-        ranks[r] = r;
-      open_call(self, std::move(waiter), ranks, req);
-      return rp;
+    [=](call_atom, const call_request& req) { return on_call(self, req); },
+    [=](call_one_atom, int32_t rank, const call_request& req) {
+      return on_call_one(self, rank, req);
     },
-    [=](call_one_atom, int32_t rank, const call_request& req) -> caf::result<call_result> {
-      auto& st = self->state;
-      if (st.ph != phase::ready || st.failure)
-        return not_ready_error(st, "run_remote");
-      if (rank < 0 || rank >= st.size())
-        return make_error(error_kind::invalid_argument,
-                          fmt::format("rank {} does not exist (size {})", rank, st.size()));
-      call_waiter waiter;
-      waiter.single = true;
-      waiter.one = self->make_response_promise<call_result>();
-      auto rp = waiter.one;
-      open_call(self, std::move(waiter), {rank}, req);
-      return rp;
-    },
-    [=](call_failed_atom, caf::error& err) -> caf::result<call_results> {
-      auto& st = self->state;
-      if (st.ph != phase::ready || st.failure)
-        return not_ready_error(st, "run");
-      call_waiter waiter;
-      waiter.all = self->make_response_promise<call_results>();
-      auto rp = waiter.all;
-      hold_failure(self, std::move(waiter), std::move(err));
-      return rp;
-    },
-    [=](shutdown_atom) -> caf::result<bool> {
-      auto& st = self->state;
-      st.cfg.direct->end(make_error(error_kind::not_started, "the executor was shut down"));
-      if (st.ph == phase::stopped)
-        return true;
-      auto rp = self->make_response_promise<bool>();
-      st.shutdown_promises.push_back(rp);
-      if (st.ph == phase::stopping)
-        return rp; // a second shutdown waits for the first
-      answer_pending(self, make_error(error_kind::not_started, "the executor was shut down"));
-      if (st.cfg.launch && !st.launch_done) {
-        job_exit out;
-        out.message = "the job was stopped before every rank exited";
-        finish_launch(self, std::move(out));
-      }
-      st.ph = phase::stopping;
-      for (auto& w : st.workers)
-        if (w.registered)
-          self->send(w.handle, stop_atom_v);
-      for (auto& [node, coloc] : st.colocators) {
-        st.stopping_nodes.insert(node);
-        auto id = node;
-        self->request(coloc, st.cfg.settings.timeout + knobs::colocator_stop_slack, stop_atom_v)
-          .then([=](bool) { colocator_stopped(self, id); },
-                [=](caf::error& err) {
-                  log::warn("colocator on node '{}' did not stop cleanly: {}", id,
-                            describe(err));
-                  colocator_stopped(self, id);
-                });
-      }
-      colocator_stopped(self, {});
-      return rp;
-    },
+    [=](call_failed_atom, caf::error& err) { return on_call_failed(self, err); },
+    [=](shutdown_atom) { return on_shutdown(self); },
     [=](placement_retry_atom) { try_placement(self); },
-    [=](launch_finish_atom) { finish_launch(self, self->state.outcome); },
-    [=](registration_due_atom) {
-      auto& st = self->state;
-      if (st.ph != phase::registering || st.registered == st.workers.size() || st.failure)
-        return;
-      std::vector<std::string> missing;
-      for (int r = 0; r < st.size(); ++r)
-        if (!st.workers[r].registered)
-          missing.push_back(fmt::format("rank {} on node '{}'", r, st.workers[r].node_id));
-      fail(self, make_error(error_kind::rendezvous_timeout,
-                            fmt::format("{} of {} workers never registered within {} ms: {}",
-                                        missing.size(), st.size(),
-                                        st.cfg.settings.timeout.count(),
-                                        fmt::join(missing, ", "))));
-    },
+    [=](registration_due_atom) { registration_due(self); },
     [=](call_grace_atom, uint64_t id) { call_grace_passed(self, id); },
-    // Elastic jobs only (elastic_coordinator.cpp).
-    [=](discover_atom) {},
-    [=](reset_due_atom, int32_t) {},
-    [=](leave_due_atom, int32_t) {},
-    [=](finish_due_atom) {},
-    [=](worker_lost_atom, int32_t r) {
+    [=](launch_finish_atom) {
+      // The first failure's grace passed: its outcome was kept meanwhile.
       auto& st = self->state;
-      if (r >= 0 && r < st.size())
-        fail(self, make_error(error_kind::worker_error,
-                              fmt::format("lost the connection to worker {}", worker_label(st, r)),
-                              r));
+      if (st.fixed.pending_outcome)
+        finish(self, std::move(*st.fixed.pending_outcome));
     },
+    [=](worker_lost_atom, int32_t id) { on_worker_lost(self, id); },
+    [=](discover_atom) { poll_discovery(self); },
+    [=](reset_due_atom, int32_t gen) {
+      auto& st = self->state;
+      if (st.el.generation == gen && st.ph == phase::running) {
+        st.el.broken = true;
+        replan(self, true);
+      }
+    },
+    [=](leave_due_atom, int32_t id) { leave_due(self, id); },
+    [=](finish_due_atom) { finish_run(self); },
   };
 }
 
 } // namespace
+
+void fail(coord_actor self, caf::error err) {
+  auto& st = self->state;
+  if (st.failure || st.ph == phase::stopping || st.ph == phase::stopped)
+    return;
+  log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
+  st.failure = err;
+  st.cfg.direct->end(err);
+  answer_pending(self, err);
+  if (st.elastic())
+    for (auto& [id, w] : st.workers)
+      stop_worker(self, id);
+}
+
+void finish(coord_actor self, job_exit out) {
+  auto& st = self->state;
+  if (st.outcome)
+    return;
+  st.outcome = std::move(out);
+  for (auto& rp : st.finished_promises)
+    rp.deliver(*st.outcome);
+  st.finished_promises.clear();
+}
+
+spawn_request spawn_request_for(const coordinator_state& st, const std::string& node,
+                                const std::string& job, std::vector<int32_t> ranks, env_list env,
+                                std::vector<env_list> rank_env) {
+  spawn_request req;
+  req.job_id = job;
+  req.executable = st.cfg.executable;
+  if (auto i = st.infos_by_node.find(node); i != st.infos_by_node.end()
+                                            && i->second.caches_binaries)
+    req.binary_hash = st.cfg.binary_hash;
+  req.args = st.cfg.args;
+  req.ranks = std::move(ranks);
+  req.env = std::move(env);
+  req.launch = st.cfg.launch;
+  req.rank_env = std::move(rank_env);
+  req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
+  req.output = st.cfg.output;
+  return req;
+}
+
+void adopt_colocator(coord_actor self, const std::string& key, colocation c) {
+  self->monitor(c.handle);
+  self->state.colocators[key] = std::move(c);
+}
+
+void stop_colocator(coord_actor self, const std::string& key) {
+  auto& st = self->state;
+  auto i = st.colocators.find(key);
+  if (i == st.colocators.end() || !st.stopping.insert(key).second)
+    return;
+  auto c = i->second;
+  // It stays monitored: one whose node dies meanwhile is done at once
+  // (colocator_down), not when this request times out.
+  auto stopped = [=] {
+    auto& st = self->state;
+    if (st.stopping.erase(key) == 0)
+      return; // its down message came first
+    st.colocators.erase(key);
+    self->demonitor(c.handle.address());
+    if (c.worker >= 0)
+      st.el.registry.colocator_stopped(c.worker);
+    shutdown_done(self);
+  };
+  self->request(c.handle, st.cfg.settings.timeout + knobs::colocator_stop_slack, stop_atom_v)
+    .then([=](bool) { stopped(); },
+          [=](caf::error& err) {
+            log::warn("colocator on node '{}' did not stop cleanly: {}", c.node, describe(err));
+            stopped();
+          });
+}
+
+void shutdown_done(coord_actor self) {
+  auto& st = self->state;
+  if (st.ph != phase::stopping || !st.stopping.empty())
+    return;
+  release_reserved(self);
+  st.ph = phase::stopped;
+  for (auto& rp : st.shutdown_promises)
+    rp.deliver(true);
+  st.shutdown_promises.clear();
+}
 
 } // namespace hvactor::detail
 
@@ -517,8 +506,6 @@ void direct_calls::finish() {
 }
 
 proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
-  if (cfg.options.min_workers)
-    return spawn_elastic_coordinator(sys, std::move(cfg));
   return sys.spawn(detail::coordinator_impl, std::move(cfg));
 }
 

@@ -17,12 +17,12 @@ namespace {
 
 void answer(coord_actor self, uint64_t id) {
   auto& st = self->state;
-  auto payloads = st.calls.take_results(id);
-  auto i = st.call_waiters.find(id);
-  if (i == st.call_waiters.end())
+  auto payloads = st.fixed.calls.take_results(id);
+  auto i = st.fixed.call_waiters.find(id);
+  if (i == st.fixed.call_waiters.end())
     return;
   auto waiter = std::move(i->second);
-  st.call_waiters.erase(i);
+  st.fixed.call_waiters.erase(i);
   if (waiter.single)
     waiter.one.deliver(call_result{true, std::move(payloads.front()), {}});
   else
@@ -37,8 +37,8 @@ void deliver(call_waiter& waiter, const caf::error& err) {
 }
 
 void failed(coord_actor self, uint64_t id, caf::error err) {
-  if (self->state.calls.on_error(id, std::move(err)) == call_fanin::next::hold_error)
-    self->delayed_send(self, self->state.calls.grace(), call_grace_atom_v, id);
+  if (self->state.fixed.calls.on_error(id, std::move(err)) == call_fanin::next::hold_error)
+    self->delayed_send(self, self->state.fixed.calls.grace(), call_grace_atom_v, id);
 }
 
 } // namespace
@@ -46,9 +46,9 @@ void failed(coord_actor self, uint64_t id, caf::error err) {
 uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>& ranks,
                    const call_request& req) {
   auto& st = self->state;
-  auto id = st.next_call++;
-  st.calls.open(id, ranks.size());
-  st.call_waiters.emplace(id, std::move(waiter));
+  auto id = st.fixed.next_call++;
+  st.fixed.calls.open(id, ranks.size());
+  st.fixed.call_waiters.emplace(id, std::move(waiter));
   for (size_t slot = 0; slot < ranks.size(); ++slot) {
     int rank = ranks[slot];
     self->request(st.workers[rank].handle, wait_bound(st.cfg.settings.call_timeout), call_atom_v,
@@ -64,7 +64,7 @@ uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>&
                               rank));
             return;
           }
-          if (st.calls.on_result(id, slot, std::move(res.payload)) == call_fanin::next::answer)
+          if (st.fixed.calls.on_result(id, slot, std::move(res.payload)) == call_fanin::next::answer)
             answer(self, id);
         },
         [=](caf::error& err) {
@@ -82,28 +82,28 @@ uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>&
 
 void hold_failure(coord_actor self, call_waiter waiter, caf::error err) {
   auto& st = self->state;
-  auto id = st.next_call++;
-  st.calls.open(id, 1);
-  st.call_waiters.emplace(id, std::move(waiter));
+  auto id = st.fixed.next_call++;
+  st.fixed.calls.open(id, 1);
+  st.fixed.call_waiters.emplace(id, std::move(waiter));
   failed(self, id, std::move(err));
 }
 
 void fail_calls(coord_actor self, const caf::error& err) {
   auto& st = self->state;
-  st.calls.close_all();
-  for (auto& [id, waiter] : st.call_waiters)
+  st.fixed.calls.close_all();
+  for (auto& [id, waiter] : st.fixed.call_waiters)
     deliver(waiter, err);
-  st.call_waiters.clear();
+  st.fixed.call_waiters.clear();
 }
 
 void call_grace_passed(coord_actor self, uint64_t id) {
   auto& st = self->state;
-  auto err = st.calls.take_error(id);
-  auto i = st.call_waiters.find(id);
-  if (!err || i == st.call_waiters.end())
+  auto err = st.fixed.calls.take_error(id);
+  auto i = st.fixed.call_waiters.find(id);
+  if (!err || i == st.fixed.call_waiters.end())
     return;
   deliver(i->second, err);
-  st.call_waiters.erase(i);
+  st.fixed.call_waiters.erase(i);
 }
 
 } // namespace hvactor::detail

@@ -42,7 +42,7 @@ placement_request make_request(const executor_options& o) {
 // frozen node must not hold start() beyond placement_timeout), at least
 // 500 ms, at most settings.timeout.
 caf::timespan attempt_timeout(const coordinator_state& st) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(st.placement_deadline
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(st.fixed.placement_deadline
                                                                     - caf::make_timestamp());
   return std::clamp<std::chrono::milliseconds>(left, knobs::min_placement_request,
                                                st.cfg.settings.timeout);
@@ -50,14 +50,14 @@ caf::timespan attempt_timeout(const coordinator_state& st) {
 
 void retry_placement(coord_actor self, std::string problem) {
   auto& st = self->state;
-  st.last_placement_problem = std::move(problem);
-  if (caf::make_timestamp() >= st.placement_deadline) {
+  st.fixed.last_placement_problem = std::move(problem);
+  if (caf::make_timestamp() >= st.fixed.placement_deadline) {
     auto ms = st.cfg.settings.placement_timeout.count();
     fail(self, make_error(error_kind::placement_timeout,
                           fmt::format("could not reserve resources within {} ms "
                                       "(placement_timeout). Requested: {}. Available: {}",
                                       ms, describe(make_request(st.cfg.options)),
-                                      st.last_placement_problem)));
+                                      st.fixed.last_placement_problem)));
     return;
   }
   self->delayed_send(self, knobs::placement_retry, placement_retry_atom_v);
@@ -68,7 +68,7 @@ void ship_binaries(coord_actor self) {
   auto& st = self->state;
   st.ph = phase::shipping;
   std::vector<std::string> targets;
-  for (auto& a : st.plan.nodes)
+  for (auto& a : st.fixed.plan.nodes)
     if (st.infos_by_node[a.node_id].caches_binaries)
       targets.push_back(a.node_id);
   if (targets.empty() || st.cfg.binary_hash.empty()) {
@@ -81,7 +81,7 @@ void ship_binaries(coord_actor self) {
     auto done = [=](caf::error err, uint64_t sent) {
       if (self->state.ph != phase::shipping)
         return;
-      self->state.shipped_bytes += sent;
+      self->state.fixed.shipped_bytes += sent;
       if (err) {
         fail(self, make_error(error_kind::worker_error,
                               fmt::format("could not ship the driver's binary to node '{}': {}",
@@ -91,7 +91,7 @@ void ship_binaries(coord_actor self) {
       if (--*pending == 0) {
         auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);
         log::debug("job {}: binary shipped ({} bytes) in {:.1f} ms", self->state.cfg.job_id,
-                   self->state.shipped_bytes, ms.count());
+                   self->state.fixed.shipped_bytes, ms.count());
         spawn_workers(self);
       }
     };
@@ -111,8 +111,8 @@ void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
     return;
   }
   check_unique_nodes(*plan);
-  st.plan = *plan;
-  auto attempt = st.attempt;
+  st.fixed.plan = *plan;
+  auto attempt = st.fixed.attempt;
   auto pending = std::make_shared<size_t>(plan->nodes.size());
   auto failed = std::make_shared<std::string>();
   // One copy for all handlers: a per-node copy made placement quadratic
@@ -122,7 +122,7 @@ void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
     resources want{a.cpus, a.gpus};
     auto node = a.node_id;
     auto done = [=] {
-      if (--*pending > 0 || self->state.ph != phase::placing || self->state.attempt != attempt)
+      if (--*pending > 0 || self->state.ph != phase::placing || self->state.fixed.attempt != attempt)
         return;
       if (failed->empty()) {
         ship_binaries(self);
@@ -140,7 +140,7 @@ void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
                            self->state.cfg.job_id);
             return;
           }
-          self->state.reserved_nodes.insert(node);
+          self->state.fixed.reserved_nodes.insert(node);
           done();
         },
         [=](caf::error& err) {
@@ -153,16 +153,14 @@ void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
   }
 }
 
-// Makes sure every node of `view` has a usable agent handle: in-process
-// agents come with the view; hvactor-node agents get a direct connection
-// (a handle relayed by the head would route every message through it).
+// Makes sure every node of `view` has a usable agent handle, then plans.
 void connect_agents(coord_actor self, cluster_view view) {
   auto& st = self->state;
-  auto attempt = st.attempt;
+  auto attempt = st.fixed.attempt;
   auto pending = std::make_shared<size_t>(view.nodes.size() + 1);
   auto shared_view = std::make_shared<const cluster_view>(std::move(view));
   auto done = [=] {
-    if (--*pending > 0 || self->state.ph != phase::placing || self->state.attempt != attempt)
+    if (--*pending > 0 || self->state.ph != phase::placing || self->state.fixed.attempt != attempt)
       return;
     // Keep the registry's order.
     std::vector<node_resources> ordered;
@@ -189,54 +187,14 @@ void connect_agents(coord_actor self, cluster_view view) {
     }
     reserve_plan(self, std::move(ordered));
   };
-  auto& view_ref = *shared_view;
-  // Forget nodes that left, and nodes that came back on another port.
-  std::map<std::string, node_agent> kept;
-  for (size_t i = 0; i < view_ref.nodes.size(); ++i) {
-    auto& info = view_ref.nodes[i];
-    auto old = st.infos_by_node.find(info.node_id);
-    auto agent = st.agents_by_node.find(info.node_id);
-    // Same address and port is not enough: a node restarted on a fixed
-    // port is another process (CAF node), and the old proxy stays dead.
-    if (old != st.infos_by_node.end() && agent != st.agents_by_node.end()
-        && old->second.address == info.address && old->second.port == info.port
-        && i < view_ref.agents.size() && view_ref.agents[i]
-        && view_ref.agents[i].node() == agent->second.node())
-      kept.emplace(info.node_id, agent->second);
-  }
-  st.agents_by_node = std::move(kept);
-  st.infos_by_node.clear();
-  for (size_t i = 0; i < view_ref.nodes.size(); ++i) {
-    auto& info = view_ref.nodes[i];
-    st.infos_by_node[info.node_id] = info;
-    if (info.port == 0) {
-      st.agents_by_node[info.node_id] = view_ref.agents[i];
-      --*pending;
-      continue;
-    }
-    if (st.agents_by_node.count(info.node_id)) {
-      --*pending;
-      continue;
-    }
+  take_view(self, *shared_view);
+  for (auto& info : shared_view->nodes) {
     auto id = info.node_id;
-    auto where = fmt::format("{}:{}", info.address, info.port);
-    self->request(transport::connector(self->system()), attempt_timeout(st),
-                  caf::connect_atom_v, info.address, info.port)
-      .then(
-        [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-          if (ptr) {
-            auto agent = caf::actor_cast<node_agent>(std::move(ptr));
-            // A node that dies while the job starts must fail start() at
-            // once, not when a request to it times out.
-            self->monitor(agent);
-            self->state.agents_by_node[id] = agent;
-          }
-          done();
-        },
-        [=](caf::error& err) {
-          log::warn("cannot reach node '{}' at {}: {}", id, where, describe(err));
-          done();
-        });
+    with_agent(self, id, attempt_timeout(st), [=](caf::error err) {
+      if (err)
+        log::warn("cannot reach node '{}': {}", id, describe(err));
+      done();
+    });
   }
   done();
 }
@@ -245,21 +203,21 @@ void connect_agents(coord_actor self, cluster_view view) {
 
 void release_reserved(coord_actor self) {
   auto& st = self->state;
-  for (auto& node : st.reserved_nodes)
+  for (auto& node : st.fixed.reserved_nodes)
     caf::anon_send(st.agents_by_node[node], release_atom_v, st.cfg.job_id);
-  st.reserved_nodes.clear();
+  st.fixed.reserved_nodes.clear();
 }
 
 void try_placement(coord_actor self) {
   auto& st = self->state;
   if (st.ph != phase::placing)
     return;
-  ++st.attempt;
-  auto attempt = st.attempt;
+  ++st.fixed.attempt;
+  auto attempt = st.fixed.attempt;
   self->request(st.cfg.registry, attempt_timeout(st), list_atom_v)
     .then(
       [=](cluster_view& view) {
-        if (self->state.ph != phase::placing || self->state.attempt != attempt)
+        if (self->state.ph != phase::placing || self->state.fixed.attempt != attempt)
           return;
         if (view.nodes.empty()) {
           retry_placement(self, "no live nodes");
@@ -270,6 +228,70 @@ void try_placement(coord_actor self) {
       [=](caf::error& err) {
         retry_placement(self, "the cluster's node registry did not answer: " + describe(err));
       });
+}
+
+} // namespace hvactor::detail
+
+namespace hvactor::detail {
+
+std::vector<std::string> take_view(coord_actor self, const cluster_view& view) {
+  auto& st = self->state;
+  std::map<std::string, node_agent> kept;
+  std::vector<std::string> forgotten;
+  for (size_t i = 0; i < view.nodes.size(); ++i) {
+    auto& info = view.nodes[i];
+    auto old = st.infos_by_node.find(info.node_id);
+    auto agent = st.agents_by_node.find(info.node_id);
+    bool in_process = info.port == 0 && i < view.agents.size();
+    // Same address and port is not enough: a node restarted on a fixed
+    // port is another process (CAF node), and the old proxy stays dead.
+    if (in_process)
+      kept.emplace(info.node_id, view.agents[i]);
+    else if (old != st.infos_by_node.end() && agent != st.agents_by_node.end()
+             && old->second.address == info.address && old->second.port == info.port
+             && i < view.agents.size() && view.agents[i]
+             && view.agents[i].node() == agent->second.node())
+      kept.emplace(info.node_id, agent->second);
+    else
+      forgotten.push_back(info.node_id);
+  }
+  st.agents_by_node = std::move(kept);
+  st.infos_by_node.clear();
+  for (auto& info : view.nodes)
+    st.infos_by_node[info.node_id] = info;
+  return forgotten;
+}
+
+void with_agent(coord_actor self, const std::string& node, caf::timespan timeout,
+                std::function<void(caf::error)> then) {
+  auto& st = self->state;
+  if (st.agents_by_node.count(node)) {
+    then({});
+    return;
+  }
+  auto info = st.infos_by_node.find(node);
+  if (info == st.infos_by_node.end() || info->second.port == 0) {
+    then(make_error(error_kind::node_lost, fmt::format("node '{}' is not in the cluster", node)));
+    return;
+  }
+  auto where = fmt::format("{}:{}", info->second.address, info->second.port);
+  self->request(transport::connector(self->system()), timeout, caf::connect_atom_v,
+                info->second.address, info->second.port)
+    .then(
+      [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (!ptr) {
+          then(make_error(error_kind::node_lost, fmt::format("no agent answers at {}", where)));
+          return;
+        }
+        auto agent = caf::actor_cast<node_agent>(std::move(ptr));
+        // A node that dies while the job starts must fail start() at once,
+        // not when a request to it times out.
+        self->monitor(agent);
+        self->state.agents_by_node[node] = agent;
+        then({});
+      },
+      [=](caf::error& err) { then(make_error(error_kind::node_lost,
+                                             fmt::format("{}: {}", where, describe(err)))); });
 }
 
 } // namespace hvactor::detail

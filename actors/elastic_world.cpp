@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "internal/elastic_assignment.hpp"
-#include "internal/elastic_state.hpp"
+#include "internal/coordinator_state.hpp"
 #include "hvactor/errors.hpp"
 #include "internal/caf_error.hpp"
 #include "internal/actor_system.hpp"
@@ -19,11 +19,11 @@ using namespace proto;
 
 namespace {
 
-std::string elastic_scope(const elastic_coordinator_state& st) {
+std::string elastic_scope(const coordinator_state& st) {
   return st.cfg.job_id + "/elastic";
 }
 
-std::string gen_scope(const elastic_coordinator_state& st, int gen) {
+std::string gen_scope(const coordinator_state& st, int gen) {
   return fmt::format("{}/{}", st.cfg.job_id, gen);
 }
 
@@ -31,7 +31,7 @@ std::vector<char> bytes(const std::string& s) {
   return {s.begin(), s.end()};
 }
 
-caf::timespan elastic_wait(const elastic_coordinator_state& st) {
+caf::timespan elastic_wait(const coordinator_state& st) {
   return wait_bound(std::chrono::milliseconds{
     std::min<std::chrono::seconds>(st.cfg.options.elastic_timeout, std::chrono::hours(24 * 3650))});
 }
@@ -52,21 +52,21 @@ std::string describe_hosts(const std::vector<host_slots>& hosts) {
 }
 
 // Where the job stands now that discovery answered.
-void evaluate(elastic_actor self) {
+void evaluate(coord_actor self) {
   auto& st = self->state;
   int min = *st.cfg.options.min_workers;
-  if (st.ph == elastic_phase::waiting) {
+  if (st.ph == phase::placing) {
     auto avail = available_hosts(self);
     auto slots = elastic::total_slots(avail);
     if (slots >= min) {
-      st.short_since.reset();
-      st.ph = elastic_phase::ready;
+      st.el.short_since.reset();
+      st.ph = phase::ready;
       st.start_pending = false;
       st.start_promise.deliver(job_info{st.cfg.job_id, 0, {}, {}, 0, {}});
       return;
     }
-    if (caf::make_timestamp() - *st.short_since >= elastic_wait(st))
-      elastic_fail(self, make_error(error_kind::elastic_timeout,
+    if (caf::make_timestamp() - *st.el.short_since >= elastic_wait(st))
+      fail(self, make_error(error_kind::elastic_timeout,
                                     fmt::format("Timed out waiting for minimum number of slots to "
                                                 "become available: wanted {}, saw {} on nodes [{}] "
                                                 "after {} s ({})",
@@ -75,13 +75,13 @@ void evaluate(elastic_actor self) {
                                                 st.cfg.options.discovery.describe())));
     return;
   }
-  if (st.ph == elastic_phase::running)
+  if (st.ph == phase::running)
     replan(self, false);
 }
 
-void found(elastic_actor self, std::vector<host_slots> hosts) {
+void found(coord_actor self, std::vector<host_slots> hosts) {
   auto& st = self->state;
-  st.first_poll = false;
+  st.el.first_poll = false;
   std::vector<host_slots> live;
   for (auto& h : hosts) {
     if (auto info = st.infos_by_node.find(h.host); info != st.infos_by_node.end()) {
@@ -93,20 +93,20 @@ void found(elastic_actor self, std::vector<host_slots> hosts) {
       log::debug("job {}: discovered host '{}' is not a live node of the cluster", st.cfg.job_id,
                  h.host);
   }
-  st.found = std::move(live);
+  st.el.found = std::move(live);
   evaluate(self);
 }
 
-void poll_done(elastic_actor self) {
+void poll_done(coord_actor self) {
   auto& st = self->state;
-  if (st.ph != elastic_phase::stopping && st.ph != elastic_phase::stopped && !st.failure)
+  if (st.ph != phase::stopping && st.ph != phase::stopped && !st.failure)
     self->delayed_send(self, st.cfg.options.discovery_period, discover_atom_v);
 }
 
-void discovery_failed(elastic_actor self, const std::string& why) {
+void discovery_failed(coord_actor self, const std::string& why) {
   auto& st = self->state;
-  if (st.first_poll) {
-    elastic_fail(self, make_error(error_kind::generic,
+  if (st.el.first_poll) {
+    fail(self, make_error(error_kind::generic,
                                   fmt::format("host discovery ({}) failed on its first run: {}",
                                               st.cfg.options.discovery.describe(), why)));
     return;
@@ -116,48 +116,29 @@ void discovery_failed(elastic_actor self, const std::string& why) {
   evaluate(self);
 }
 
-// The live nodes from the registry: their infos, and agents of in-process
-// nodes (hvactor-node agents are connected when a worker starts there).
-void take_view(elastic_actor self, const cluster_view& view) {
-  auto& st = self->state;
-  std::map<std::string, node_info> infos;
-  for (size_t i = 0; i < view.nodes.size(); ++i) {
-    auto& info = view.nodes[i];
-    auto old = st.infos_by_node.find(info.node_id);
-    bool same = old != st.infos_by_node.end() && old->second.address == info.address
-                && old->second.port == info.port;
-    if (!same) {
-      st.agents_by_node.erase(info.node_id);
-      st.shipped.erase(info.node_id);
-    }
-    if (info.port == 0 && i < view.agents.size())
-      st.agents_by_node[info.node_id] = view.agents[i];
-    infos[info.node_id] = info;
-  }
-  st.infos_by_node = std::move(infos);
-}
-
 } // namespace
 
-std::vector<host_slots> available_hosts(elastic_actor self) {
+std::vector<host_slots> available_hosts(coord_actor self) {
   auto& st = self->state;
   auto now = elastic::clock::now();
   std::vector<host_slots> out;
-  for (auto& h : st.order.order(st.found))
-    if (st.infos_by_node.count(h.host) && !st.blacklist.blacklisted(h.host, now))
+  for (auto& h : st.el.order.order(st.el.found))
+    if (st.infos_by_node.count(h.host) && !st.el.blacklist.blacklisted(h.host, now))
       out.push_back(h);
   return out;
 }
 
-void poll_discovery(elastic_actor self) {
+void poll_discovery(coord_actor self) {
   auto& st = self->state;
-  if (st.ph == elastic_phase::stopping || st.ph == elastic_phase::stopped || st.failure)
+  if (st.ph == phase::stopping || st.ph == phase::stopped || st.failure)
     return;
   self->request(st.cfg.registry, st.cfg.settings.timeout, list_atom_v)
     .then(
       [=](cluster_view& view) {
         auto& st = self->state;
-        take_view(self, view);
+        // hvactor-node agents are connected when a worker starts there.
+        for (auto& node : take_view(self, view))
+          st.el.shipped.erase(node);
         if (st.cfg.options.discovery.from_cluster()) {
           std::vector<host_slots> hosts;
           for (auto& n : view.nodes)
@@ -167,7 +148,7 @@ void poll_discovery(elastic_actor self) {
           poll_done(self);
           return;
         }
-        self->request(st.finder, knobs::discovery_script_limit + knobs::store_round_trip,
+        self->request(st.el.finder, knobs::discovery_script_limit + knobs::store_round_trip,
                       discover_atom_v)
           .then(
             [=](host_list& list) {
@@ -209,7 +190,7 @@ std::vector<char> assignment_bytes(const rank_layout& l) {
                                    .cross_size = l.cross_size});
 }
 
-void watch_resets(elastic_actor self, int gen) {
+void watch_resets(coord_actor self, int gen) {
   auto& st = self->state;
   auto key = fmt::format("reset/{}", gen);
   self->request(st.cfg.store, knobs::store_watch_period + knobs::store_round_trip, get_atom_v,
@@ -217,7 +198,7 @@ void watch_resets(elastic_actor self, int gen) {
     .then(
       [=](std::vector<char>& why) {
         auto& st = self->state;
-        if (st.generation != gen || st.ph != elastic_phase::running)
+        if (st.el.generation != gen || st.ph != phase::running)
           return;
         log::info("job {}: generation {}: a worker's collectives failed ({}); resetting",
                   st.cfg.job_id, gen, std::string{why.begin(), why.end()});
@@ -226,15 +207,15 @@ void watch_resets(elastic_actor self, int gen) {
       },
       [=](caf::error&) {
         auto& st = self->state;
-        if (st.generation == gen && st.ph == elastic_phase::running)
+        if (st.el.generation == gen && st.ph == phase::running)
           watch_resets(self, gen);
       });
 }
 
-void watch_joins(elastic_actor self, int gen) {
+void watch_joins(coord_actor self, int gen) {
   auto& st = self->state;
   key_list keys;
-  for (auto id : st.seats)
+  for (auto id : st.el.seats)
     keys.keys.push_back(fmt::format("joined/{}/{}", gen, id));
   auto wait = wait_bound(st.cfg.settings.timeout + std::chrono::duration_cast<std::chrono::milliseconds>(elastic_wait(st)));
   self->request(st.cfg.store, wait + knobs::store_round_trip, wait_atom_v, elastic_scope(st),
@@ -242,13 +223,13 @@ void watch_joins(elastic_actor self, int gen) {
     .then(
       [=](bool) {
         auto& st = self->state;
-        if (st.generation != gen)
+        if (st.el.generation != gen)
           return;
-        st.formed = true;
-        for (auto id : st.seats)
+        st.el.formed = true;
+        for (auto id : st.el.seats)
           st.workers[id].has_state = true;
         log::info("job {}: generation {} formed with {} workers", st.cfg.job_id, gen,
-                  st.seats.size());
+                  st.el.seats.size());
         replan(self, false); // changes seen meanwhile
       },
       [=](caf::error& err) {
@@ -257,12 +238,12 @@ void watch_joins(elastic_actor self, int gen) {
       });
 }
 
-void publish(elastic_actor self, const elastic::world_plan& plan, bool failure) {
+void publish(coord_actor self, const elastic::world_plan& plan, bool failure) {
   auto& st = self->state;
-  int old = st.generation;
+  int old = st.el.generation;
   int gen = old + 1;
-  st.generation = gen;
-  st.formed = false;
+  st.el.generation = gen;
+  st.el.formed = false;
   auto store = st.cfg.store;
   auto scope = elastic_scope(st);
   if (old >= 0)
@@ -275,7 +256,7 @@ void publish(elastic_actor self, const elastic::world_plan& plan, bool failure) 
     int32_t id = static_cast<int32_t>(seat.id);
     if (seat.id < 0) {
       added = true;
-      id = static_cast<int32_t>(st.registry.add(seat.host));
+      id = static_cast<int32_t>(st.el.registry.add(seat.host));
       auto& w = st.workers[id];
       w.id = id;
       w.node = seat.host;
@@ -296,13 +277,13 @@ void publish(elastic_actor self, const elastic::world_plan& plan, bool failure) 
   }
   for (auto id64 : plan.leaving) {
     auto id = static_cast<int32_t>(id64);
-    st.registry.leave(id);
+    st.el.registry.leave(id);
     caf::anon_send(store, set_atom_v, scope, fmt::format("assign/{}/{}", id, gen),
                    elastic_protocol::encode({.removed = true}));
     caf::anon_send(store, set_atom_v, scope, fmt::format("latest/{}", id), bytes(std::to_string(gen)));
     self->delayed_send(self, knobs::elastic_leave_grace, leave_due_atom_v, id);
   }
-  st.seats = seats;
+  st.el.seats = seats;
   if (!failure && old >= 0 && (added || removed)) {
     int flags = (removed ? 1 : 0) | (added ? 2 : 0);
     caf::anon_send(store, set_atom_v, scope, fmt::format("changed/{}", old),
@@ -321,23 +302,23 @@ void publish(elastic_actor self, const elastic::world_plan& plan, bool failure) 
 }
 
 // Every host the job found is blacklisted for good: no world can form again.
-bool hopeless(elastic_actor self) {
+bool hopeless(coord_actor self) {
   auto& st = self->state;
-  if (st.found.empty())
+  if (st.el.found.empty())
     return false;
-  for (auto& h : st.found)
-    if (!st.blacklist.forever(h.host))
+  for (auto& h : st.el.found)
+    if (!st.el.blacklist.forever(h.host))
       return false;
   return true;
 }
 
 } // namespace
 
-void replan(elastic_actor self, bool failure) {
+void replan(coord_actor self, bool failure) {
   auto& st = self->state;
-  if (st.ph != elastic_phase::running || st.failure)
+  if (st.ph != phase::running || st.failure)
     return;
-  failure = failure || st.broken;
+  failure = failure || st.el.broken;
   std::vector<elastic::member> members;
   bool held_state = false;
   for (auto& [id, w] : st.workers) {
@@ -348,11 +329,11 @@ void replan(elastic_actor self, bool failure) {
   bool any_state = std::any_of(members.begin(), members.end(),
                                [](auto& m) { return m.has_state; });
   if (held_state && !any_state) {
-    elastic_fail(self, make_error(error_kind::worker_error,
+    fail(self, make_error(error_kind::worker_error,
                                   fmt::format("every worker that held the elastic job's state is "
                                               "gone, so its last commit is lost. First failure: {}",
-                                              st.first_failure.empty() ? "none"
-                                                                       : st.first_failure)));
+                                              st.el.first_failure.empty() ? "none"
+                                                                       : st.el.first_failure)));
     return;
   }
   auto avail = available_hosts(self);
@@ -361,18 +342,18 @@ void replan(elastic_actor self, bool failure) {
   auto plan = elastic::plan_world(avail, members, min, max);
   if (!plan) {
     if (failure)
-      st.broken = true;
+      st.el.broken = true;
     if (hopeless(self)) {
-      elastic_fail(self, make_error(error_kind::worker_error,
+      fail(self, make_error(error_kind::worker_error,
                                     fmt::format("every host of the elastic job is blacklisted "
                                                 "after failures. First failure: {}",
-                                                st.first_failure)));
+                                                st.el.first_failure)));
       return;
     }
-    if (!st.short_since)
-      st.short_since = caf::make_timestamp();
-    if (caf::make_timestamp() - *st.short_since >= elastic_wait(st))
-      elastic_fail(self, make_error(error_kind::elastic_timeout,
+    if (!st.el.short_since)
+      st.el.short_since = caf::make_timestamp();
+    if (caf::make_timestamp() - *st.el.short_since >= elastic_wait(st))
+      fail(self, make_error(error_kind::elastic_timeout,
                                     fmt::format("Timed out waiting for minimum number of slots to "
                                                 "become available: wanted {}, saw {} on nodes [{}] "
                                                 "after {} s",
@@ -381,26 +362,26 @@ void replan(elastic_actor self, bool failure) {
                                                 st.cfg.options.elastic_timeout.count())));
     return;
   }
-  st.short_since.reset();
-  bool first = st.generation < 0 || st.seats.empty();
-  if (!failure && !first && same_world(*plan, st.seats))
+  st.el.short_since.reset();
+  bool first = st.el.generation < 0 || st.el.seats.empty();
+  if (!failure && !first && same_world(*plan, st.el.seats))
     return;
   // A change of hosts waits until the current world formed: its workers
   // would not see the notification before joining it.
-  if (!failure && !first && !st.formed)
+  if (!failure && !first && !st.el.formed)
     return;
   if (!first) {
-    if (st.cfg.options.reset_limit && st.resets >= *st.cfg.options.reset_limit) {
-      elastic_fail(self, make_error(error_kind::reset_limit_exceeded,
+    if (st.cfg.options.reset_limit && st.el.resets >= *st.cfg.options.reset_limit) {
+      fail(self, make_error(error_kind::reset_limit_exceeded,
                                     fmt::format("hvactor was shut down because the number of "
                                                 "resets during the elastic job exceeded its "
                                                 "limit: {}",
                                                 *st.cfg.options.reset_limit)));
       return;
     }
-    ++st.resets;
+    ++st.el.resets;
   }
-  st.broken = false;
+  st.el.broken = false;
   publish(self, *plan, failure);
 }
 

@@ -83,11 +83,9 @@ struct coordinator_config {
   std::vector<std::string> node_order;
 };
 
-/// Spawns the coordinator of one job (protocol: interfaces.hpp); the
-/// elastic one when `cfg.options.min_workers` is set.
+/// Spawns the coordinator of one job (protocol: interfaces.hpp;
+/// coordinator_state.hpp): an elastic job when `cfg.options.min_workers`
+/// is set, else a static one.
 proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg);
-
-/// The coordinator of an elastic job (elastic_coordinator.cpp).
-proto::coordinator spawn_elastic_coordinator(caf::actor_system& sys, coordinator_config cfg);
 
 } // namespace hvactor

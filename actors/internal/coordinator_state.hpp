@@ -1,31 +1,95 @@
 #pragma once
 
-// Internal: the coordinator's state and the functions its phases share
-// (coordinator.cpp: start, registration, calls, shutdown;
-// coordinator_placement.cpp: placement, reservation, code shipping).
+// Internal: the job coordinator's state and the functions its files share.
+//
+// One actor drives every job (coordinator.cpp): it owns the worker table,
+// the node agents and colocators, registration, exits, lost nodes, output
+// and events, the failure fan-out and shutdown. Static and elastic jobs
+// differ in how workers are planned and started:
+//  - static (coordinator_static.cpp, coordinator_placement.cpp): one
+//    placement of the whole world (placement.hpp, rank_planner.hpp), one
+//    colocator per node, the Horovod variables handed out once every rank
+//    registered (static_roster.hpp holds the rules);
+//  - elastic (elastic_state.hpp): generations planned by elastic_policy.hpp,
+//    one colocator per worker, every worker's holdings in the
+//    worker_registry.
+// hvactor-run jobs (cfg.launch) run the user's program instead of hvactor
+// workers; their end is the job's outcome (job_exit), which every job has.
 
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "internal/coordinator.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/placement.hpp"
 #include "internal/call_fanin.hpp"
+#include "internal/coordinator.hpp"
+#include "internal/elastic_state.hpp"
 #include "internal/knobs.hpp"
+#include "internal/placement.hpp"
+#include "internal/static_roster.hpp"
 
 namespace hvactor::detail {
 
-enum class phase { idle, placing, shipping, registering, ready, stopping, stopped };
+/// The coordinator's handle inside its own files: the public protocol plus
+/// the timers it sends itself, which nobody else can send it.
+using coordinator_actor = proto::coordinator::extend<
+  // Static jobs: retry placement; the registration deadline; answer a
+  // call's held failure (by call id).
+  caf::reacts_to<proto::placement_retry_atom>, caf::reacts_to<proto::registration_due_atom>,
+  caf::reacts_to<proto::call_grace_atom, uint64_t>,
+  // hvactor-run: end the job after its first failure's grace.
+  caf::reacts_to<proto::launch_finish_atom>,
+  // A worker's connection dropped and its exit report did not arrive in
+  // time (by worker id: the world rank of a static job).
+  caf::reacts_to<proto::worker_lost_atom, int32_t>,
+  // Elastic jobs: poll discovery; a generation's reset request's grace
+  // passed; a leaving worker's grace passed; the finish grace passed.
+  caf::reacts_to<proto::discover_atom>, caf::reacts_to<proto::reset_due_atom, int32_t>,
+  caf::reacts_to<proto::leave_due_atom, int32_t>, caf::reacts_to<proto::finish_due_atom>>;
 
-struct worker_slot {
+enum class phase {
+  idle,
+  placing,     // static: reserving; elastic: waiting for min_workers slots
+  shipping,    // static: the binary goes to the nodes
+  registering, // static: the workers start and register
+  ready,       // start() answered
+  running,     // elastic: a run is in flight
+  finishing,   // elastic: the first worker returned, the others get a grace
+  stopping,
+  stopped,
+};
+
+/// One worker process (static: one per world rank, id = rank; elastic: one
+/// per seat ever started, id = start order).
+struct job_worker {
+  int32_t id = 0;
+  /// The node it was planned on.
+  std::string node;
   bool registered = false;
   proto::worker_hello hello;
   proto::horovod_worker handle;
-  std::string node_id; // planned node
+  /// Its pid once known (registration or exit report), else 0.
+  int32_t pid = 0;
+  /// Elastic: its reservation's and colocator's job id "<job>.<id>";
+  /// joined a generation that formed (holds the job's state); returned
+  /// successfully with `payload`; its seat in the current generation (-1).
+  std::string sub_job;
+  bool has_state = false;
+  bool returned = false;
+  std::vector<char> payload;
+  int rank = -1;
+};
+
+/// A colocator the job holds: one per node (static) or per worker (elastic).
+struct colocation {
+  std::string node;
+  proto::node_colocator handle;
+  /// Elastic: the worker it runs; -1 for a static node's colocator.
+  int32_t worker = -1;
 };
 
 /// Who waits for a call's answer: a call on every rank, or on one.
@@ -35,55 +99,107 @@ struct call_waiter {
   caf::typed_response_promise<proto::call_result> one;
 };
 
+/// What only a static job has.
+struct static_job {
+  caf::timestamp placement_deadline;
+  std::string last_placement_problem;
+  /// Bumped per placement attempt; answers of older attempts are ignored.
+  uint64_t attempt = 0;
+  placement_plan plan;
+  std::set<std::string> reserved_nodes;
+  /// Registration and exits, by world rank (static_roster.hpp).
+  static_roster roster;
+  uint64_t shipped_bytes = 0;
+  /// Calls in flight: their answers (fan-in) and who waits for them.
+  call_fanin calls{knobs::call_error_grace};
+  std::map<uint64_t, call_waiter> call_waiters;
+  uint64_t next_call = 1;
+  /// hvactor-run: the first failed process's outcome, final once the
+  /// others had launch_failure_grace to exit.
+  std::optional<proto::job_exit> pending_outcome;
+};
+
 struct coordinator_state {
   coordinator_config cfg;
   phase ph = phase::idle;
   std::string endpoint;
   std::string rendezvous_host;
   uint16_t rendezvous_port = 0;
-  caf::timestamp placement_deadline;
-  std::string last_placement_problem;
-  /// Bumped per placement attempt; answers of older attempts are ignored.
-  uint64_t attempt = 0;
-  placement_plan plan;
-  /// Agents of the nodes of the current cluster view (direct connections
-  /// for hvactor-node agents, cached for the job's life).
+  /// Nodes of the current cluster view: their infos, and their agents
+  /// (direct connections to hvactor-node agents, cached for the job).
   std::map<std::string, proto::node_agent> agents_by_node;
   std::map<std::string, proto::node_info> infos_by_node;
-  std::set<std::string> reserved_nodes;
-  std::map<std::string, proto::node_colocator> colocators; // by node id
-  /// hvactor-run: bytes of each rank's output written by on_output and not
-  /// yet acknowledged to its colocator (output_window.hpp).
-  std::map<int32_t, uint64_t> output_unacked;
-  std::vector<worker_slot> workers;                        // by world rank
-  size_t registered = 0;
-  uint64_t shipped_bytes = 0;
+  /// Every worker process, by id.
+  std::map<int32_t, job_worker> workers;
+  /// Every live colocator, by key (static: node id; elastic: sub job).
+  std::map<std::string, colocation> colocators;
+  /// Colocators told to stop that have not answered yet (keys).
+  std::set<std::string> stopping;
   caf::typed_response_promise<proto::job_info> start_promise;
   bool start_pending = false;
   caf::error failure;
-  /// shutdown: nodes whose colocator has not stopped yet.
-  std::set<std::string> stopping_nodes;
-  std::vector<caf::typed_response_promise<bool>> shutdown_promises;
-  /// Calls in flight: their answers (fan-in) and who waits for them.
-  call_fanin calls{knobs::call_error_grace};
-  std::map<uint64_t, call_waiter> call_waiters;
-  uint64_t next_call = 1;
-  // hvactor-run jobs (cfg.launch).
-  size_t exited_ok = 0;
-  bool launch_done = false;
-  proto::job_exit outcome;
+  /// The job's end: its failure, its shutdown, or (hvactor-run) every
+  /// process's exit; answers every finished request.
+  std::optional<proto::job_exit> outcome;
   std::vector<caf::typed_response_promise<proto::job_exit>> finished_promises;
+  std::vector<caf::typed_response_promise<bool>> shutdown_promises;
+  /// Bytes of each worker's output written by on_output and not yet
+  /// acknowledged to its colocator (output_window.hpp).
+  std::map<int32_t, uint64_t> output_unacked;
+  static_job fixed;
+  elastic_job el;
   static inline const char* name = "coordinator";
+
+  bool elastic() const {
+    return cfg.options.min_workers.has_value();
+  }
 
   int size() const {
     return static_cast<int>(workers.size());
   }
 };
 
-using coord_actor = proto::coordinator::stateful_pointer<coordinator_state>;
+using coord_actor = coordinator_actor::stateful_pointer<coordinator_state>;
 
-/// Fails the job: every pending call and a pending start get `err`.
+// --- the lifecycle (coordinator.cpp) ---
+
+/// Fails the job: a pending start, every call or run in flight and the
+/// outcome get `err`; elastic workers are stopped. Once only.
 void fail(coord_actor self, caf::error err);
+
+/// Sets the job's outcome (once) and answers every finished request.
+void finish(coord_actor self, proto::job_exit out);
+
+/// The request a node's agent gets to start `ranks` (worker ids) of this
+/// job under the colocator job id `job`; `rank_env` for hvactor-run.
+proto::spawn_request spawn_request_for(const coordinator_state& st, const std::string& node,
+                                       const std::string& job, std::vector<int32_t> ranks,
+                                       proto::env_list env, std::vector<proto::env_list> rank_env);
+
+/// Keeps `coloc` (monitored) under `key`.
+void adopt_colocator(coord_actor self, const std::string& key, colocation c);
+
+/// Tells the colocator under `key` to stop (it reaps its processes, then
+/// releases the reservation); it is forgotten once it answered or is gone.
+/// Idempotent.
+void stop_colocator(coord_actor self, const std::string& key);
+
+/// Completes shutdown once every colocator stopped.
+void shutdown_done(coord_actor self);
+
+/// Makes sure `node` has a usable agent handle (hvactor-node agents get a
+/// direct connection; a handle relayed by the head would route every
+/// message through it), then calls `then` with an error or none.
+void with_agent(coord_actor self, const std::string& node, caf::timespan timeout,
+                std::function<void(caf::error)> then);
+
+/// Takes the cluster's view: forgets agents of nodes that left or came back
+/// as another process; keeps in-process agents. Returns the nodes whose
+/// agent was forgotten.
+std::vector<std::string> take_view(coord_actor self, const proto::cluster_view& view);
+
+// --- static jobs (coordinator_static.cpp, coordinator_placement.cpp,
+// coordinator_calls.cpp, coordinator_launch.cpp) ---
 
 /// Placement phase: asks the registry for live nodes, plans (PACK or one
 /// colocator per node), reserves all-or-nothing, ships the binary where
@@ -94,28 +210,30 @@ void try_placement(coord_actor self);
 /// Releases every reservation this job holds that no colocator owns yet.
 void release_reserved(coord_actor self);
 
-/// Registration phase: one colocate per planned node (coordinator.cpp).
+/// Registration phase: one colocate per planned node.
 void spawn_workers(coord_actor self);
+
+/// Every rank registered: hands out the Horovod variables, then answers
+/// start().
+void hand_out_env(coord_actor self);
+
+/// A static job's worker exited unexpectedly.
+void static_exited(coord_actor self, const proto::worker_exit& ex);
+
+/// A static job's node (its colocator) went away.
+void static_node_lost(coord_actor self, const std::string& node, const caf::error& reason);
+
+/// The registration deadline passed.
+void registration_due(coord_actor self);
 
 /// "rank 3 on node 'n1' (pid 4711)", for error messages.
 std::string worker_label(const coordinator_state& st, int rank);
 
-/// The Horovod variables of every rank, given each rank's node.
-std::vector<proto::env_list> horovod_envs(const coordinator_state& st,
-                                          const std::vector<std::string>& node_of_rank);
-
-/// hvactor-run (coordinator_launch.cpp): every node started its processes.
-void launch_started(coord_actor self);
-
 /// hvactor-run: a process ended; `err` is the job error it would be.
 void launch_exited(coord_actor self, const proto::worker_exit& ex, caf::error err);
 
-/// hvactor-run: the job's outcome; answers every finished request.
-void finish_launch(coord_actor self, proto::job_exit out);
-
 /// Opens a call: on every rank into call_results, or (`single`) on one rank
-/// into a call_result; sends it and returns the promise's id
-/// (coordinator_calls.cpp).
+/// into a call_result; sends it and returns the promise's id.
 uint64_t open_call(coord_actor self, call_waiter waiter, const std::vector<int>& ranks,
                    const proto::call_request& req);
 
@@ -128,5 +246,64 @@ void fail_calls(coord_actor self, const caf::error& err);
 
 /// A held call failure's grace passed: answer it unless answered meanwhile.
 void call_grace_passed(coord_actor self, uint64_t id);
+
+// --- elastic jobs (elastic_run.cpp, elastic_world.cpp,
+// elastic_processes.cpp) ---
+
+/// start(): spawns the finder and polls discovery until min_workers slots.
+void elastic_start(coord_actor self);
+
+/// Polls discovery (and the registry) once; schedules the next poll.
+void poll_discovery(coord_actor self);
+
+/// Plans and publishes the next generation when the hosts or the live
+/// workers call for one; `failure` marks a reset after a failure (counted
+/// against reset_limit even when the plan keeps the same seats).
+void replan(coord_actor self, bool failure);
+
+/// A run (or, for hvactor-run, the processes) begins.
+void begin_run(coord_actor self);
+
+/// An elastic worker registered: it gets the run's call.
+void send_call(coord_actor self, int32_t id);
+
+/// An elastic worker's process exited.
+void elastic_exited(coord_actor self, const proto::worker_exit& ex);
+
+/// Worker `id` failed (`why` completes "worker 3 on node 'n1' (pid 42) ..."):
+/// stops it, blacklists its host and replans, or fails the job.
+void worker_failed(coord_actor self, int32_t id, const std::string& why);
+
+/// A leaving worker's grace passed: stop it if it is still there.
+void leave_due(coord_actor self, int32_t id);
+
+/// The run ended: answer it, stop every worker.
+void finish_run(coord_actor self);
+
+/// Starts the worker process of a new seat (elastic_processes.cpp).
+void start_worker(coord_actor self, int32_t id);
+
+/// Ends a worker: gives back what it holds on its node as the registry
+/// says (stops its colocator, or releases its reservation). Idempotent.
+void stop_worker(coord_actor self, int32_t id);
+
+/// Whether elastic worker `id` ended (its process exited, failed or was
+/// stopped).
+inline bool is_gone(const coordinator_state& st, int32_t id) {
+  return st.el.registry.is_gone(id);
+}
+
+/// Whether elastic worker `id` is not in the current world any more (it
+/// exits on its own, or is stopped after its grace).
+inline bool is_leaving(const coordinator_state& st, int32_t id) {
+  auto* w = st.el.registry.find(id);
+  return w != nullptr && w->phase == elastic::worker_phase::leaving;
+}
+
+/// "worker 3 on node 'n1' (pid 42)".
+std::string worker_name(const job_worker& w);
+
+/// The available hosts now: found, live and not blacklisted, in order.
+std::vector<host_slots> available_hosts(coord_actor self);
 
 } // namespace hvactor::detail

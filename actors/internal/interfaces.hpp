@@ -386,19 +386,7 @@ using coordinator = caf::typed_actor<
   // comes within the call error grace, else by this error.
   caf::replies_to<call_failed_atom, caf::error>::with<call_results>,
   // Stop every worker and release every reservation; idempotent.
-  caf::replies_to<shutdown_atom>::with<bool>,
-  // Timers it sends itself: retry placement; the registration deadline;
-  // end an hvactor-run job after its first failure's grace; answer a call's
-  // held failure (by call id); a worker's connection dropped and its exit
-  // report did not arrive in time (by rank).
-  caf::reacts_to<placement_retry_atom>, caf::reacts_to<registration_due_atom>,
-  caf::reacts_to<launch_finish_atom>, caf::reacts_to<call_grace_atom, uint64_t>,
-  caf::reacts_to<worker_lost_atom, int32_t>,
-  // Elastic jobs' timers: poll discovery; a worker's reset request's grace
-  // passed (by generation); a leaving worker's grace passed (by worker id);
-  // the others' time to return after the first success passed.
-  caf::reacts_to<discover_atom>, caf::reacts_to<reset_due_atom, int32_t>,
-  caf::reacts_to<leave_due_atom, int32_t>, caf::reacts_to<finish_due_atom>>;
+  caf::replies_to<shutdown_atom>::with<bool>>;
 
 /// Owns one machine's resources and creates colocators on it.
 using node_agent = caf::typed_actor<

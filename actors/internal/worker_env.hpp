@@ -54,6 +54,16 @@ struct worker_env_spec {
 /// `gpu_ids_of_rank` differ in length.
 std::vector<proto::env_list> worker_envs(const worker_env_spec& spec);
 
+/// The variables elastic worker `worker_id` on `node` starts with (its
+/// ranks come with each generation's assignment, elastic_assignment.hpp):
+/// HOROVOD_HOSTNAME and the job's shared variables as worker_envs (for
+/// `spec.generation`, HOROVOD_ELASTIC=1), then HVACTOR_ELASTIC_WORKER,
+/// HVACTOR_ELASTIC_GENERATION, HVACTOR_ELASTIC_WAIT_MS (`wait`: how long
+/// hvd::init waits for a generation), then `extra_env_vars` as worker_envs.
+/// `spec.node_of_rank` and `gpu_ids_of_rank` are not used.
+proto::env_list elastic_worker_env(worker_env_spec spec, const std::string& node,
+                                   int32_t worker_id, std::chrono::milliseconds wait);
+
 /// CUDA_VISIBLE_DEVICES for `gpu_ids`: "0,2,3", in the given order, each id
 /// once (its first place), no spaces.
 std::string cuda_visible_devices(const std::vector<int32_t>& gpu_ids);

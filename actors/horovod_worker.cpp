@@ -15,6 +15,7 @@
 #include "hvactor/code_registry.hpp"
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"
+#include "internal/process_system.hpp"
 #include "internal/system_config.hpp"
 
 namespace hvactor {
@@ -111,8 +112,8 @@ void serve_worker() {
   }
   auto host = endpoint.substr(0, colon);
   auto port = static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1)));
-  // The system lives until _exit: no destructor may block the exit.
-  // The node hands its TLS identity (if any) to its workers.
+  // The node hands its TLS identity (if any) to its workers; the process
+  // system takes it from the same environment.
   auto tls = tls::from_env();
   try {
     tls::validate(tls);
@@ -120,9 +121,16 @@ void serve_worker() {
     log::error("bad TLS identity from the node: {}", e.what());
     leave(2);
   }
-  auto* cfg = new caf::actor_system_config;
-  configure_system(*cfg, 2, tls);
-  auto* sys = new caf::actor_system{*cfg};
+  // The process's one system (the store clients, the elastic and training
+  // sessions share it); the share is never dropped: the system lives until
+  // _exit, so that no destructor may block the exit.
+  caf::actor_system* sys = nullptr;
+  try {
+    sys = (new process_system::share(process_system::acquire()))->get();
+  } catch (const std::exception& e) {
+    log::error("cannot start the worker's actor system: {}", e.what());
+    leave(2);
+  }
   coordinator coord;
   {
     caf::scoped_actor self{*sys};

@@ -4,8 +4,23 @@
 #include <thread>
 
 #include "internal/interfaces.hpp"
+#include "internal/process_system.hpp"
+#include "internal/train_progress.hpp"
 
 namespace hvactor {
+
+namespace {
+
+void register_actor_types(caf::actor_system_config& cfg) {
+  proto::register_types(cfg);
+  train::register_train_types(cfg);
+}
+
+// A worker's process system carries the actors' messages (the driver's
+// calls, registration) beside the store's (collectives registers those).
+const process_system::registrar actor_types{&register_actor_types};
+
+} // namespace
 
 void configure_system(caf::actor_system_config& cfg, size_t max_threads,
                       const tls::config& tls) {
@@ -13,7 +28,7 @@ void configure_system(caf::actor_system_config& cfg, size_t max_threads,
     max_threads = std::max<size_t>(2, std::thread::hardware_concurrency());
   configure_actor_system(cfg, max_threads, tls);
   proto::register_rendezvous_types(cfg);
-  proto::register_types(cfg);
+  register_actor_types(cfg);
 }
 
 } // namespace hvactor

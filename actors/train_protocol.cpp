@@ -21,18 +21,6 @@ std::string data(const std::string& name, int rank) {
   return fmt::format("data/{}/{}", name, rank);
 }
 
-std::string ckpt(uint64_t i) {
-  return fmt::format("ckpt/{}", i);
-}
-
-std::string report(uint64_t i, int rank) {
-  return fmt::format("report/{}/{}", i, rank);
-}
-
-std::string ack(uint64_t i) {
-  return fmt::format("ack/{}", i);
-}
-
 } // namespace keys
 
 namespace {

@@ -1,7 +1,8 @@
 // hvactor::train's driver: trainer::fit() starts a worker group per
 // attempt, hands it the shards and the checkpoint to resume from through
-// the job's rendezvous store, collects every report, persists rank 0's
-// checkpoints and restarts a failed group (internal/train_protocol.hpp).
+// the job's rendezvous store, follows its reports through the attempt's
+// train_progress actor (which persists rank 0's checkpoints) and restarts a
+// failed group (internal/train_protocol.hpp, internal/train_progress.hpp).
 
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <ctime>
 #include <filesystem>
 #include <mutex>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -21,6 +21,7 @@
 #include "internal/job_session.hpp"
 #include "internal/knobs.hpp"
 #include "internal/log.hpp"
+#include "internal/train_progress.hpp"
 #include "internal/train_protocol.hpp"
 
 namespace fs = std::filesystem;
@@ -72,24 +73,6 @@ std::string default_name() {
 std::string default_storage() {
   auto home = env::get("HOME").value_or("");
   return (home.empty() ? fs::temp_directory_path() : fs::path{home}) / "hvactor_results";
-}
-
-std::string checkpoint_dir_name(int64_t index) {
-  return fmt::format("checkpoint_{:06d}", index);
-}
-
-/// The index after the highest checkpoint_NNNNNN already in `dir`.
-int64_t next_checkpoint_index(const fs::path& dir) {
-  static const std::regex pattern{"checkpoint_([0-9]{6,})"};
-  int64_t next = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it{dir, ec}, end; !ec && it != end; it.increment(ec)) {
-    std::smatch m;
-    auto name = it->path().filename().string();
-    if (std::regex_match(name, m, pattern))
-      next = std::max<int64_t>(next, std::stoll(m[1]) + 1);
-  }
-  return next;
 }
 
 /// The driver's progress output (Ray's trial progress): on a terminal one
@@ -183,11 +166,10 @@ struct trainer::impl {
   std::shared_ptr<progress> out;
 
   void run_attempt(int attempt, const checkpoint& resume);
-  void check_report_counts(caf::blocking_actor& self, const proto::rendezvous_store& store,
-                           const std::string& scope, uint64_t next, int finished, int size);
-  void handle_report(caf::blocking_actor& self, const proto::rendezvous_store& store,
-                     const std::string& scope, uint64_t i, int size, int attempt);
-  fs::path persist(const std::vector<char>& archive);
+  train_spec make_spec(executor& ex, int attempt, const checkpoint& resume);
+  void follow(executor& ex, std::vector<future<void>>& calls, const train_progress& progress,
+              int attempt);
+  void record(train_event& ev, int size, int attempt);
 };
 
 std::string trainer::encode_loop(loop_fn fn) {
@@ -308,6 +290,22 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
                                 out->worker_line(rank, stream, line);
                               });
   ex.start();
+  auto spec = make_spec(ex, attempt, resume);
+  // The attempt's record of reports and checkpoints; the workers reach it
+  // where they reach the store.
+  progress_config pc{ex.num_workers(), run_dir, opts.run.checkpoint.num_to_keep,
+                     executor_access::job(ex).workers};
+  published_progress progress{executor_access::session(ex).system(), std::move(pc),
+                              driver_bind_host(rt.options())};
+  spec.progress_port = progress.port();
+  auto calls = ex.run_remote(&run_worker, spec);
+  follow(ex, calls, progress.actor(), attempt);
+  ex.shutdown();
+}
+
+// What every worker runs; the shards and the checkpoint to resume from go
+// into the job's store first.
+train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint& resume) {
   auto& session = executor_access::session(ex);
   auto scope = executor_access::job(ex).job_id + "/train";
   auto& sys = session.system();
@@ -341,94 +339,59 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   spec.attempt = attempt;
   spec.report_limit_ms = std::chrono::milliseconds{knobs::train_report_limit}.count();
   spec.timeout_ms = bound.count();
+  return spec;
+}
 
-  auto calls = ex.run_remote(&run_worker, spec);
-  caf::scoped_actor self{sys};
-  uint64_t next = 0;
-  for (;;) {
-    int finished = -1;
-    size_t done = 0;
-    for (size_t r = 0; r < calls.size(); ++r)
-      if (calls[r].ready()) {
-        calls[r].get(); // throws the worker's error
-        finished = static_cast<int>(r);
-        ++done;
+// Waits on the progress actor for each report, in order, until every rank
+// returned from the loop or the attempt failed. Every wait is bounded and
+// watches the actor (ask); a report arrives as a message, not by polling.
+void trainer::impl::follow(executor& ex, std::vector<future<void>>& calls,
+                           const train_progress& progress, int attempt) {
+  caf::scoped_actor self{executor_access::session(ex).system()};
+  auto size = ex.num_workers();
+  for (uint64_t next = 0;;) {
+    auto ev = ask<train_event>(*self, progress, await_bound, tr_await_atom_v, next);
+    if (!ev) {
+      if (ev.error() != caf::sec::request_timeout)
+        throw_caf_error(ev.error(), "train: the run's progress actor");
+      // Quiet for a while: still running, unless every call ended without
+      // the driver hearing of it.
+      if (std::all_of(calls.begin(), calls.end(), [](auto& c) { return c.ready(); })) {
+        for (auto& c : calls)
+          c.get(); // throws the worker's error
+        return;
       }
-    if (done == calls.size())
-      break;
-    if (finished >= 0)
-      check_report_counts(*self, store, scope, next, finished, size);
-    std::vector<std::string> wanted;
-    for (int r = 0; r < size; ++r)
-      wanted.push_back(keys::report(next, r));
-    auto all = ask<bool>(*self, store, knobs::train_poll + knobs::store_round_trip,
-                         proto::wait_atom_v, scope, proto::key_list{wanted},
-                         caf::timespan{knobs::train_poll});
-    if (!all)
-      continue; // not yet: check the calls again
-    handle_report(*self, store, scope, next, size, attempt);
-    ++next;
-  }
-  ex.shutdown();
-}
-
-// A worker returned from the loop after `next` reports: a report `next`
-// from any other rank can never be acknowledged.
-void trainer::impl::check_report_counts(caf::blocking_actor& self,
-                                        const proto::rendezvous_store& store,
-                                        const std::string& scope, uint64_t next, int finished,
-                                        int size) {
-  for (int r = 0; r < size; ++r) {
-    auto there = ask<std::vector<char>>(self, store, knobs::store_round_trip, proto::get_atom_v,
-                                        scope, keys::report(next, r), caf::timespan{1ms});
-    if (there)
-      throw error(fmt::format(
-        "train: rank {} returned from the training loop after {} report{}, while rank {} made "
-        "report {}: every worker must call train::report() the same number of times",
-        finished, next, next == 1 ? "" : "s", r, next + 1));
-  }
-}
-
-void trainer::impl::handle_report(caf::blocking_actor& self,
-                                  const proto::rendezvous_store& store, const std::string& scope,
-                                  uint64_t i, int size, int attempt) {
-  auto bound = wait_bound(opts.settings.timeout);
-  // Every key read here is set already (the wait saw the reports, and a
-  // chunked value's count is set after its chunks): take them out of the
-  // store, moved, not copied.
-  auto take = [&](const std::string& key) {
-    auto v = ask<std::vector<char>>(self, store, bound, proto::take_atom_v, scope, key);
-    if (!v)
-      throw_caf_error(v.error(), "train: the rendezvous store");
-    return std::move(*v);
-  };
-  get_batch take_many = [&](const std::vector<std::string>& keys) {
-    std::vector<std::vector<char>> out;
-    for (auto& k : keys)
-      out.push_back(take(k));
-    return out;
-  };
-  std::vector<metrics> ranks;
-  bool with_checkpoint = false;
-  for (int r = 0; r < size; ++r) {
-    auto [m, ckpt] = decode_report(take(keys::report(i, r)));
-    if (r == 0)
-      with_checkpoint = ckpt;
-    ranks.push_back(std::move(m));
-  }
-  std::string failure;
-  if (with_checkpoint) {
-    try {
-      auto dir = persist(get_chunked(take_many, keys::ckpt(i)));
-      res.checkpoint = checkpoint::from_directory(dir.string());
-    } catch (const std::exception& e) {
-      failure = fmt::format("the driver could not persist the checkpoint of report {}: {}", i + 1,
-                            e.what());
-      log::error("train: {}", failure);
+      continue;
+    }
+    switch (ev->kind) {
+      case train_event::report:
+        record(*ev, size, attempt);
+        ++next;
+        continue;
+      case train_event::done:
+        for (auto& c : calls)
+          c.get();
+        return;
+      case train_event::rank_failed:
+        if (ev->rank >= 0 && static_cast<size_t>(ev->rank) < calls.size())
+          calls[static_cast<size_t>(ev->rank)].get(); // throws the worker's error
+        throw error("train: " + ev->failure);
+      default:
+        throw error(ev->failure);
     }
   }
+}
+
+// Report `ev.index` of every rank: the run's metrics, history, checkpoint
+// and progress line.
+void trainer::impl::record(train_event& ev, int size, int attempt) {
+  std::vector<metrics> ranks;
+  for (auto& bytes : ev.metrics)
+    ranks.push_back(decode_report(bytes).first);
+  if (!ev.checkpoint_dir.empty())
+    res.checkpoint = checkpoint::from_directory(ev.checkpoint_dir);
   auto now = std::chrono::steady_clock::now();
-  auto m = ranks[0];
+  auto m = ranks.at(0);
   m["training_iteration"] = ++iteration;
   m["attempt"] = attempt;
   m["time_total_s"] = std::chrono::duration<double>(now - started).count();
@@ -439,37 +402,8 @@ void trainer::impl::handle_report(caf::blocking_actor& self,
   res.worker_metrics_history.push_back(std::move(ranks));
   out->report(iteration, std::chrono::duration<double>(now - started).count(), res.metrics,
               size);
-  auto ok = ask<bool>(self, store, bound, proto::set_atom_v, scope, keys::ack(i),
-                      std::vector<char>(failure.begin(), failure.end()));
-  if (!ok)
-    throw_caf_error(ok.error(), "train: the rendezvous store");
-  if (!failure.empty())
-    throw error("train: " + failure);
-}
-
-fs::path trainer::impl::persist(const std::vector<char>& archive) {
-  auto index = next_checkpoint_index(run_dir);
-  auto final_dir = run_dir / checkpoint_dir_name(index);
-  auto partial = run_dir / (".partial_" + checkpoint_dir_name(index));
-  std::error_code ec;
-  fs::remove_all(partial, ec);
-  extract_archive(archive, partial);
-  fs::rename(partial, final_dir);
-  if (auto keep = opts.run.checkpoint.num_to_keep) {
-    // By index: the newest `keep` stay.
-    std::vector<std::pair<int64_t, fs::path>> all;
-    static const std::regex pattern{"checkpoint_([0-9]{6,})"};
-    for (fs::directory_iterator it{run_dir, ec}, end; !ec && it != end; it.increment(ec)) {
-      std::smatch m;
-      auto name = it->path().filename().string();
-      if (std::regex_match(name, m, pattern))
-        all.emplace_back(std::stoll(m[1]), it->path());
-    }
-    std::sort(all.begin(), all.end());
-    for (size_t k = 0; k + static_cast<size_t>(*keep) < all.size(); ++k)
-      fs::remove_all(all[k].second, ec);
-  }
-  return final_dir;
+  if (!ev.failure.empty())
+    throw error("train: " + ev.failure);
 }
 
 } // namespace hvactor::train

@@ -9,13 +9,20 @@
 
 #include <fmt/format.h>
 
+#include <caf/scoped_actor.hpp>
+
 #include "hvactor/code_registry.hpp"
 #include "hvactor/errors.hpp"
+#include "internal/actor_system.hpp"
+#include "internal/caf_error.hpp"
 #include "internal/knobs.hpp"
 #include "internal/log.hpp"
 #include "internal/process.hpp"
+#include "internal/process_system.hpp"
 #include "internal/rendezvous_client.hpp"
+#include "internal/train_progress.hpp"
 #include "internal/train_protocol.hpp"
+#include "internal/transport.hpp"
 
 namespace fs = std::filesystem;
 
@@ -25,7 +32,12 @@ namespace hvactor::train {
 struct worker_session {
   train_spec spec;
   context ctx;
+  /// The process's actor system (the worker's, shared with hvd's clients).
+  process_system::share sys = process_system::acquire();
+  /// Shards and the checkpoint to resume from.
   std::unique_ptr<collectives::rendezvous_client> store;
+  /// The driver's record of this attempt: report() goes there.
+  train_progress progress;
   std::map<std::string, dataset> shards;
   bool resume_fetched = false;
   checkpoint resume;
@@ -40,20 +52,11 @@ struct worker_session {
     return std::chrono::milliseconds{spec.timeout_ms};
   }
 
-  void set(const std::string& key, std::vector<char> value) {
-    store->set(key, value);
-  }
-
   // Chunked values, pipelined.
   get_batch get_many() {
     // Shards and the resume checkpoint are in the store before the loop runs.
     return [this](const std::vector<std::string>& keys) {
       return store->get_many(keys, timeout());
-    };
-  }
-  set_batch set_many() {
-    return [this](std::vector<std::pair<std::string, std::vector<char>>> entries) {
-      store->set_many(std::move(entries));
     };
   }
 
@@ -137,27 +140,70 @@ checkpoint get_checkpoint() {
   return s.resume;
 }
 
+namespace {
+
+// Receives the answers to `ids` (tr_chunk's), each within `timeout`.
+void receive_acks(caf::blocking_actor& self, std::vector<caf::message_id>& ids,
+                  std::chrono::milliseconds timeout, uint64_t report) {
+  for (auto id : ids) {
+    caf::error err = caf::sec::request_timeout;
+    caf::blocking_actor::accept_one_cond until_one;
+    self.varargs_receive(
+      until_one, id, [&](bool) { err = caf::error{}; }, [&](caf::error& e) { err = std::move(e); },
+      caf::after(wait_bound(timeout)) >> [] {});
+    if (err)
+      throw error(fmt::format("train::report: the checkpoint of report {} did not reach the "
+                              "driver: {}",
+                              report + 1, describe(err)));
+  }
+  ids.clear();
+}
+
+// Rank 0's checkpoint archive to the driver in ship_chunk_bytes chunks,
+// train_chunks_in_flight at a time; the chunk count.
+uint32_t send_checkpoint(worker_session& s, uint64_t i, const std::vector<char>& archive) {
+  auto chunk = knobs::ship_chunk_bytes;
+  auto count = std::max<size_t>(1, (archive.size() + chunk - 1) / chunk);
+  caf::scoped_actor self{*s.sys};
+  std::vector<caf::message_id> ids;
+  for (size_t n = 0; n < count; ++n) {
+    auto begin = archive.begin() + static_cast<ptrdiff_t>(std::min(archive.size(), n * chunk));
+    auto end = archive.begin() + static_cast<ptrdiff_t>(std::min(archive.size(), (n + 1) * chunk));
+    train_chunk c{i, static_cast<uint32_t>(n), std::vector<char>(begin, end)};
+    // Bounded by the receive (receive_acks), as ask() does.
+    ids.push_back(self->request(s.progress, caf::infinite, tr_chunk_atom_v, std::move(c)).id());
+    if (ids.size() == knobs::train_chunks_in_flight)
+      receive_acks(*self, ids, s.timeout(), i);
+  }
+  receive_acks(*self, ids, s.timeout(), i);
+  return static_cast<uint32_t>(count);
+}
+
+} // namespace
+
 void report(const metrics& m, const checkpoint& ckpt) {
   auto& s = session("report");
   for (auto& [name, _] : m)
     if (name.empty())
       throw std::invalid_argument("train::report: a metric without a name");
   auto i = s.next_report++;
-  bool with_checkpoint = s.ctx.world_rank() == 0 && static_cast<bool>(ckpt);
-  if (with_checkpoint)
-    put_chunked(s.set_many(), keys::ckpt(i), archive_directory(ckpt.path()));
-  s.set(keys::report(i, s.ctx.world_rank()), encode_report(m, with_checkpoint));
-  std::vector<char> ack;
-  try {
-    ack = s.store->get(keys::ack(i), s.limit()); // the other ranks may still be in their epoch
-  } catch (const rendezvous_timeout&) {
+  int rank = s.ctx.world_rank();
+  bool with_checkpoint = rank == 0 && static_cast<bool>(ckpt);
+  uint32_t chunks = with_checkpoint ? send_checkpoint(s, i, archive_directory(ckpt.path())) : 0;
+  train_report r{rank, i, encode_report(m, with_checkpoint), chunks};
+  // Answered once every rank reported and the driver recorded it (the
+  // other ranks may still be in their epoch).
+  auto ack = ask<std::string>(*s.sys, s.progress, s.limit(), tr_report_atom_v, std::move(r));
+  if (!ack && ack.error() == caf::sec::request_timeout)
     throw error(fmt::format(
       "train::report: report {} of rank {} was not acknowledged within {} ms: every worker "
       "must call report() the same number of times (or the driver stopped answering)",
-      i + 1, s.ctx.world_rank(), s.spec.report_limit_ms));
-  }
-  if (!ack.empty())
-    throw error("train::report: " + std::string{ack.begin(), ack.end()});
+      i + 1, rank, s.spec.report_limit_ms));
+  if (!ack)
+    throw error(fmt::format("train::report: report {} of rank {}: {}", i + 1, rank,
+                            describe(ack.error())));
+  if (!ack->empty())
+    throw error("train::report: " + *ack);
 }
 
 void run_worker(train_spec spec) {
@@ -170,6 +216,14 @@ void run_worker(train_spec spec) {
     throw error("train: the worker has no rendezvous store address (HOROVOD_GLOO_RENDEZVOUS_*)");
   s.store = std::make_unique<collectives::rendezvous_client>(
     host, static_cast<uint16_t>(port), s.spec.scope, s.timeout());
+  // The progress actor listens on the store's host (the driver's address).
+  auto found = transport::connect(*s.sys, host, s.spec.progress_port, s.timeout());
+  if (!found)
+    throw error(fmt::format("train: the worker cannot reach the driver's progress actor at {}:{} "
+                            "within {} ms: {}",
+                            host, s.spec.progress_port, s.spec.timeout_ms,
+                            describe(found.error())));
+  s.progress = caf::actor_cast<train_progress>(std::move(*found));
   auto loop = reinterpret_cast<void (*)(context&)>(
     const_cast<void*>(hvactor::detail::decode_code_address(s.spec.loop)));
   worker_session* none = nullptr;
@@ -180,7 +234,23 @@ void run_worker(train_spec spec) {
       current.store(nullptr);
     }
   } reset_current;
-  loop(s.ctx);
+  int rank = s.ctx.world_rank();
+  try {
+    loop(s.ctx);
+  } catch (const std::exception& e) {
+    // The driver learns at once; the call's error carries the details.
+    caf::anon_send(s.progress, tr_fail_atom_v, static_cast<int32_t>(rank), std::string{e.what()});
+    throw;
+  } catch (...) {
+    caf::anon_send(s.progress, tr_fail_atom_v, static_cast<int32_t>(rank),
+                   std::string{"unknown exception"});
+    throw;
+  }
+  auto told = ask<bool>(*s.sys, s.progress, s.timeout(), tr_done_atom_v,
+                        static_cast<int32_t>(rank), s.next_report);
+  if (!told)
+    log::warn("train: rank {} could not tell the driver that its loop returned: {}", rank,
+              describe(told.error()));
 }
 
 } // namespace hvactor::train

@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
-#include <cstdlib>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -14,6 +12,7 @@
 #include "internal/elastic_session.hpp"
 #include "internal/engine.hpp"
 #include "internal/host_backend.hpp"
+#include "internal/hvd_options.hpp"
 #include "internal/rendezvous_client.hpp"
 #include "internal/binding.hpp"
 #include "internal/knobs.hpp"
@@ -56,28 +55,6 @@ state& global() {
   return *st;
 }
 
-std::string machine_hostname() {
-  char name[256] = {0};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
-topology topology_from_env() {
-  topology t;
-  t.rank = env::get_int(env::rank, 0);
-  t.size = env::get_int(env::size, 1);
-  t.local_rank = env::get_int(env::local_rank, t.rank);
-  t.local_size = env::get_int(env::local_size, t.size);
-  t.cross_rank = env::get_int(env::cross_rank, 0);
-  t.cross_size = env::get_int(env::cross_size, 1);
-  t.host = env::get(env::hostname).value_or(machine_hostname());
-  if (t.size < 1 || t.rank < 0 || t.rank >= t.size)
-    throw std::invalid_argument(fmt::format("hvd::init: {}={} and {}={} are not a valid rank and "
-                                            "size",
-                                            env::rank, t.rank, env::size, t.size));
-  return t;
-}
-
 // Where Gloo listens when HOROVOD_GLOO_IFACE is not set: loopback when the
 // job's rendezvous is local, else the node's address or hostname.
 std::string bind_host(const std::string& rendezvous_host) {
@@ -85,115 +62,7 @@ std::string bind_host(const std::string& rendezvous_host) {
     return *node;
   if (rendezvous_host.rfind("127.", 0) == 0 || rendezvous_host == "localhost")
     return "127.0.0.1";
-  return machine_hostname();
-}
-
-// HOROVOD_GLOO_TIMEOUT_SECONDS: whole seconds > 0, like every other
-// timeout (a rendezvous within 0 s cannot succeed; 0 used to fail "within
-// 0 ms" at once). Anything else fails init on every rank, naming it.
-std::chrono::milliseconds gloo_timeout_from_env() {
-  auto text = env::get(env::gloo_timeout_seconds);
-  if (!text)
-    return std::chrono::seconds{knobs::default_gloo_timeout_seconds};
-  int64_t seconds = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), seconds);
-  if (ec != std::errc{} || end != text->data() + text->size() || seconds < 1
-      || seconds > knobs::max_gloo_timeout_seconds)
-    throw std::invalid_argument(fmt::format(
-      "hvd::init: {}='{}' must be a whole number of seconds > 0 and <= {} (the timeout of the "
-      "rendezvous and of every collective; default {})",
-      env::gloo_timeout_seconds, *text, knobs::max_gloo_timeout_seconds,
-      knobs::default_gloo_timeout_seconds));
-  return std::chrono::seconds{seconds};
-}
-
-// A whole number of seconds in [0, max] from `name`, or `fallback` when
-// unset; anything else fails init naming the variable.
-std::chrono::seconds seconds_from_env(const char* name, int64_t fallback, const char* what) {
-  auto text = env::get(name);
-  if (!text)
-    return std::chrono::seconds{fallback};
-  int64_t seconds = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), seconds);
-  if (ec != std::errc{} || end != text->data() + text->size() || seconds < 0
-      || seconds > knobs::max_gloo_timeout_seconds)
-    throw std::invalid_argument(fmt::format(
-      "hvd::init: {}='{}' must be a whole number of seconds from 0 to {} ({}; default {})", name,
-      *text, knobs::max_gloo_timeout_seconds, what, fallback));
-  return std::chrono::seconds{seconds};
-}
-
-// Horovod's stall inspector knobs.
-collectives::stall_settings stall_settings_from_env() {
-  collectives::stall_settings s;
-  if (auto v = env::get(env::stall_check_disable)) {
-    if (*v != "0" && *v != "1")
-      throw std::invalid_argument(fmt::format(
-        "hvd::init: {}='{}' must be 1 (no stall warnings or shutdowns) or 0", env::stall_check_disable, *v));
-    s.disabled = *v == "1";
-  }
-  s.warning = seconds_from_env(env::stall_check_time_seconds, 60,
-                               "how long a collective waits for other ranks before a warning");
-  s.shutdown = seconds_from_env(env::stall_shutdown_time_seconds, 0,
-                                "how long a collective waits before every rank fails; 0: never");
-  if (s.warning.count() == 0)
-    throw std::invalid_argument(fmt::format(
-      "hvd::init: {}=0: warn after at least 1 s, or set {}=1", env::stall_check_time_seconds,
-      env::stall_check_disable));
-  return s;
-}
-
-// Bounds of the fusion knobs: a fusion buffer of this size is allocated, and
-// a cycle longer than this delays every batch by that much.
-constexpr uint64_t max_fusion_threshold = uint64_t{16} << 30;
-constexpr double max_cycle_time_ms = 10000;
-
-// The engine's and Gloo's knobs (named in internal/knobs.hpp), read once at
-// hvd::init; nothing reads them per call.
-detail::engine_options engine_options_from_env() {
-  detail::engine_options opts;
-  // Horovod's units: bytes (0: no fusion) and milliseconds (a fraction is
-  // fine). Text, negatives and absurd sizes fail init naming the variable
-  // (they became 0, silently).
-  if (auto v = env::get(env::fusion_threshold)) {
-    uint64_t bytes = 0;
-    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), bytes);
-    if (ec != std::errc{} || end != v->data() + v->size() || bytes > max_fusion_threshold)
-      throw std::invalid_argument(fmt::format(
-        "hvd::init: {}='{}' must be a whole number of bytes from 0 (no fusion) to {}",
-        env::fusion_threshold, *v, max_fusion_threshold));
-    opts.fusion_threshold = bytes;
-  }
-  if (auto v = env::get(env::cycle_time)) {
-    char* end = nullptr;
-    double ms = std::strtod(v->c_str(), &end);
-    if (v->empty() || end != v->c_str() + v->size() || !(ms >= 0 && ms <= max_cycle_time_ms))
-      throw std::invalid_argument(fmt::format(
-        "hvd::init: {}='{}' must be milliseconds from 0 to {} (e.g. 1 or 0.5)", env::cycle_time,
-        *v, max_cycle_time_ms));
-    opts.cycle_time = std::chrono::microseconds{static_cast<int64_t>(ms * 1000.0)};
-  }
-  if (auto v = env::get(env::cache_capacity)) {
-    uint64_t n = 0;
-    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (ec != std::errc{} || end != v->data() + v->size() || n > knobs::max_cache_capacity)
-      throw std::invalid_argument(fmt::format(
-        "hvd::init: {}='{}' must be a whole number of names from 0 (no response cache) to {}",
-        env::cache_capacity, *v, knobs::max_cache_capacity));
-    opts.cache_capacity = n;
-  }
-  opts.timeout = gloo_timeout_from_env();
-  opts.stall = stall_settings_from_env();
-  // Validated here, so that a typo fails init on every rank before it
-  // connects instead of silently taking the automatic choice.
-  opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(
-    env::get(env::gloo_allreduce).value_or(""), env::gloo_allreduce);
-  opts.paths.shm = env::get(env::shm).value_or("1") != "0";
-  opts.paths.hierarchical_allreduce = collectives::path_settings::parse_switch(
-    env::get(env::hierarchical_allreduce).value_or(""), env::hierarchical_allreduce);
-  opts.paths.hierarchical_allgather = collectives::path_settings::parse_switch(
-    env::get(env::hierarchical_allgather).value_or(""), env::hierarchical_allgather);
-  return opts;
+  return detail::machine_hostname();
 }
 
 struct connection {
@@ -282,7 +151,7 @@ detail::engine& device_engine(const char* call) {
 // init() for one world: this rank's place and its rendezvous scope (from
 // the environment for a static job, from the assignment for an elastic one).
 void connect_locked(state& st, const topology& t, const std::string& scope) {
-  auto opts = engine_options_from_env();
+  auto opts = detail::engine_options_from_env();
   // Before the engine's and Gloo's threads start (they inherit it).
   st.binding = collectives::bind_from_env(t.local_rank, t.local_size);
   opts.thread_core = collectives::thread_core_from_env(t.local_rank, t.local_size);
@@ -326,7 +195,7 @@ void init() {
   if (st.engine)
     return;
   if (!elastic::detail::enabled()) {
-    connect_locked(st, topology_from_env(), env::get(env::rendezvous_scope).value_or("default/0"));
+    connect_locked(st, detail::topology_from_env(), env::get(env::rendezvous_scope).value_or("default/0"));
     return;
   }
   // Elastic: join the newest generation this worker is assigned to. A
@@ -337,7 +206,7 @@ void init() {
     try {
       const auto& w = taken.where;
       topology t{w.rank,       w.size,       w.local_rank, w.local_size,
-                 w.cross_rank, w.cross_size, env::get(env::hostname).value_or(machine_hostname())};
+                 w.cross_rank, w.cross_size, env::get(env::hostname).value_or(detail::machine_hostname())};
       connect_locked(st, t, taken.scope);
       elastic::detail::joined(gen, st.topo.rank);
       return;

@@ -6,17 +6,26 @@
 
 #include "internal/rendezvous_protocol.hpp"
 #include "hvactor/errors.hpp"
-#include "hvactor/tls.hpp"
 #include "internal/actor_system.hpp"
 #include "internal/caf_error.hpp"
 #include "internal/transport.hpp"
 #include "internal/knobs.hpp"
+#include "internal/process_system.hpp"
 
 namespace hvactor::collectives {
 
+namespace {
+
+// The store's messages are part of every process system that loads this
+// library, whichever layer creates it.
+const process_system::registrar rendezvous_types{&proto::register_rendezvous_types};
+
+} // namespace
+
 struct rendezvous_client::impl {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
+  /// The process's actor system, shared with the worker, the elastic
+  /// session and every other client.
+  process_system::share sys;
   proto::rendezvous_store store;
   std::string where;
 
@@ -37,12 +46,9 @@ struct rendezvous_client::impl {
 rendezvous_client::rendezvous_client(const std::string& host, uint16_t port, std::string scope,
                                      std::chrono::milliseconds timeout)
   : impl_(std::make_unique<impl>()), scope_(std::move(scope)), timeout_(timeout) {
-  // A worker reaches the store with its node's TLS identity, if any.
-  auto tls = tls::from_env();
-  tls::validate(tls);
-  configure_actor_system(impl_->cfg, 2, tls);
-  proto::register_rendezvous_types(impl_->cfg);
-  impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
+  // A worker reaches the store with its node's TLS identity, if any: the
+  // process system's (process_system::acquire).
+  impl_->sys = process_system::acquire();
   impl_->where = fmt::format("{}:{}", host, port);
   auto found = transport::connect(*impl_->sys, host, port, timeout);
   if (!found)
@@ -163,6 +169,7 @@ rendezvous_client::watch(const std::string& key,
                          std::function<void(const std::vector<char>&)> on_set) {
   auto store = impl_->store;
   auto scope = scope_;
+  auto sys = impl_->sys; // the watch may outlive this client
   auto watcher = impl_->sys->spawn([=](caf::stateful_actor<watch_state>* self) -> caf::behavior {
     auto ask = [=] {
       self->request(store, knobs::store_watch_period + knobs::store_round_trip, proto::get_atom_v,
@@ -183,7 +190,8 @@ rendezvous_client::watch(const std::string& key,
     ask();
     return {[=](int32_t) { ask(); }};
   });
-  return std::shared_ptr<void>(new caf::actor(watcher), [](void* p) {
+  // The handle keeps the system alive until the watcher was told to quit.
+  return std::shared_ptr<void>(new caf::actor(watcher), [sys](void* p) {
     auto* a = static_cast<caf::actor*>(p);
     caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
     delete a;

@@ -1,9 +1,13 @@
 #include "internal/actor_system.hpp"
+#include "internal/process_system.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,3 +136,80 @@ void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::secon
 }
 
 } // namespace hvactor
+
+namespace hvactor::process_system {
+
+namespace {
+
+struct process_state {
+  std::mutex mu;
+  std::vector<configure_fn> types;
+  std::weak_ptr<caf::actor_system> current;
+  caf::actor_system* lent = nullptr;
+};
+
+process_state& global() {
+  static auto* st = new process_state; // never destroyed: usable from static destructors
+  return *st;
+}
+
+// Destroys a process system and its config once no share is left.
+struct teardown {
+  caf::actor_system_config* cfg;
+  void operator()(caf::actor_system* sys) const {
+    std::unique_ptr<caf::actor_system> owned{sys};
+    destroy_bounded(owned, knobs::system_exit_limit);
+    delete cfg;
+  }
+};
+
+} // namespace
+
+void add_types(configure_fn fn) {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  if (std::find(st.types.begin(), st.types.end(), fn) == st.types.end())
+    st.types.push_back(fn);
+}
+
+share acquire() {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  if (st.lent != nullptr)
+    return share{st.lent, [](caf::actor_system*) {}};
+  if (auto sys = st.current.lock())
+    return sys;
+  // A worker reaches its driver and the rendezvous store with its node's
+  // TLS identity, if any (mutual TLS off loopback).
+  auto tls = tls::from_env();
+  tls::validate(tls);
+  auto cfg = std::make_unique<caf::actor_system_config>();
+  configure_actor_system(*cfg, threads, tls);
+  for (auto fn : st.types)
+    fn(*cfg);
+  auto sys = std::make_unique<caf::actor_system>(*cfg);
+  share out{sys.release(), teardown{cfg.release()}};
+  st.current = out;
+  return out;
+}
+
+std::shared_ptr<void> lend(caf::actor_system& sys) {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  if (st.lent != nullptr)
+    throw std::logic_error("process_system::lend: a system is lent already");
+  st.lent = &sys;
+  return std::shared_ptr<void>(&sys, [](void*) {
+    auto& st = global();
+    std::lock_guard<std::mutex> lock{st.mu};
+    st.lent = nullptr;
+  });
+}
+
+bool running() {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  return st.lent != nullptr || !st.current.expired();
+}
+
+} // namespace hvactor::process_system

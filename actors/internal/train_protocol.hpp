@@ -1,15 +1,14 @@
 #pragma once
 
-// Internal: how hvactor::train's driver and workers talk. Everything goes
-// through the job's rendezvous store, scope "<job>/train", as raw bytes:
+// Internal: how hvactor::train's driver and workers talk. What the driver
+// hands the workers before the loop begins goes through the job's
+// rendezvous store, scope "<job>/train", as raw bytes:
 //
 //   data/<name>/<rank>     the dataset <name>'s shard of <rank> (chunked)
 //   resume                 the checkpoint to resume from (an archive, chunked)
-//   ckpt/<i>               rank 0's checkpoint of report <i> (an archive, chunked)
-//   report/<i>/<rank>      <rank>'s metrics of report <i>, and whether a
-//                          checkpoint came with it
-//   ack/<i>                set by the driver once every rank reported <i>
-//                          and the checkpoint is persisted
+//
+// Reports go the other way as typed messages to the driver's
+// train_progress actor (internal/train_progress.hpp).
 //
 // A chunked value <key> is "<key>#n" (the chunk count, 8 bytes) and its
 // chunks "<key>#0", "<key>#1", ... of at most knobs::ship_chunk_bytes; the
@@ -46,12 +45,15 @@ struct train_spec {
   /// Bound on everything else with the store (settings.timeout): reaching
   /// it, sets, and reading what the driver put there before the loop began.
   int64_t timeout_ms = 0;
+  /// The port of the driver's train_progress actor, on the store's host
+  /// (internal/train_progress.hpp): report() goes there.
+  uint16_t progress_port = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
-           x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms);
+           x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms, x.progress_port);
 }
 
 /// Throws std::out_of_range: `what` has no column `name` (naming the ones
@@ -65,9 +67,6 @@ void run_worker(train_spec spec);
 namespace keys {
 std::string data(const std::string& name, int rank);
 inline const std::string resume = "resume";
-std::string ckpt(uint64_t i);
-std::string report(uint64_t i, int rank);
-std::string ack(uint64_t i);
 } // namespace keys
 
 /// name -> value maps as bytes, and back (hvactor::error when malformed).

@@ -27,12 +27,13 @@ tokens before it:
     followed by qualifiers (const, volatile, noexcept, noexcept(...),
     override, final, mutable, &, &&, try), a trailing return type
     (`-> T`), or a constructor's initializer list (`: a_(x), b_{y}`);
-  * a lambda body: `]` or `](...)` (with the same qualifiers and trailing
-    return type allowed), reported as '<lambda>' or '<lambda v>' when it is
-    assigned to `v`;
+  * a lambda body: `]`, `](...)` or `]<class T>(...)` (with the same
+    qualifiers and trailing return type allowed), reported as '<lambda>' or
+    '<lambda v>' when it is assigned to `v`;
   * anything else is not a function: namespaces, classes, structs, unions,
-    enums, braced initializers, and control statements (if, for, while,
-    switch, catch: their `(` follows a keyword).
+    enums, braced initializers, try blocks, and control statements and
+    requires-expressions (if, for, while, switch, catch, requires: their
+    `(` follows a keyword).
 
 A function's size is its body from the line of its opening brace to the line
 of its closing brace, both included. Lambdas are counted on their own and also
@@ -250,7 +251,7 @@ def _skip_trailing_return(words, j, match):
     while k >= 0:
         w = words[k]
         if w == "->":
-            return k - 1
+            return j if k >= 1 and words[k - 1] == "operator" else k - 1
         if w in (")", "]") and k in match:
             k = match[k] - 1
         elif w == ">":
@@ -318,18 +319,20 @@ def _name_before_parameters(words, j, match):
     if p < 0:
         return None
     w = words[p]
+    if w == "]" and p >= 2 and words[p - 1] == "[" and words[p - 2] == "operator":
+        return _qualified(words, p - 2, "operator[]")
     if w == "]" and p in match:
         return _lambda_name(words, match[p])
     if w in CONTROL:
         return None
     if w == ")" and p in match and match[p] - 1 >= 0 and words[match[p] - 1] == "operator":
         return _qualified(words, match[p] - 1, "operator()")
-    if w == "]" and p >= 2 and words[p - 1] == "[" and words[p - 2] == "operator":
-        return _qualified(words, p - 2, "operator[]")
     if p >= 1 and words[p - 1] == "operator" and w in OPERATOR_TOKENS | {'""'}:
         return _qualified(words, p - 1, "operator" + w)
     if w == ">":
         q = _skip_angles(words, p)
+        if q is not None and q >= 0 and words[q] == "]" and q in match:
+            return _lambda_name(words, match[q])  # a template lambda: []<class T>(...)
         if q is None or q < 0 or not re.match(r"[A-Za-z_]", words[q]):
             return None
         p = q
@@ -446,9 +449,18 @@ def self_test():
          "a::a(int x) noexcept : base<int>(x), b_{x}, c_(x) {\n" + _body(81) + "}\n"
          "a::~a() {\n" + _body(82) + "}\n"
          "bool a::operator==(const a& o) const {\n" + _body(83) + "}\n"
-         "int a::operator()(int) {\n" + _body(84) + "}\n",
+         "int a::operator()(int) {\n" + _body(84) + "}\n"
+         "b* a::operator->() const {\n" + _body(85) + "}\n",
          [("a::a", 1, 81), ("a::~a", 82, 82), ("a::operator==", 164, 83),
-          ("a::operator()", 247, 84)])
+          ("a::operator()", 247, 84), ("a::operator->", 331, 85)])
+    case("a subscript operator and a template lambda",
+         "struct t {\n  int& operator[](int i) {\n" + _body(81, "    ") + "  }\n};\n"
+         "void f() {\n  g([&]<class T>(T x) {\n" + _body(81, "    ") + "  });\n}\n",
+         [("operator[]", 2, 81), ("f", 84, 83), ("<lambda>", 85, 81)])
+    case("requires-expressions are not functions",
+         "template <class T>\n  requires requires(const T& x) {\n" +
+         "".join(f"    x.m{i}();\n" for i in range(85)) + "  }\nvoid f(T) {}\n",
+         [])
     case("a trailing return type and a template function",
          "template <class T>\nauto f(T t) -> std::pair<int, T> {\n" + _body(81) + "}\n",
          [("f", 2, 81)])

@@ -12,7 +12,7 @@
 //             (2 hvactor-node processes x 2 workers: hierarchical vs flat Gloo;
 //             see allreduce_hierarchical.hpp)
 //
-// Method: allreduce_method.hpp.
+// Method: tools/common/bench_method.hpp.
 
 #include <algorithm>
 #include <chrono>
@@ -26,7 +26,7 @@
 #include <hvactor/hvactor.hpp>
 
 #include "allreduce_hierarchical.hpp"
-#include "allreduce_method.hpp"
+#include "bench_method.hpp"
 #include "allreduce_timeline.hpp"
 #include "allreduce_worker.hpp"
 

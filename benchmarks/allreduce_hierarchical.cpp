@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <hvactor/hvactor.hpp>
 
-#include "allreduce_method.hpp"
+#include "bench_method.hpp"
 #include "allreduce_worker.hpp"
 #include "local_cluster.hpp"
 
@@ -56,7 +56,7 @@ void measure(hvactor::runtime& rt, const hierarchical_config& cfg,
 std::string gbps(size_t bytes, std::optional<double> us) {
   if (!us || *us <= 0)
     return "n/a";
-  return fmt::format("{:.3f}", static_cast<double>(bytes) / (*us * 1e3) * allreduce_bus_factor(4));
+  return fmt::format("{:.3f}", static_cast<double>(bytes) / (*us * 1e3) * bus_factor("allreduce", 4));
 }
 
 } // namespace

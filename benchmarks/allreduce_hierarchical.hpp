@@ -5,7 +5,7 @@
 // cluster of 2 hvactor-node processes on this machine x 2 workers each.
 // The parent starts the cluster and re-runs the benchmark as a driver that
 // joins it (--hierarchical-child); both jobs measure the same sizes with
-// allreduce_worker::hvd_measure (method: allreduce_method.hpp), alternating
+// allreduce_worker::hvd_measure (method: tools/common/bench_method.hpp), alternating
 // job by job for `rounds` rounds, and each cell is the best round.
 
 #include <cstddef>

@@ -18,7 +18,7 @@
 
 #include <hvactor/hvactor.hpp>
 
-#include "allreduce_method.hpp"
+#include "bench_method.hpp"
 #include "allreduce_worker.hpp"
 #include "internal/timeline.hpp" // collectives/, internal: the per-event cost below
 
@@ -46,11 +46,9 @@ struct samples {
   std::array<std::vector<double>, 3> p50_us;
 };
 
+/// Over rounds: the nearest rank, rounded (bench_method.hpp).
 double quantile(std::vector<double> v, double q) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+  return quantile_rounded(std::move(v), q);
 }
 
 /// Percent by which `on` is worse than `off` (negative: on was better).

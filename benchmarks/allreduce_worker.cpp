@@ -26,6 +26,33 @@ collectives::allreduce_algorithm_policy algorithm_policy() {
   return collectives::allreduce_algorithm_policy::parse(value ? value : "", forced);
 }
 
+/// Empty when the checked allreduce (float sum of fill_check's values)
+/// came back right; otherwise the first wrong element and how many.
+std::string check_message(const std::vector<float>& data, int ranks) {
+  size_t first = 0;
+  auto wrong = count_wrong("allreduce", data, {}, data.size(), ranks, &first);
+  if (wrong == 0)
+    return {};
+  float expected = 0;
+  for (int r = 0; r < ranks; ++r)
+    expected += check_value(r, first);
+  return "element " + std::to_string(first) + " is " + std::to_string(data[first])
+         + ", expected " + std::to_string(expected) + " (" + std::to_string(wrong) + " of "
+         + std::to_string(data.size()) + " elements wrong)";
+}
+
+/// The timed part of a timing: `iters` calls after `barrier`.
+template <class Run>
+timing timed_after_barrier(int iters, Run&& run) {
+  hvd::barrier();
+  auto t = timed_calls(iters, run);
+  timing out;
+  out.iters = iters;
+  out.loop_us = t.loop_us;
+  out.p50_us = quantile(std::move(t.samples_us), 0.5);
+  return out;
+}
+
 } // namespace
 
 int allreduce_worker::hvd_init() {
@@ -52,12 +79,15 @@ size_result allreduce_worker::hvd_measure(uint64_t bytes, double budget_ms) {
   auto info = hvd::backend_info();
   auto path = info.substr(11, info.find(',') - 11);
   std::vector<float> buf(bytes / sizeof(float));
-  auto reduce = [](float* data, size_t count) {
-    hvd::allreduce(std::span<float>{data, count}, hvd::op::sum);
-  };
-  auto barrier = [] { hvd::barrier(); };
-  return {measure(reduce, barrier, buf.data(), buf.size(), hvd::rank(), hvd::size(), budget_ms),
-          path == "gloo" ? collectives::to_string(algorithm) : path};
+  auto reduce = [&buf] { hvd::allreduce(std::span<float>{buf}, hvd::op::sum); };
+  // One checked call, one warm-up, then the timed calls (bench_method.hpp).
+  fill_check(buf, hvd::rank());
+  reduce();
+  auto error = check_message(buf, hvd::size());
+  warm_up(1, reduce);
+  auto out = timed_after_barrier(iterations(bytes, budget_ms), reduce);
+  out.error = std::move(error);
+  return {out, path == "gloo" ? collectives::to_string(algorithm) : path};
 }
 
 timing allreduce_worker::hvd_fixed(uint64_t bytes, int32_t iters, int32_t async) {
@@ -71,24 +101,8 @@ timing allreduce_worker::hvd_fixed(uint64_t bytes, int32_t iters, int32_t async)
       hvd::synchronize(h);
     }
   };
-  for (int i = 0; i < 10; ++i) // warm-up
-    reduce();
-  timing out;
-  out.iters = iters;
-  std::vector<double> per_call;
-  per_call.reserve(static_cast<size_t>(iters));
-  hvd::barrier();
-  auto start = clock_type::now();
-  auto t0 = start;
-  for (int i = 0; i < iters; ++i) {
-    reduce();
-    auto t1 = clock_type::now();
-    per_call.push_back(us_between(t0, t1));
-    t0 = t1;
-  }
-  out.loop_us = us_between(start, t0);
-  out.p50_us = percentile(std::move(per_call), 0.5);
-  return out;
+  warm_up(10, reduce);
+  return timed_after_barrier(iters, reduce);
 }
 
 fusion_result allreduce_worker::hvd_fusion(int32_t tensors, uint64_t bytes, int32_t reps) {
@@ -97,10 +111,10 @@ fusion_result allreduce_worker::hvd_fusion(int32_t tensors, uint64_t bytes, int3
   std::vector<std::span<float>> spans(bufs.begin(), bufs.end());
   fusion_result out;
   for (auto& b : bufs)
-    fill_for_check(b.data(), b.size(), hvd::rank());
+    fill_check(b, hvd::rank());
   hvd::grouped_allreduce(spans, hvd::op::sum);
   for (size_t i = 0; i < bufs.size() && out.error.empty(); ++i)
-    if (auto err = check_sum(bufs[i].data(), bufs[i].size(), hvd::size()); !err.empty())
+    if (auto err = check_message(bufs[i], hvd::size()); !err.empty())
       out.error = "tensor " + std::to_string(i) + ": " + err;
   auto separate = [&] {
     for (auto& s : spans)
@@ -120,8 +134,8 @@ fusion_result allreduce_worker::hvd_fusion(int32_t tensors, uint64_t bytes, int3
     grouped();
     grouped_us.push_back(us_between(t0, clock_type::now()));
   }
-  out.separate_us = percentile(std::move(separate_us), 0.5);
-  out.grouped_us = percentile(std::move(grouped_us), 0.5);
+  out.separate_us = quantile(std::move(separate_us), 0.5);
+  out.grouped_us = quantile(std::move(grouped_us), 0.5);
   return out;
 }
 

@@ -10,9 +10,21 @@
 
 #include <caf/meta/type_name.hpp>
 
-#include "allreduce_method.hpp"
+#include "bench_method.hpp"
 
 namespace hvactor::bench {
+
+/// One rank's measurement of one size (bench_method.hpp's method).
+struct timing {
+  /// Wall time of the whole timed loop, microseconds.
+  double loop_us = 0;
+  /// Timed calls (iterations()).
+  int32_t iters = 0;
+  /// Median of this rank's per-call times, microseconds.
+  double p50_us = 0;
+  /// Empty, or what the checked call got wrong.
+  std::string error;
+};
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timing& x) {

@@ -41,11 +41,13 @@
 #include "internal/file_digest.hpp"
 
 #include "local_cluster.hpp"
+#include "bench_method.hpp"
 
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 namespace bench = hvactor::bench;
+
 
 namespace {
 
@@ -56,11 +58,9 @@ double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
+// -1 (printed as such) when a phase has no sample (bench_method.hpp).
 double median(std::vector<double> v) {
-  if (v.empty())
-    return -1;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return hvactor::bench::median(std::move(v), -1);
 }
 
 std::string load_average() {

@@ -171,6 +171,60 @@ uint64_t file_size(const std::string& path) {
   return in ? static_cast<uint64_t>(in.tellg()) : 0;
 }
 
+/// One setup's start (cycles 2..R), first call and shutdown.
+struct setup_summary {
+  summary start, call, stop;
+};
+
+// One setup's rows: its first start, then the later starts, the first
+// call and the shutdown of every cycle.
+setup_summary setup_rows(const std::string& setup, const char* first, const char* later,
+                         const std::vector<cycle>& cycles) {
+  if (!cycles.empty())
+    row(setup, first, summarize({cycles[0].start_ms}));
+  setup_summary out{summarize(column(cycles, 1, [](const cycle& c) { return c.start_ms; })),
+                    summarize(column(cycles, 0, [](const cycle& c) { return c.call_ms; })),
+                    summarize(column(cycles, 0, [](const cycle& c) { return c.shutdown_ms; }))};
+  row(setup, later, out.start);
+  row(setup, "first run(&trivial_fn)", out.call);
+  row(setup, "shutdown", out.stop);
+  return out;
+}
+
+// The table: each phase's p50/min/max for the cluster and the embedded
+// peer, their ratios, and the bytes shipped.
+void print_table(const std::vector<cycle>& cluster_cycles,
+                 const std::vector<cycle>& embedded_cycles) {
+  std::printf("| %-30s | %-28s | %3s | %9s | %9s | %9s |\n", "setup", "phase", "n", "p50_ms",
+              "min_ms", "max_ms");
+  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(),
+              std::string(30, '-').c_str(), std::string(5, '-').c_str(),
+              std::string(11, '-').c_str(), std::string(11, '-').c_str(),
+              std::string(11, '-').c_str());
+  auto [cs, cc, cd] = setup_rows("cluster 3 nodes x 4", "cold start (ships binary)",
+                                  "warm start (cached)", cluster_cycles);
+  auto [es, ec, ed] = setup_rows("embedded 1 node x 12", "first start", "start (cycles 2..R)",
+                                 embedded_cycles);
+  auto ratio = [](const summary& a, const summary& b) {
+    return a.n && b.n && b.p50 > 0 ? fmt::format("{:.2f}x", a.p50 / b.p50) : std::string{"n/a"};
+  };
+  std::printf("\ncluster / embedded (p50): warm start %s, first call %s, shutdown %s\n",
+              ratio(cs, es).c_str(), ratio(cc, ec).c_str(), ratio(cd, ed).c_str());
+  if (!cluster_cycles.empty()) {
+    uint64_t warm = 0;
+    for (size_t i = 1; i < cluster_cycles.size(); ++i)
+      warm += cluster_cycles[i].shipped;
+    std::printf("shipped_bytes: cold cycle %llu (%.1f MB), warm cycles %llu in all; cold - "
+                "warm p50 start = %.1f ms\n",
+                static_cast<unsigned long long>(cluster_cycles[0].shipped),
+                static_cast<double>(cluster_cycles[0].shipped) / 1e6,
+                static_cast<unsigned long long>(warm), cluster_cycles[0].start_ms - cs.p50);
+  }
+  if (!embedded_cycles.empty())
+    std::printf("embedded shipped_bytes: %llu\n",
+                static_cast<unsigned long long>(embedded_cycles[0].shipped));
+}
+
 int run_parent(const std::string& node_binary, int reps, int pause_ms) {
   std::string self_exe = std::filesystem::read_symlink("/proc/self/exe");
   auto dir = hvactor::bench::make_temp_dir("hvactor-cluster-start");
@@ -204,51 +258,7 @@ int run_parent(const std::string& node_binary, int reps, int pause_ms) {
               "in %.0f ms (not measured below)\n\n",
               self_exe.c_str(), static_cast<unsigned long long>(file_size(self_exe)),
               cluster_up_ms);
-  std::printf("| %-30s | %-28s | %3s | %9s | %9s | %9s |\n", "setup", "phase", "n", "p50_ms",
-              "min_ms", "max_ms");
-  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(),
-              std::string(30, '-').c_str(), std::string(5, '-').c_str(),
-              std::string(11, '-').c_str(), std::string(11, '-').c_str(),
-              std::string(11, '-').c_str());
-  auto start = [](const cycle& c) { return c.start_ms; };
-  auto call = [](const cycle& c) { return c.call_ms; };
-  auto stop = [](const cycle& c) { return c.shutdown_ms; };
-  std::string cl = "cluster 3 nodes x 4";
-  std::string em = "embedded 1 node x 12";
-  if (!cluster_cycles.empty())
-    row(cl, "cold start (ships binary)", summarize({cluster_cycles[0].start_ms}));
-  auto cs = summarize(column(cluster_cycles, 1, start));
-  auto cc = summarize(column(cluster_cycles, 0, call));
-  auto cd = summarize(column(cluster_cycles, 0, stop));
-  row(cl, "warm start (cached)", cs);
-  row(cl, "first run(&trivial_fn)", cc);
-  row(cl, "shutdown", cd);
-  if (!embedded_cycles.empty())
-    row(em, "first start", summarize({embedded_cycles[0].start_ms}));
-  auto es = summarize(column(embedded_cycles, 1, start));
-  auto ec = summarize(column(embedded_cycles, 0, call));
-  auto ed = summarize(column(embedded_cycles, 0, stop));
-  row(em, "start (cycles 2..R)", es);
-  row(em, "first run(&trivial_fn)", ec);
-  row(em, "shutdown", ed);
-  auto ratio = [](const summary& a, const summary& b) {
-    return a.n && b.n && b.p50 > 0 ? fmt::format("{:.2f}x", a.p50 / b.p50) : std::string{"n/a"};
-  };
-  std::printf("\ncluster / embedded (p50): warm start %s, first call %s, shutdown %s\n",
-              ratio(cs, es).c_str(), ratio(cc, ec).c_str(), ratio(cd, ed).c_str());
-  if (!cluster_cycles.empty()) {
-    uint64_t warm = 0;
-    for (size_t i = 1; i < cluster_cycles.size(); ++i)
-      warm += cluster_cycles[i].shipped;
-    std::printf("shipped_bytes: cold cycle %llu (%.1f MB), warm cycles %llu in all; cold - "
-                "warm p50 start = %.1f ms\n",
-                static_cast<unsigned long long>(cluster_cycles[0].shipped),
-                static_cast<double>(cluster_cycles[0].shipped) / 1e6,
-                static_cast<unsigned long long>(warm), cluster_cycles[0].start_ms - cs.p50);
-  }
-  if (!embedded_cycles.empty())
-    std::printf("embedded shipped_bytes: %llu\n",
-                static_cast<unsigned long long>(embedded_cycles[0].shipped));
+  print_table(cluster_cycles, embedded_cycles);
   if (cluster_rc != 0 || embedded_rc != 0) {
     std::printf("child exit codes: cluster %d, embedded %d (see stderr)\n", cluster_rc,
                 embedded_rc);

@@ -44,6 +44,7 @@
 #include <hvactor/hvactor.hpp>
 
 #include "local_cluster.hpp"
+#include "bench_method.hpp"
 
 namespace {
 
@@ -187,11 +188,85 @@ struct round_result {
   double join_start = 0, join_form = 0, join = 0;
 };
 
+// The upper median over rounds (bench_method.hpp).
 double median(std::vector<double> xs) {
-  if (xs.empty())
-    return 0;
-  std::sort(xs.begin(), xs.end());
-  return xs[xs.size() / 2];
+  return hvactor::bench::upper_median(std::move(xs));
+}
+
+using event = std::map<std::string, std::string>;
+
+std::string field(const event& e, const char* k) {
+  auto i = e.find(k);
+  return i == e.end() ? std::string{} : i->second;
+}
+
+// A commit in a world of `size` workers.
+auto commit_of(const char* size) {
+  return [=](const event& e) { return field(e, "kind") == "commit" && field(e, "size") == size; };
+}
+
+// After 20 commits of 4 workers, SIGKILLs node3's worker and times the
+// recovery to 3 (detection, re-rendezvous, state sync). False when a wait
+// ran out.
+bool measure_kill(event_log& log, round_result& r) {
+  // Warm: 20 commits in the 4-worker world.
+  for (int i = 0; i < 20; ++i)
+    if (!log.wait(0, commit_of("4"), 60s))
+      return false;
+  auto victim = log.wait(
+    0, [&](auto& e) { return field(e, "kind") == "started" && field(e, "host") == "node3"; },
+    10s);
+  if (!victim)
+    return false;
+  auto from = log.size();
+  auto t_kill = ns(clock_type::now());
+  ::kill(std::stoi(field(*victim, "pid")), SIGKILL);
+  auto next = log.wait(from, commit_of("3"), 60s);
+  auto joined = log.wait(
+    from,
+    [&](auto& e) {
+      return field(e, "kind") == "joined" && field(e, "rank") == "0" && field(e, "size") == "3";
+    },
+    60s);
+  if (!next || !joined)
+    return false;
+  r.recovery = ms_between(t_kill, std::stoll(field(*next, "t")));
+  r.detect = ms_between(t_kill, std::stoll(field(*joined, "assigned")));
+  r.rendezvous = ms_between(std::stoll(field(*joined, "assigned")),
+                            std::stoll(field(*joined, "connected")));
+  r.sync = ms_between(std::stoll(field(*joined, "connected")), std::stoll(field(*joined, "synced")));
+  return true;
+}
+
+// After 10 commits of 3, node4 appears: times its start, the new world's
+// forming and its first commit of 4. False when a wait ran out.
+bool measure_join(event_log& log, std::vector<hvactor::host_slots>& hosts, std::mutex& hosts_mu,
+                  round_result& r) {
+  // Let the smaller world settle, then a host appears.
+  for (int i = 0; i < 10; ++i)
+    log.wait(log.size(), commit_of("3"), 30s);
+  auto from = log.size();
+  auto t_add = ns(clock_type::now());
+  {
+    std::lock_guard<std::mutex> lk{hosts_mu};
+    hosts.push_back({"node4", 1});
+  }
+  auto started = log.wait(
+    from, [&](auto& e) { return field(e, "kind") == "started" && field(e, "host") == "node4"; },
+    60s);
+  auto grown = log.wait(from, commit_of("4"), 60s);
+  auto formed = log.wait(
+    from,
+    [&](auto& e) {
+      return field(e, "kind") == "joined" && field(e, "host") == "node4";
+    },
+    60s);
+  if (!started || !grown || !formed)
+    return false;
+  r.join = ms_between(t_add, std::stoll(field(*grown, "t")));
+  r.join_start = ms_between(t_add, std::stoll(field(*started, "t")));
+  r.join_form = ms_between(std::stoll(field(*started, "t")), std::stoll(field(*formed, "connected")));
+  return true;
 }
 
 std::optional<round_result> recovery_round(hvactor::runtime& rt, int period_ms, int step_ms) {
@@ -214,67 +289,9 @@ std::optional<round_result> recovery_round(hvactor::runtime& rt, int period_ms, 
   step_options o{.steps = 100000, .step_ms = step_ms, .stop_file = stop_file};
   std::optional<round_result> out;
   std::thread driver{[&] {
-    auto field = [](const std::map<std::string, std::string>& e, const char* k) {
-      auto i = e.find(k);
-      return i == e.end() ? std::string{} : i->second;
-    };
-    auto commit_of = [&](const char* size) {
-      return [=](const std::map<std::string, std::string>& e) {
-        return field(e, "kind") == "commit" && field(e, "size") == size;
-      };
-    };
-    // Warm: 20 commits in the 4-worker world.
-    for (int i = 0; i < 20; ++i)
-      if (!log->wait(0, commit_of("4"), 60s))
-        return;
-    auto victim = log->wait(
-      0, [&](auto& e) { return field(e, "kind") == "started" && field(e, "host") == "node3"; },
-      10s);
-    if (!victim)
-      return;
-    auto from = log->size();
-    auto t_kill = ns(clock_type::now());
-    ::kill(std::stoi(field(*victim, "pid")), SIGKILL);
-    auto next = log->wait(from, commit_of("3"), 60s);
-    auto joined = log->wait(
-      from,
-      [&](auto& e) {
-        return field(e, "kind") == "joined" && field(e, "rank") == "0" && field(e, "size") == "3";
-      },
-      60s);
-    if (!next || !joined)
-      return;
     round_result r;
-    r.recovery = ms_between(t_kill, std::stoll(field(*next, "t")));
-    r.detect = ms_between(t_kill, std::stoll(field(*joined, "assigned")));
-    r.rendezvous = ms_between(std::stoll(field(*joined, "assigned")),
-                              std::stoll(field(*joined, "connected")));
-    r.sync = ms_between(std::stoll(field(*joined, "connected")), std::stoll(field(*joined, "synced")));
-    // Let the smaller world settle, then a host appears.
-    for (int i = 0; i < 10; ++i)
-      log->wait(log->size(), commit_of("3"), 30s);
-    from = log->size();
-    auto t_add = ns(clock_type::now());
-    {
-      std::lock_guard<std::mutex> lk{*hosts_mu};
-      hosts->push_back({"node4", 1});
-    }
-    auto started = log->wait(
-      from, [&](auto& e) { return field(e, "kind") == "started" && field(e, "host") == "node4"; },
-      60s);
-    auto grown = log->wait(from, commit_of("4"), 60s);
-    auto formed = log->wait(
-      from,
-      [&](auto& e) {
-        return field(e, "kind") == "joined" && field(e, "host") == "node4";
-      },
-      60s);
-    if (!started || !grown || !formed)
-      return;
-    r.join = ms_between(t_add, std::stoll(field(*grown, "t")));
-    r.join_start = ms_between(t_add, std::stoll(field(*started, "t")));
-    r.join_form = ms_between(std::stoll(field(*started, "t")), std::stoll(field(*formed, "connected")));
-    out = r;
+    if (measure_kill(*log, r) && measure_join(*log, *hosts, *hosts_mu, r))
+      out = r;
   }};
   // The job ends once the driver thread created the stop file.
   std::thread stopper{[&] {

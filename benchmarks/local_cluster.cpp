@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "cluster/node_options.hpp"
+
 extern char** environ;
 
 namespace hvactor::bench {
@@ -122,25 +124,24 @@ local_cluster::local_cluster(options opts) : opts_(std::move(opts)) {
       auto work = opts_.dir + "/" + id;
       auto out = opts_.dir + "/" + id + ".out";
       auto err = opts_.dir + "/" + id + ".err";
-      std::vector<std::string> argv{opts_.node_binary};
-      if (head) {
-        argv.insert(argv.end(), {"--head", "--port", "0"});
-      } else {
-        argv.insert(argv.end(), {"--address", address_});
-      }
-      argv.insert(argv.end(), {"--num-cpus", std::to_string(opts_.cpus_per_node), "--node-id",
-                               id, "--work-dir", work});
-      pids_.push_back(spawn_process(argv, out, err));
+      cluster::node_command node;
+      node.binary = opts_.node_binary;
+      node.head = head;
+      if (head)
+        node.port = 0;
+      else
+        node.address = address_;
+      node.num_cpus = opts_.cpus_per_node;
+      node.node_id = id;
+      node.work_dir = work;
+      pids_.push_back(spawn_process(node.argv(), out, err));
       work_dirs_.push_back(work);
-      if (head) {
-        // "hvactor-node: head 'ID' listening on 127.0.0.1:PORT (...)"
-        auto line = wait_for_line(pids_.back(), out, "listening on ");
-        auto at = line.find("listening on ") + std::strlen("listening on ");
-        auto end = line.find(' ', at);
-        address_ = line.substr(at, end - at);
-      } else {
-        wait_for_line(pids_.back(), out, "joined");
-      }
+      if (head)
+        address_ = *cluster::listening_address(wait_for_line(pids_.back(), out, [](auto& line) {
+          return cluster::listening_address(line).has_value();
+        }));
+      else
+        wait_for_line(pids_.back(), out, cluster::joined_line);
     }
   } catch (...) {
     stop();
@@ -165,12 +166,12 @@ void local_cluster::stop() {
 }
 
 std::string local_cluster::wait_for_line(pid_t pid, const std::string& path,
-                                         const std::string& needle) {
+                                         const std::function<bool(const std::string&)>& ready) {
   auto deadline = std::chrono::steady_clock::now() + opts_.ready_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in{path};
     for (std::string line; std::getline(in, line);)
-      if (line.find(needle) != std::string::npos)
+      if (ready(line))
         return line;
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
@@ -180,7 +181,7 @@ std::string local_cluster::wait_for_line(pid_t pid, const std::string& path,
     }
     std::this_thread::sleep_for(10ms);
   }
-  throw std::runtime_error("hvactor-node (" + path + ") printed no '" + needle + "' within "
+  throw std::runtime_error("hvactor-node (" + path + ") printed no ready line within "
                            + std::to_string(opts_.ready_timeout.count()) + " s; stderr:"
                            + tail_of(path.substr(0, path.size() - 4) + ".err"));
 }

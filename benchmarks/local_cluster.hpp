@@ -2,11 +2,13 @@
 
 // Benchmark helper: a cluster of real hvactor-node processes on this machine
 // (a head plus nodes, each with its own work dir), and the process plumbing
-// around it. Plain POSIX; no actor system.
+// around it. Plain POSIX; no actor system: the command lines and the ready
+// lines are the cluster module's (tools/cluster/cluster/node_options.hpp).
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,7 +78,9 @@ public:
   void stop();
 
 private:
-  std::string wait_for_line(pid_t pid, const std::string& path, const std::string& needle);
+  /// The first line of `path` (pid's stdout) that `ready` accepts.
+  std::string wait_for_line(pid_t pid, const std::string& path,
+                            const std::function<bool(const std::string&)>& ready);
 
   options opts_;
   std::string address_;

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,9 +35,11 @@
 #include "internal/system_config.hpp"
 
 #include "sim_node_agent.hpp"
+#include "bench_method.hpp"
 
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
+
 
 namespace {
 
@@ -172,10 +175,7 @@ double plan_only_ms(const strategy& s, const std::vector<hvactor::node_resources
   return plan ? ms : -1.0;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using hvactor::bench::median;
 
 std::vector<int> parse_list(const std::string& text) {
   std::vector<int> out;
@@ -212,7 +212,18 @@ std::string ms_cell(double ms) {
 
 } // namespace
 
-int main(int argc, char** argv) {
+/// The command line.
+struct sim_config {
+  std::vector<int> sizes;
+  int cpus = 8, reps = 3;
+  bool updates = true;
+  std::chrono::seconds timeout{120};
+  int mem_limit_gb = 12;
+  size_t threads = 0;
+};
+
+// The options; nullopt after --help.
+std::optional<sim_config> read_config(int argc, char** argv) {
   cxxopts::Options parser{"scheduler_sim", "placement time of the real coordinator over N "
                                            "simulated node agents"};
   // clang-format off
@@ -231,22 +242,92 @@ int main(int argc, char** argv) {
   auto opts = parser.parse(argc, argv);
   if (opts.count("help")) {
     std::printf("%s\n", parser.help().c_str());
-    return 0;
+    return std::nullopt;
   }
-  auto sizes = parse_list(opts["nodes"].as<std::string>());
-  int cpus = opts["cpus"].as<int>();
-  int reps = std::max(1, opts["reps"].as<int>());
-  bool updates = opts.count("no-updates") == 0;
-  auto timeout = std::chrono::seconds(opts["timeout"].as<int>());
+  sim_config o;
+  o.sizes = parse_list(opts["nodes"].as<std::string>());
+  o.cpus = opts["cpus"].as<int>();
+  o.reps = std::max(1, opts["reps"].as<int>());
+  o.updates = opts.count("no-updates") == 0;
+  o.timeout = std::chrono::seconds(opts["timeout"].as<int>());
+  o.mem_limit_gb = opts["mem-limit-gb"].as<int>();
+  o.threads = opts["threads"].as<size_t>();
+  return o;
+}
 
-  int mem_limit_gb = opts["mem-limit-gb"].as<int>();
+// PACK (n x cpus workers) and SPREAD (n hosts x cpus) over n nodes.
+std::vector<strategy> strategies_for(int n, int cpus) {
+  std::vector<strategy> strategies;
+  strategy pack{"PACK", {}, {}};
+  pack.options.num_workers = n * cpus;
+  pack.request.num_workers = n * cpus;
+  strategies.push_back(pack);
+  strategy spread{"SPREAD", {}, {}};
+  spread.options.num_hosts = n;
+  spread.options.num_workers_per_host = cpus;
+  spread.request.num_hosts = n;
+  spread.request.workers_per_host = cpus;
+  strategies.push_back(spread);
+  return strategies;
+}
+
+// `reps` placements of `s` on the cluster of n nodes, one table row.
+void run_strategy(caf::actor_system& sys, cluster& c, sim_stats& stats, const strategy& s,
+                  int n, const sim_config& o) {
+  int cpus = o.cpus, reps = o.reps;
+  auto timeout = o.timeout;
+  double list_ms = 0;
+  std::vector<double> placed, planned;
+  bool failed = false;
+  std::string failure;
+  for (int r = 0; r < reps; ++r) {
+    auto job = fmt::format("sim-{}-{}-{}", s.name, n, r);
+    std::string died;
+    double ms = place_once(sys, c, stats, s, job, timeout, died);
+    if (ms < 0) {
+      failure = died.empty() ? fmt::format("no placement within {} s", timeout.count())
+                             : "coordinator died: " + died;
+      failed = true;
+      break;
+    }
+    placed.push_back(ms);
+    planned.push_back(plan_only_ms(s, c.resources));
+    if (!wait_all_free(sys, c, cpus, list_ms)) {
+      std::fprintf(stderr, "agents not free again after %s\n", job.c_str());
+      failed = true;
+      break;
+    }
+  }
+  if (placed.empty()) {
+    std::printf("%7d %7d %8d %-9s %14s  (%s; peak RSS %.0f MB)\n", n, cpus, n * cpus, s.name,
+                "failed", failure.c_str(), peak_rss_mb());
+    std::fflush(stdout);
+    return;
+  }
+  double best = *std::min_element(placed.begin(), placed.end());
+  double best_plan = *std::min_element(planned.begin(), planned.end());
+  std::printf("%7d %7d %8d %-9s %14s %14s %11.1f %12.3f %12.3f %9.2f%% %12.0f%s\n", n,
+              cpus, n * cpus, s.name, ms_cell(best).c_str(), ms_cell(median(placed)).c_str(),
+              best * 1000 / n, best_plan, median(planned), 100 * best_plan / best,
+              peak_rss_mb(), failed ? ("  (then failed: " + failure + ")").c_str() : "");
+  std::fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  auto config = read_config(argc, argv);
+  if (!config)
+    return 0;
+  auto& o = *config;
+  int cpus = o.cpus, reps = o.reps;
+  bool updates = o.updates;
+  int mem_limit_gb = o.mem_limit_gb;
   if (mem_limit_gb > 0) {
     rlimit lim{};
     lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(mem_limit_gb) << 30;
     ::setrlimit(RLIMIT_AS, &lim);
   }
   caf::actor_system_config cfg;
-  hvactor::configure_system(cfg, opts["threads"].as<size_t>());
+  hvactor::configure_system(cfg, o.threads);
   caf::actor_system sys{cfg};
   sim_stats stats;
 
@@ -263,7 +344,7 @@ int main(int argc, char** argv) {
               "workers", "strategy", "placement_ms", "(median)", "per_node_us", "plan_ms",
               "(median)", "plan_share", "peak_rss_MB");
   std::vector<std::string> setup_notes;
-  for (int n : sizes) {
+  for (int n : o.sizes) {
     double join_ms = 0;
     auto c = make_cluster(sys, stats, n, cpus, updates, join_ms);
     double list_ms = 0;
@@ -271,55 +352,8 @@ int main(int argc, char** argv) {
     setup_notes.push_back(fmt::format("{:>6} nodes: {} sequential joins {:.0f} ms ({:.1f} us "
                                       "each); one registry list round trip {:.1f} ms",
                                       n, n, join_ms, join_ms * 1000 / n, list_ms));
-    std::vector<strategy> strategies;
-    {
-      strategy pack{"PACK", {}, {}};
-      pack.options.num_workers = n * cpus;
-      pack.request.num_workers = n * cpus;
-      strategies.push_back(pack);
-      strategy spread{"SPREAD", {}, {}};
-      spread.options.num_hosts = n;
-      spread.options.num_workers_per_host = cpus;
-      spread.request.num_hosts = n;
-      spread.request.workers_per_host = cpus;
-      strategies.push_back(spread);
-    }
-    for (auto& s : strategies) {
-      std::vector<double> placed, planned;
-      bool failed = false;
-      std::string failure;
-      for (int r = 0; r < reps; ++r) {
-        auto job = fmt::format("sim-{}-{}-{}", s.name, n, r);
-        std::string died;
-        double ms = place_once(sys, c, stats, s, job, timeout, died);
-        if (ms < 0) {
-          failure = died.empty() ? fmt::format("no placement within {} s", timeout.count())
-                                 : "coordinator died: " + died;
-          failed = true;
-          break;
-        }
-        placed.push_back(ms);
-        planned.push_back(plan_only_ms(s, c.resources));
-        if (!wait_all_free(sys, c, cpus, list_ms)) {
-          std::fprintf(stderr, "agents not free again after %s\n", job.c_str());
-          failed = true;
-          break;
-        }
-      }
-      if (placed.empty()) {
-        std::printf("%7d %7d %8d %-9s %14s  (%s; peak RSS %.0f MB)\n", n, cpus, n * cpus, s.name,
-                    "failed", failure.c_str(), peak_rss_mb());
-        std::fflush(stdout);
-        continue;
-      }
-      double best = *std::min_element(placed.begin(), placed.end());
-      double best_plan = *std::min_element(planned.begin(), planned.end());
-      std::printf("%7d %7d %8d %-9s %14s %14s %11.1f %12.3f %12.3f %9.2f%% %12.0f%s\n", n,
-                  cpus, n * cpus, s.name, ms_cell(best).c_str(), ms_cell(median(placed)).c_str(),
-                  best * 1000 / n, best_plan, median(planned), 100 * best_plan / best,
-                  peak_rss_mb(), failed ? ("  (then failed: " + failure + ")").c_str() : "");
-      std::fflush(stdout);
-    }
+    for (auto& s : strategies_for(n, cpus))
+      run_strategy(sys, c, stats, s, n, o);
     for (auto& agent : c.agents)
       caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(c.registry, caf::exit_reason::user_shutdown);

@@ -30,9 +30,11 @@
 
 #include <hvactor/hvactor.hpp>
 #include <hvactor/torch.hpp>
+#include "bench_method.hpp"
 
 namespace hvd = hvactor::hvd;
 using clock_type = std::chrono::steady_clock;
+
 
 namespace {
 
@@ -42,13 +44,7 @@ double ms_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using hvactor::bench::median;
 
 enum result_index : size_t {
   r_step,       // whole step: zero_grad + forward + backward + step()
@@ -64,6 +60,15 @@ enum result_index : size_t {
 
 /// Runs in every worker; returns this rank's medians (ms), indexed by
 /// result_index.
+/// The median ms of `steps` timed calls of `run` after 3 warm-up calls and
+/// a barrier (bench_method.hpp).
+template <class Run>
+double median_ms_after_barrier(int steps, Run&& run) {
+  hvactor::bench::warm_up(3, run);
+  hvd::barrier();
+  return median(hvactor::bench::timed_calls(steps, run).samples_us) / 1000;
+}
+
 std::vector<double> train_worker(int32_t steps, bool overlap) {
   hvd::init();
   torch::set_num_threads(1); // N processes share the VM's cores
@@ -102,12 +107,7 @@ std::vector<double> train_worker(int32_t steps, bool overlap) {
 
   // The wrapped SGD step alone, on the gradients the last step left (it
   // moves the weights further; nothing after this trains).
-  std::vector<double> sgd_ms;
-  for (int i = 0; i < steps; ++i) {
-    auto t0 = clock_type::now();
-    sgd.step();
-    sgd_ms.push_back(ms_between(t0, clock_type::now()));
-  }
+  double sgd_ms = median(hvactor::bench::timed_calls(steps, [&] { sgd.step(); }).samples_us) / 1000;
 
   // The same gradients fused explicitly, outside the optimizer.
   std::vector<torch::Tensor> grads;
@@ -126,35 +126,20 @@ std::vector<double> train_worker(int32_t steps, bool overlap) {
     for (auto& h : hs)
       hvd::synchronize(h);
   };
-  std::vector<double> fused_ms;
-  for (int i = 0; i < 3; ++i)
-    fused();
-  hvd::barrier();
-  for (int i = 0; i < steps; ++i) {
-    auto t0 = clock_type::now();
-    fused();
-    fused_ms.push_back(ms_between(t0, clock_type::now()));
-  }
+  double fused_ms = median_ms_after_barrier(steps, fused);
 
   // Peer: one flat buffer of the same volume, plain blocking allreduce.
   std::vector<float> flat(static_cast<size_t>(bytes / sizeof(float)), 1.0f);
-  std::vector<double> flat_ms;
-  for (int i = 0; i < 3; ++i)
-    hvd::allreduce(std::span<float>(flat), hvd::op::average);
-  hvd::barrier();
-  for (int i = 0; i < steps; ++i) {
-    auto t0 = clock_type::now();
-    hvd::allreduce(std::span<float>(flat), hvd::op::average);
-    flat_ms.push_back(ms_between(t0, clock_type::now()));
-  }
+  double flat_ms = median_ms_after_barrier(
+    steps, [&] { hvd::allreduce(std::span<float>(flat), hvd::op::average); });
 
   std::vector<double> out(r_count);
   out[r_step] = median(step_ms);
   out[r_compute] = median(compute_ms);
   out[r_opt_step] = median(opt_ms);
-  out[r_sgd] = median(sgd_ms);
-  out[r_fused] = median(fused_ms);
-  out[r_flat] = median(flat_ms);
+  out[r_sgd] = sgd_ms;
+  out[r_fused] = fused_ms;
+  out[r_flat] = flat_ms;
   out[r_bytes] = bytes;
   out[r_tensors] = static_cast<double>(grads.size());
   return out;

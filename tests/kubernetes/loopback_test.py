@@ -11,11 +11,12 @@ hvactor-head:6380 becomes POD_IP:PORT (a free port: other suites may hold
 6380), each mount path a directory here, and /usr/local/ a directory holding
 links to the build's binaries (the image's layout, see the Dockerfile).
 
-Checks: a node's init container keeps waiting while there is no head and
-exits 0 once there is one; the head and two nodes (Kubernetes nodes k8s-n1,
-k8s-n2) run; `hvactor-node status` with the driver's identity lists all
-three; with --program, the driver Job's container runs its 4 ranks; after
-SIGTERM nothing started here is left. --pod-ip auto uses this machine's
+Checks: a node's init container (hvactor-node wait) keeps waiting while
+there is no head and exits 0 once there is one; the head and two nodes
+(Kubernetes nodes k8s-n1, k8s-n2) run; `hvactor-node wait --nodes` and
+`hvactor-node status` with the driver's identity see all three; with
+--program, the driver Job's container runs its 4 ranks; after SIGTERM
+nothing started here is left. --pod-ip auto uses this machine's
 first non-loopback address (as a pod's IP: in no certificate's names).
 Exit 77 without PyYAML or, for auto, without such an address.
 """
@@ -208,15 +209,14 @@ def main():
         status = [o.hvactor_node, "status", "--address", "%s:%d" % (pod_ip, k.port),
                   "--tls-cert", pki + "driver.pem", "--tls-key", pki + "driver.key",
                   "--tls-ca", pki + "ca.pem"]
-        listed = ""
-        for _ in range(60):
-            listed = subprocess.run(status, capture_output=True, text=True).stdout
-            if all(re.search(r"^%s\s" % n, listed, re.M)
-                   for n in ("hvactor-head-0", "k8s-n1", "k8s-n2")):
-                break
-            time.sleep(0.5)
-        else:
-            fail("status never listed hvactor-head-0, k8s-n1 and k8s-n2")
+        # Ready means joined: hvactor-node wait (the readiness check of
+        # hvactor-run and hvactor-up), then status shows them.
+        ready = subprocess.run([o.hvactor_node, "wait", "--nodes", "hvactor-head-0,k8s-n1,k8s-n2",
+                                "--timeout", "30"] + status[2:], capture_output=True, text=True)
+        listed = subprocess.run(status, capture_output=True, text=True).stdout
+        if ready.returncode != 0 or not all(re.search(r"^%s\s" % n, listed, re.M)
+                                            for n in ("hvactor-head-0", "k8s-n1", "k8s-n2")):
+            fail("status never listed hvactor-head-0, k8s-n1 and k8s-n2: %s" % ready.stderr[-300:])
         print(listed, flush=True)
         for p in [headp] + node_procs:
             if p.poll() is not None:

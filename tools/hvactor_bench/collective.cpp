@@ -4,7 +4,7 @@
 
 #include <hvactor/hvactor.hpp>
 
-#include "peer_method.hpp"
+#include "peer_protocol.hpp"
 
 #ifdef HVACTOR_BENCH_CUDA
 #include <cuda_runtime.h>
@@ -14,18 +14,9 @@ namespace hvactor::bench_tool {
 
 namespace hvd = hvactor::hvd;
 
-double bus_factor(const std::string& kind, int ranks) {
-  double n = ranks;
-  if (kind == "allreduce")
-    return n > 1 ? 2 * (n - 1) / n : 1;
-  if (kind == "allgather")
-    return n > 1 ? (n - 1) / n : 1;
-  return 1; // broadcast
-}
-
 namespace {
 
-/// One collective on host memory, as peer_method.hpp describes it.
+/// One collective on host memory, as peer_protocol.hpp describes it.
 struct host_buffers {
   const peer_args& a;
   std::vector<float> in, out;
@@ -102,7 +93,9 @@ rank_point measure(Buffers& b, const peer_args& a, int rank, int size) {
   p.path = hvd::backend_info();
   if (a.check)
     p.wrong = b.check(rank, size);
-  p.loop_us = timed_loop(a, [&] { b.run(); }, [] { hvd::barrier(); }, p.samples_us);
+  auto timed = bench::measure_calls(a.warmup, a.iters, [&] { b.run(); }, [] { hvd::barrier(); });
+  p.loop_us = timed.loop_us;
+  p.samples_us = std::move(timed.samples_us);
   p.iters = a.iters;
   return p;
 }

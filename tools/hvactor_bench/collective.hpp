@@ -10,6 +10,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "bench_method.hpp"
+
 namespace hvactor::bench_tool {
 
 /// One rank's measurement of one size.
@@ -33,12 +35,12 @@ typename Inspector::result_type inspect(Inspector& f, rank_point& x) {
 
 /// Runs in every worker: `kind` ("allreduce", "allgather", "broadcast") of
 /// `bytes` (float32; allgather: the gathered total) on host memory, or with
-/// `gpu` on device memory, timed as peer_method.hpp says (its peers are
+/// `gpu` on device memory, timed as bench_method.hpp says (its peers are
 /// timed the same way).
 rank_point measure_point(std::string kind, uint64_t bytes, int32_t iters, int32_t warmup,
                          bool check, bool gpu);
 
-/// nccl-tests' bus bandwidth factor of `kind` at `ranks` ranks.
-double bus_factor(const std::string& kind, int ranks);
+/// nccl-tests' bus bandwidth factor (bench_method.hpp).
+using bench::bus_factor;
 
 } // namespace hvactor::bench_tool

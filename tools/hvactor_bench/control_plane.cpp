@@ -161,6 +161,92 @@ peer_result run_caf_peer(hvactor::runtime& rt, double seconds, int rounds, progr
   return out;
 }
 
+// start() `repeats` times with `w` workers, then synchronous calls for
+// `seconds` on the last executor.
+count_result measure_count(hvactor::runtime& rt, int w, int repeats, double seconds, bool check,
+                           progress& line, std::vector<std::string>& nodes) {
+  count_result r{w, {}, {}, 0, 0};
+  for (int k = 0; k < repeats; ++k) {
+    line.show(fmt::format("[control-plane] {} worker(s): start {}/{}", w, k + 1, repeats));
+    hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = 60s}),
+                         {.num_workers = w}};
+    auto t0 = clock_type::now();
+    ex.start();
+    r.starts_ms.push_back(ms_since(t0));
+    if (k + 1 == repeats) {
+      line.show(fmt::format("[control-plane] {} worker(s): calls", w));
+      auto end = clock_type::now() + std::chrono::duration<double>(seconds);
+      for (int32_t i = 0; clock_type::now() < end; ++i) {
+        auto c0 = clock_type::now();
+        auto answers = ex.run(&echo_call, i);
+        r.calls_us.push_back(ms_since(c0) * 1000.0);
+        if (check)
+          r.wrong += static_cast<int64_t>(w - std::count(answers.begin(), answers.end(), i));
+      }
+      nodes = ex.worker_nodes();
+    }
+    ex.shutdown();
+  }
+  line.clear();
+  r.rate = static_cast<double>(r.calls_us.size()) / seconds;
+  return r;
+}
+
+// --json: every sample and the machine's description.
+void write_json(const std::string& file, const std::string& settings,
+                const std::vector<count_result>& results, const std::vector<std::string>& nodes,
+                const std::string& path, bool caf_peer, const peer_result& peer) {
+  std::ofstream out{file};
+  if (!out)
+    throw std::runtime_error("cannot write " + file);
+  out << json_head("control-plane", nodes, path, settings);
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto& r = results[i];
+    out << fmt::format("    {{\"workers\": {}, \"start_ms\": {}, \"calls_per_s\": {:.1f}, "
+                       "\"call_us_p50\": {:.3f}, \"call_us_p99\": {:.3f}, \"wrong\": {}, "
+                       "\"call_us\": {}}}{}\n",
+                       r.workers, json_numbers(r.starts_ms), r.rate, quantile(r.calls_us, 0.5),
+                       quantile(r.calls_us, 0.99), r.wrong, json_numbers(r.calls_us),
+                       i + 1 < results.size() ? "," : "");
+  }
+  out << "  ]";
+  if (caf_peer)
+    out << fmt::format(",\n  \"peers\": {{\"caf\": {{\"hvactor_calls_per_s\": {}, "
+                       "\"caf_calls_per_s\": {}, \"ratio\": {}}}}}",
+                       json_numbers(peer.ours), json_numbers(peer.raw), json_numbers(peer.ratios));
+  out << "\n}\n";
+}
+
+// --csv: one row per worker count.
+void write_csv(const std::string& file, const std::vector<count_result>& results) {
+  std::ofstream out{file};
+  if (!out)
+    throw std::runtime_error("cannot write " + file);
+  out << "workers,start_ms_p50,start_ms_max,calls_per_s,call_us_p50,call_us_p99,wrong\n";
+  for (auto& r : results)
+    out << fmt::format("{},{:.3f},{:.3f},{:.1f},{:.3f},{:.3f},{}\n", r.workers,
+                       quantile(r.starts_ms, 0.5), quantile(r.starts_ms, 1.0), r.rate,
+                       quantile(r.calls_us, 0.5), quantile(r.calls_us, 0.99), r.wrong);
+}
+
+// Every option of hvactor-bench control-plane.
+void declare_options(cxxopts::Options& p) {
+  // clang-format off
+  p.add_options()
+    ("workers", "worker counts, comma-separated", cxxopts::value<std::string>()->default_value("1,4"))
+    ("repeats", "start()s per worker count", cxxopts::value<int>()->default_value("3"))
+    ("seconds", "seconds of calls per worker count (and of the peer comparison)",
+     cxxopts::value<double>()->default_value("2"))
+    ("peer", "caf: raw CAF request/response to an actor in another process, interleaved with "
+             "run() on one worker", cxxopts::value<std::string>())
+    ("rounds", "interleaved rounds of the peer comparison", cxxopts::value<int>()->default_value("10"))
+    ("c,check", "check that every call's answer came from every worker with the value sent")
+    ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
+    ("csv", "write one row per worker count here", cxxopts::value<std::string>())
+    ("h,help", "this text");
+  // clang-format on
+}
+
 } // namespace
 
 void serve_caf_echo() {
@@ -184,20 +270,7 @@ void serve_caf_echo() {
 int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args) {
   cxxopts::Options p{"hvactor-bench control-plane",
                      "start() time, synchronous call rate and call latency of this cluster"};
-  // clang-format off
-  p.add_options()
-    ("workers", "worker counts, comma-separated", cxxopts::value<std::string>()->default_value("1,4"))
-    ("repeats", "start()s per worker count", cxxopts::value<int>()->default_value("3"))
-    ("seconds", "seconds of calls per worker count (and of the peer comparison)",
-     cxxopts::value<double>()->default_value("2"))
-    ("peer", "caf: raw CAF request/response to an actor in another process, interleaved with "
-             "run() on one worker", cxxopts::value<std::string>())
-    ("rounds", "interleaved rounds of the peer comparison", cxxopts::value<int>()->default_value("10"))
-    ("c,check", "check that every call's answer came from every worker with the value sent")
-    ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
-    ("csv", "write one row per worker count here", cxxopts::value<std::string>())
-    ("h,help", "this text");
-  // clang-format on
+  declare_options(p);
   auto o = parse_words(p, args, 2);
   if (o.count("help")) {
     std::cout << p.help() << "\n";
@@ -228,30 +301,7 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
   std::vector<std::string> nodes;
   std::string path;
   for (int w : counts) {
-    count_result r{w, {}, {}, 0, 0};
-    for (int k = 0; k < repeats; ++k) {
-      line.show(fmt::format("[control-plane] {} worker(s): start {}/{}", w, k + 1, repeats));
-      hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = 60s}),
-                           {.num_workers = w}};
-      auto t0 = clock_type::now();
-      ex.start();
-      r.starts_ms.push_back(ms_since(t0));
-      if (k + 1 == repeats) {
-        line.show(fmt::format("[control-plane] {} worker(s): calls", w));
-        auto end = clock_type::now() + std::chrono::duration<double>(seconds);
-        for (int32_t i = 0; clock_type::now() < end; ++i) {
-          auto c0 = clock_type::now();
-          auto answers = ex.run(&echo_call, i);
-          r.calls_us.push_back(ms_since(c0) * 1000.0);
-          if (check)
-            r.wrong += static_cast<int64_t>(w - std::count(answers.begin(), answers.end(), i));
-        }
-        nodes = ex.worker_nodes();
-      }
-      ex.shutdown();
-    }
-    line.clear();
-    r.rate = static_cast<double>(r.calls_us.size()) / seconds;
+    auto r = measure_count(rt, w, repeats, seconds, check, line, nodes);
     fmt::print("  {:>7} {:>14.1f} {:>14.1f} {:>12.0f} {:>12.1f} {:>12.1f} {:>7}\n", w,
                quantile(r.starts_ms, 0.5), quantile(r.starts_ms, 1.0), r.rate,
                quantile(r.calls_us, 0.5), quantile(r.calls_us, 0.99),
@@ -269,42 +319,14 @@ int run_control_plane(hvactor::runtime& rt, const std::vector<std::string>& args
                quantile(peer.ours, 0.5), quantile(peer.raw, 0.5), quantile(peer.ratios, 0.5),
                quantile(peer.ratios, 0.0), quantile(peer.ratios, 1.0));
   }
-  if (o.count("json")) {
-    auto file = o["json"].as<std::string>();
-    std::ofstream out{file};
-    if (!out)
-      throw std::runtime_error("cannot write " + file);
-    out << json_head("control-plane", nodes, path,
-                     fmt::format("{{\"repeats\": {}, \"seconds\": {:g}, \"rounds\": {}, "
-                                 "\"check\": {}, \"peers\": [{}]}}",
-                                 repeats, seconds, rounds, check, caf_peer ? "\"caf\"" : ""));
-    for (size_t i = 0; i < results.size(); ++i) {
-      auto& r = results[i];
-      out << fmt::format("    {{\"workers\": {}, \"start_ms\": {}, \"calls_per_s\": {:.1f}, "
-                         "\"call_us_p50\": {:.3f}, \"call_us_p99\": {:.3f}, \"wrong\": {}, "
-                         "\"call_us\": {}}}{}\n",
-                         r.workers, json_numbers(r.starts_ms), r.rate, quantile(r.calls_us, 0.5),
-                         quantile(r.calls_us, 0.99), r.wrong, json_numbers(r.calls_us),
-                         i + 1 < results.size() ? "," : "");
-    }
-    out << "  ]";
-    if (caf_peer)
-      out << fmt::format(",\n  \"peers\": {{\"caf\": {{\"hvactor_calls_per_s\": {}, "
-                         "\"caf_calls_per_s\": {}, \"ratio\": {}}}}}",
-                         json_numbers(peer.ours), json_numbers(peer.raw), json_numbers(peer.ratios));
-    out << "\n}\n";
-  }
-  if (o.count("csv")) {
-    auto file = o["csv"].as<std::string>();
-    std::ofstream out{file};
-    if (!out)
-      throw std::runtime_error("cannot write " + file);
-    out << "workers,start_ms_p50,start_ms_max,calls_per_s,call_us_p50,call_us_p99,wrong\n";
-    for (auto& r : results)
-      out << fmt::format("{},{:.3f},{:.3f},{:.1f},{:.3f},{:.3f},{}\n", r.workers,
-                         quantile(r.starts_ms, 0.5), quantile(r.starts_ms, 1.0), r.rate,
-                         quantile(r.calls_us, 0.5), quantile(r.calls_us, 0.99), r.wrong);
-  }
+  if (o.count("json"))
+    write_json(o["json"].as<std::string>(),
+               fmt::format("{{\"repeats\": {}, \"seconds\": {:g}, \"rounds\": {}, "
+                           "\"check\": {}, \"peers\": [{}]}}",
+                           repeats, seconds, rounds, check, caf_peer ? "\"caf\"" : ""),
+               results, nodes, path, caf_peer, peer);
+  if (o.count("csv"))
+    write_csv(o["csv"].as<std::string>(), results);
   int64_t wrong = 0;
   for (auto& r : results)
     wrong += r.wrong;

@@ -51,6 +51,103 @@ std::string mpirun() {
   }
 }
 
+// The peer's processes for one size: mpirun over hvactor-bench-mpi, or one
+// process per rank (raw Gloo, torch.distributed) meeting in `store`.
+std::vector<process_spec> peer_processes(const peer_request& req, const fs::path& store) {
+  std::vector<std::string> method{"--kind",   req.kind,
+                                  "--bytes",  std::to_string(req.bytes),
+                                  "--iters",  std::to_string(req.iters),
+                                  "--warmup", std::to_string(req.warmup)};
+  if (req.check)
+    method.push_back("--check");
+  std::vector<process_spec> specs;
+  if (req.name == "mpi") {
+    process_spec s;
+    s.executable = mpirun();
+    bool bind = req.bind && req.ranks <= busy_load::usable_cores();
+    s.args = {s.executable,  "--oversubscribe", "--bind-to", bind ? "core" : "none", "-np",
+              std::to_string(req.ranks), helper("hvactor-bench-mpi")};
+    s.args.insert(s.args.end(), method.begin(), method.end());
+    if (::geteuid() == 0)
+      s.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+    specs.push_back(std::move(s));
+  } else {
+    for (int r = 0; r < req.ranks; ++r) {
+      process_spec s;
+      if (req.name == "gloo") {
+        s.executable = (self_dir() / "hvactor-bench").string();
+        s.args = {s.executable, "__peer-gloo"};
+      } else {
+        s.executable = python();
+        s.args = {s.executable, helper("hvactor-bench-torch.py")};
+      }
+      s.args.insert(s.args.end(), method.begin(), method.end());
+      s.args.insert(s.args.end(), {"--rank", std::to_string(r), "--size", std::to_string(req.ranks),
+                                   "--store", req.name == "torch" ? (store / "file").string() : store.string()});
+      specs.push_back(std::move(s));
+    }
+  }
+  return specs;
+}
+
+/// What the peer's processes reported.
+struct peer_outcome {
+  bool in_time = false;
+  std::vector<std::string> points, failures;
+};
+
+// Runs `specs` to the end (stopped past `limit`: SIGTERM, SIGKILL 5 s
+// later), collecting rank 0's "point" line and every failure.
+peer_outcome run_processes(std::vector<process_spec> specs, std::chrono::seconds limit) {
+  struct shared {
+    std::mutex mtx;
+    std::condition_variable cv;
+    size_t exited = 0;
+    std::vector<std::string> points, failures;
+  };
+  auto st = std::make_shared<shared>();
+  std::vector<std::shared_ptr<child_process>> children;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto& s = specs[i];
+    s.echo_stderr = false;
+    s.capture_stdout = true;
+    s.on_line = [st](int stream, const std::string& line) {
+      if (stream == 1 && line.rfind("point ", 0) == 0) {
+        std::lock_guard<std::mutex> guard{st->mtx};
+        st->points.push_back(line);
+      }
+    };
+    children.push_back(child_process::start(s, [st, i](process_exit ex) {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      if (ex.exit_code != 0) {
+        std::string tail;
+        for (auto& l : ex.stderr_tail)
+          tail += "\n  " + l;
+        st->failures.push_back(fmt::format("process {} ended with {}{}", i,
+                                           describe_exit(ex.exit_code, ex.signal), tail));
+      }
+      ++st->exited;
+      st->cv.notify_all();
+    }));
+  }
+  std::unique_lock<std::mutex> lock{st->mtx};
+  bool done = st->cv.wait_for(lock, limit, [&] { return st->exited == children.size(); });
+  if (!done) {
+    lock.unlock();
+    // mpirun stops its ranks on SIGTERM; SIGKILL whatever is left 5 s later.
+    for (auto& c : children)
+      c->signal(SIGTERM);
+    lock.lock();
+    if (!st->cv.wait_for(lock, std::chrono::seconds(5),
+                         [&] { return st->exited == children.size(); })) {
+      for (auto& c : children)
+        c->signal(SIGKILL);
+      st->cv.wait_for(lock, std::chrono::seconds(5), [&] { return st->exited == children.size(); });
+    }
+  }
+  return {done, st->points, st->failures};
+}
+
 } // namespace
 
 std::string helper_path(const std::string& file) {
@@ -100,13 +197,6 @@ std::string peer_missing(const std::string& name) {
 }
 
 peer_point run_peer(const peer_request& req) {
-  std::vector<std::string> method{"--kind",   req.kind,
-                                  "--bytes",  std::to_string(req.bytes),
-                                  "--iters",  std::to_string(req.iters),
-                                  "--warmup", std::to_string(req.warmup)};
-  if (req.check)
-    method.push_back("--check");
-
   // A fresh rendezvous directory per size (no state carries over), private
   // to this user (mkdtemp: 0700), so no other local user joins the mesh.
   auto tmpl = (fs::temp_directory_path() / "hvactor-bench-peer-XXXXXX").string();
@@ -114,91 +204,18 @@ peer_point run_peer(const peer_request& req) {
     throw std::runtime_error(fmt::format("--peer {}: cannot create {}: {}", req.name, tmpl,
                                          std::strerror(errno)));
   fs::path store = tmpl;
-  std::vector<process_spec> specs;
-  if (req.name == "mpi") {
-    process_spec s;
-    s.executable = mpirun();
-    bool bind = req.bind && req.ranks <= busy_load::usable_cores();
-    s.args = {s.executable,  "--oversubscribe", "--bind-to", bind ? "core" : "none", "-np",
-              std::to_string(req.ranks), helper("hvactor-bench-mpi")};
-    s.args.insert(s.args.end(), method.begin(), method.end());
-    if (::geteuid() == 0)
-      s.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
-    specs.push_back(std::move(s));
-  } else {
-    for (int r = 0; r < req.ranks; ++r) {
-      process_spec s;
-      if (req.name == "gloo") {
-        s.executable = (self_dir() / "hvactor-bench").string();
-        s.args = {s.executable, "__peer-gloo"};
-      } else {
-        s.executable = python();
-        s.args = {s.executable, helper("hvactor-bench-torch.py")};
-      }
-      s.args.insert(s.args.end(), method.begin(), method.end());
-      s.args.insert(s.args.end(), {"--rank", std::to_string(r), "--size", std::to_string(req.ranks),
-                                   "--store", req.name == "torch" ? (store / "file").string() : store.string()});
-      specs.push_back(std::move(s));
-    }
-  }
-
-  struct shared {
-    std::mutex mtx;
-    std::condition_variable cv;
-    size_t exited = 0;
-    std::vector<std::string> points, failures;
-  };
-  auto st = std::make_shared<shared>();
-  std::vector<std::shared_ptr<child_process>> children;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto& s = specs[i];
-    s.echo_stderr = false;
-    s.capture_stdout = true;
-    s.on_line = [st](int stream, const std::string& line) {
-      if (stream == 1 && line.rfind("point ", 0) == 0) {
-        std::lock_guard<std::mutex> guard{st->mtx};
-        st->points.push_back(line);
-      }
-    };
-    children.push_back(child_process::start(s, [st, i](process_exit ex) {
-      std::lock_guard<std::mutex> guard{st->mtx};
-      if (ex.exit_code != 0) {
-        std::string tail;
-        for (auto& l : ex.stderr_tail)
-          tail += "\n  " + l;
-        st->failures.push_back(fmt::format("process {} ended with {}{}", i,
-                                           describe_exit(ex.exit_code, ex.signal), tail));
-      }
-      ++st->exited;
-      st->cv.notify_all();
-    }));
-  }
-  std::unique_lock<std::mutex> lock{st->mtx};
-  bool done = st->cv.wait_for(lock, req.limit, [&] { return st->exited == children.size(); });
-  if (!done) {
-    lock.unlock();
-    // mpirun stops its ranks on SIGTERM; SIGKILL whatever is left 5 s later.
-    for (auto& c : children)
-      c->signal(SIGTERM);
-    lock.lock();
-    if (!st->cv.wait_for(lock, std::chrono::seconds(5),
-                         [&] { return st->exited == children.size(); })) {
-      for (auto& c : children)
-        c->signal(SIGKILL);
-      st->cv.wait_for(lock, std::chrono::seconds(5), [&] { return st->exited == children.size(); });
-    }
-  }
+  auto outcome = run_processes(peer_processes(req, store), req.limit);
   std::error_code ec;
   fs::remove_all(store, ec);
-  if (!done)
+  if (!outcome.in_time)
     throw std::runtime_error(fmt::format("--peer {}: {} of {} bytes ran past {} s and was stopped",
                                          req.name, req.kind, req.bytes, req.limit.count()));
-  if (!st->failures.empty() || st->points.empty())
+  if (!outcome.failures.empty() || outcome.points.empty())
     throw std::runtime_error(fmt::format("--peer {}: {} of {} bytes failed: {}", req.name, req.kind,
                                          req.bytes,
-                                         st->failures.empty() ? "it printed no result"
-                                                              : st->failures.front()));
-  std::istringstream in{st->points.front().substr(6)};
+                                         outcome.failures.empty() ? "it printed no result"
+                                                                  : outcome.failures.front()));
+  std::istringstream in{outcome.points.front().substr(6)};
   peer_point p;
   uint64_t bytes = 0;
   in >> bytes >> p.time_us >> p.wrong;

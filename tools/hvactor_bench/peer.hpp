@@ -2,8 +2,8 @@
 
 // The peers hvactor-bench measures next to hvactor, one size at a time
 // (--peer mpi|gloo|torch): the same collective, sizes, calls and timing
-// (peer_method.hpp) through Open MPI (hvactor-bench-mpi under mpirun), raw
-// Gloo (hvactor-bench __peer-gloo) or torch.distributed's gloo backend
+// (bench_method.hpp; options and output: peer_protocol.hpp) through Open
+// MPI (hvactor-bench-mpi under mpirun), raw Gloo (hvactor-bench __peer-gloo) or torch.distributed's gloo backend
 // (hvactor-bench-torch.py on Debian's python3-torch). Their ranks are local
 // processes of this machine, started for each size and reaped before the
 // next, so that no idle peer competes with hvactor for the cores.

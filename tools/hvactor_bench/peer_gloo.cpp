@@ -1,7 +1,7 @@
 // The raw Gloo peer of hvactor-bench: `hvactor-bench __peer-gloo ...` (a
 // mode of the tool itself, started once per rank and size by the driver):
 // a Gloo context of its own over TCP on 127.0.0.1, full mesh through a
-// FileStore, no hvactor in the path, measured as peer_method.hpp says. Its
+// FileStore, no hvactor in the path, measured as peer_protocol.hpp says. Its
 // allreduce uses the algorithm hvactor's Gloo path picks for the size.
 
 #include "peer.hpp"
@@ -16,7 +16,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "internal/algorithm.hpp"
-#include "peer_method.hpp"
+#include "peer_protocol.hpp"
 
 namespace hvactor::bench_tool {
 
@@ -86,18 +86,16 @@ int run_gloo_peer(int argc, char** argv) {
     wrong = static_cast<double>(count_wrong(a.kind, in, out, count, a.size));
   }
   reduce(ctx, &wrong, 1, static_cast<reduce_fn>(&gloo::sum<double>), 1);
-  std::vector<double> samples;
-  double loop_us = timed_loop(a, run,
-                              [&] {
-                                gloo::BarrierOptions opts{ctx};
-                                opts.setTag(2);
-                                opts.setTimeout(gloo_timeout);
-                                gloo::barrier(opts);
-                              },
-                              samples);
+  auto timed = bench::measure_calls(a.warmup, a.iters, run, [&] {
+    gloo::BarrierOptions opts{ctx};
+    opts.setTag(2);
+    opts.setTimeout(gloo_timeout);
+    gloo::barrier(opts);
+  });
+  double loop_us = timed.loop_us;
   reduce(ctx, &loop_us, 1, static_cast<reduce_fn>(&gloo::max<double>), 3);
   if (a.rank == 0)
-    print_point(a, loop_us, static_cast<int64_t>(wrong), samples);
+    print_point(a, loop_us, static_cast<int64_t>(wrong), timed.samples_us);
   return 0;
 }
 

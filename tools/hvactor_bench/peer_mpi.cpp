@@ -6,13 +6,13 @@
 //          --bytes B --iters I --warmup W [--check]
 //
 // MPI_Allreduce(MPI_IN_PLACE, MPI_SUM), MPI_Allgather, MPI_Bcast from rank
-// 0, float32, measured as peer_method.hpp says.
+// 0, float32, measured as peer_protocol.hpp says.
 
 #include <mpi.h>
 
 #include <vector>
 
-#include "peer_method.hpp"
+#include "peer_protocol.hpp"
 
 using namespace hvactor::bench_tool;
 
@@ -42,12 +42,13 @@ int main(int argc, char** argv) {
     wrong = count_wrong(a.kind, in, out, count, ranks);
   }
   MPI_Reduce(&wrong, &wrong_total, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-  std::vector<double> samples;
-  double loop_us = timed_loop(a, run, [] { MPI_Barrier(MPI_COMM_WORLD); }, samples);
+  auto timed =
+    hvactor::bench::measure_calls(a.warmup, a.iters, run, [] { MPI_Barrier(MPI_COMM_WORLD); });
+  double loop_us = timed.loop_us;
   double slowest = 0;
   MPI_Reduce(&loop_us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0)
-    print_point(a, slowest, wrong_total, samples);
+    print_point(a, slowest, wrong_total, timed.samples_us);
   MPI_Finalize();
   return 0;
 }

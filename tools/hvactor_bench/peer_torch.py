@@ -9,7 +9,8 @@ measurement of that size:
 
 torch.distributed's gloo backend (all_reduce SUM, all_gather into one tensor,
 broadcast from rank 0), float32, rendezvous through a FileStore, measured
-as tools/hvactor_bench/peer_method.hpp says (rank 0 prints the "point" line).
+as tools/common/bench_method.hpp says (rank 0 prints the "point" line of
+tools/hvactor_bench/peer_protocol.hpp).
 """
 import argparse
 import datetime

@@ -107,26 +107,6 @@ std::string json_head(const std::string& subcommand, const std::vector<std::stri
          + ",\n  \"results\": [\n";
 }
 
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
-double ci95(const std::vector<double>& v) {
-  if (v.size() < 2)
-    return 0;
-  double m = mean(v), ss = 0;
-  for (double x : v)
-    ss += (x - m) * (x - m);
-  return 1.96 * std::sqrt(ss / static_cast<double>(v.size() - 1));
-}
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
 void check_writable(const std::string& path, const char* option) {
   namespace fs = std::filesystem;
   if (path.empty())

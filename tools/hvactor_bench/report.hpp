@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_method.hpp"
+
 namespace hvactor::bench_tool {
 
 /// `s` as a JSON string literal, quotes included.
@@ -27,15 +29,10 @@ std::string machine_json(const std::vector<std::string>& node_ids, const std::st
 std::string json_head(const std::string& subcommand, const std::vector<std::string>& node_ids,
                       const std::string& path, const std::string& settings);
 
-/// Mean of `v` (0 when empty).
-double mean(const std::vector<double>& v);
-
-/// Half width of the 95 % interval of the samples, as Horovod's synthetic
-/// benchmark reports it (1.96 standard deviations).
-double ci95(const std::vector<double>& v);
-
-/// The q-quantile (0..1) of `v`, nearest rank.
-double quantile(std::vector<double> v, double q);
+/// The method's statistics (bench_method.hpp).
+using bench::ci95;
+using bench::mean;
+using bench::quantile;
 
 /// "1,2,4" -> {1, 2, 4}; std::invalid_argument naming `option` otherwise.
 std::vector<int> parse_int_list(const std::string& text, const char* option, int lo, int hi);

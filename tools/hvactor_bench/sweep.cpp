@@ -22,6 +22,7 @@
 #include "load.hpp"
 #include "peer.hpp"
 #include "report.hpp"
+#include "sweep_types.hpp"
 
 #ifdef HVACTOR_BENCH_CUDA
 #include "internal/devices.hpp"
@@ -51,50 +52,8 @@ size_t parse_size(const std::string& text, const char* option) {
   return static_cast<size_t>(n) * mult;
 }
 
-/// One peer's measurement of one size.
-struct peer_row {
-  std::string name;
-  double time_us = 0, busbw = 0;
-  int64_t wrong = 0;
-  std::vector<double> samples;
-};
-
-struct row {
-  size_t bytes = 0, count = 0;
-  double time_us = 0, algbw = 0, busbw = 0;
-  int64_t wrong = 0;
-  std::vector<double> samples;
-  std::vector<peer_row> peers;
-};
-
-/// Peer time / hvactor time: above 1, hvactor is faster.
-double ratio(const row& r, const peer_row& p) {
-  return r.time_us > 0 ? p.time_us / r.time_us : 0;
-}
-
-struct config {
-  std::string kind;
-  layout where;
-  size_t min_bytes = 4, max_bytes = size_t{64} << 20, factor = 4;
-  int iters = 20, warmup = 5;
-  /// --load: busy threads per core during the whole run.
-  int load = 0;
-  /// --bind-to: core or none.
-  std::string bind = "core";
-  bool check = false, gpu = false;
-  std::string backend = "auto";
-  std::vector<std::string> peers;
-  std::string json, csv, plot;
-  /// gnuplot, found on PATH when --plot is given.
-  std::string gnuplot;
-};
-
-config parse(const std::vector<std::string>& args) {
-  config c;
-  c.kind = args.size() > 1 ? args[1] : "";
-  cxxopts::Options p{"hvactor-bench " + c.kind,
-                     "nccl-tests' sweep of one collective through hvd:: (float32, sum), in "
-                     "worker processes of this cluster, with peers in the same run"};
+// Every option of a collective's sweep.
+void declare_sweep_options(cxxopts::Options& p) {
   add_layout_options(p);
   // clang-format off
   p.add_options()
@@ -122,17 +81,10 @@ config parse(const std::vector<std::string>& args) {
      cxxopts::value<std::string>())
     ("h,help", "this text");
   // clang-format on
-  auto o = parse_words(p, args, 2);
-  if (o.count("help") || c.kind.empty() || c.kind == "--help" || c.kind == "-h") {
-    std::cout << p.help()
-              << "\nsubcommands: allreduce, allgather, broadcast, train, control-plane "
-                 "(hvactor-bench SUBCOMMAND --help)\n";
-    std::exit(c.kind.empty() ? 2 : 0);
-  }
-  if (c.kind != "allreduce" && c.kind != "allgather" && c.kind != "broadcast")
-    throw std::invalid_argument("unknown subcommand '" + c.kind
-                                + "' (allreduce, allgather, broadcast, train, control-plane)");
-  c.where = parse_layout(o);
+}
+
+// -b, -e, -f, --iters, -w, --check, --load, --bind-to, --backend.
+void read_method(const cxxopts::ParseResult& o, config& c) {
   c.min_bytes = std::max<size_t>(4, parse_size(o["minbytes"].as<std::string>(), "-b"));
   c.max_bytes = parse_size(o["maxbytes"].as<std::string>(), "-e");
   if (c.max_bytes < c.min_bytes)
@@ -158,6 +110,10 @@ config parse(const std::vector<std::string>& args) {
   c.backend = o["backend"].as<std::string>();
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")
     throw std::invalid_argument("--backend must be auto, shm, gloo or hierarchical (got '" + c.backend + "')");
+}
+
+// --device and --peer.
+void read_device_and_peers(const cxxopts::ParseResult& o, config& c) {
   auto device = o["device"].as<std::string>();
   if (device != "cpu" && device != "gpu")
     throw std::invalid_argument("--device must be cpu or gpu (got '" + device + "')");
@@ -192,6 +148,10 @@ config parse(const std::vector<std::string>& args) {
       if (auto why = peer_missing(name); !why.empty())
         throw std::invalid_argument(why);
   }
+}
+
+// --json, --csv, --plot: checked writable before anything runs.
+void read_outputs(const cxxopts::ParseResult& o, config& c) {
   if (o.count("json")) {
     c.json = o["json"].as<std::string>();
     check_writable(c.json, "--json");
@@ -213,6 +173,29 @@ config parse(const std::vector<std::string>& args) {
     }
     check_writable(c.plot, "--plot");
   }
+}
+
+config parse(const std::vector<std::string>& args) {
+  config c;
+  c.kind = args.size() > 1 ? args[1] : "";
+  cxxopts::Options p{"hvactor-bench " + c.kind,
+                     "nccl-tests' sweep of one collective through hvd:: (float32, sum), in "
+                     "worker processes of this cluster, with peers in the same run"};
+  declare_sweep_options(p);
+  auto o = parse_words(p, args, 2);
+  if (o.count("help") || c.kind.empty() || c.kind == "--help" || c.kind == "-h") {
+    std::cout << p.help()
+              << "\nsubcommands: allreduce, allgather, broadcast, train, control-plane "
+                 "(hvactor-bench SUBCOMMAND --help)\n";
+    std::exit(c.kind.empty() ? 2 : 0);
+  }
+  if (c.kind != "allreduce" && c.kind != "allgather" && c.kind != "broadcast")
+    throw std::invalid_argument("unknown subcommand '" + c.kind
+                                + "' (allreduce, allgather, broadcast, train, control-plane)");
+  c.where = parse_layout(o);
+  read_method(o, c);
+  read_device_and_peers(o, c);
+  read_outputs(o, c);
   return c;
 }
 
@@ -239,168 +222,17 @@ std::vector<size_t> sizes_of(const config& c) {
   return out;
 }
 
-void write_json(const config& c, const std::vector<row>& rows, const std::vector<std::string>& nodes,
-                const std::string& path_info) {
-  std::ofstream out{c.json};
-  if (!out)
-    throw std::runtime_error("cannot write " + c.json);
-  std::string peers;
-  for (auto& p : c.peers)
-    peers += (peers.empty() ? "" : ", ") + json_string(p);
-  out << json_head(c.kind, nodes, path_info,
-                   fmt::format("{{\"ranks\": {}, \"num_hosts\": {}, \"per_host\": {}, "
-                               "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, "
-                               "\"warmup\": {}, \"check\": {}, \"backend\": {}, \"device\": {}, "
-                               "\"peers\": [{}]}}",
-                               c.where.np, c.where.num_hosts, c.where.per_host, c.iters, c.warmup,
-                               c.check, json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"",
-                               peers));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    auto& r = rows[i];
-    out << fmt::format("    {{\"size\": {}, \"count\": {}, \"type\": \"float\", \"redop\": \"sum\", "
-                       "\"time_us\": {:.3f}, \"algbw\": {:.4f}, \"busbw\": {:.4f}, \"wrong\": {}, "
-                       "\"samples_us\": {}, \"peers\": {{",
-                       r.bytes, r.count, r.time_us, r.algbw, r.busbw, r.wrong,
-                       json_numbers(r.samples));
-    for (size_t j = 0; j < r.peers.size(); ++j) {
-      auto& p = r.peers[j];
-      out << fmt::format("{}{}: {{\"time_us\": {:.3f}, \"busbw\": {:.4f}, \"wrong\": {}, "
-                         "\"ratio\": {:.4f}, \"samples_us\": {}}}",
-                         j ? ", " : "", json_string(p.name), p.time_us, p.busbw, p.wrong,
-                         ratio(r, p), json_numbers(p.samples));
-    }
-    out << "}}" << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
-  out << "  ]\n}\n";
-}
-
-void write_csv(const config& c, const std::vector<row>& rows) {
-  std::ofstream out{c.csv};
-  if (!out)
-    throw std::runtime_error("cannot write " + c.csv);
-  out << "size,count,type,redop,time_us,algbw,busbw,wrong";
-  for (auto& p : c.peers)
-    out << fmt::format(",{0}_time_us,{0}_busbw,{0}_wrong,{0}_ratio", p);
-  out << "\n";
-  for (auto& r : rows) {
-    out << fmt::format("{},{},float,sum,{:.3f},{:.4f},{:.4f},{}", r.bytes, r.count, r.time_us,
-                       r.algbw, r.busbw, r.wrong);
-    for (auto& p : r.peers)
-      out << fmt::format(",{:.3f},{:.4f},{},{:.4f}", p.time_us, p.busbw, p.wrong, ratio(r, p));
-    out << "\n";
-  }
-}
-
-// `s` as a gnuplot single-quoted string: only the quote itself is special
-// there (doubled); backquotes and dollars are not expanded inside it.
-std::string gnuplot_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) {
-    if (ch == '\n' || ch == '\r' || ch == '\0')
-      throw std::invalid_argument("a file name with a line break cannot go to gnuplot");
-    out += ch == '\'' ? std::string{"''"} : std::string{ch};
-  }
-  return out + "'";
-}
-
-// busbw and time per call against the message size, log scales, for
-// hvactor and each peer, through gnuplot. gnuplot runs without a shell on
-// a script and data of its own in a private folder (mkdtemp, 0700) and draws
-// there; the picture is then copied to --plot. The user's file name never
-// reaches a shell or a gnuplot command line.
-void plot(const config& c, const std::vector<row>& rows) {
-  namespace fs = std::filesystem;
-  auto tmpl = (fs::temp_directory_path() / "hvactor-bench-plot-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr)
-    throw std::runtime_error(fmt::format("--plot: cannot create {}: {}", tmpl, std::strerror(errno)));
-  fs::path dir = tmpl;
-  bool svg = c.plot.substr(c.plot.size() - 4) == ".svg";
-  auto data = dir / "data.dat", script = dir / "plot.gp", picture = dir / (svg ? "plot.svg" : "plot.png");
-  // Only the files written here are removed, then the folder made above.
-  auto clean = [&] {
-    for (auto& f : {data, script, picture})
-      ::unlink(f.c_str());
-    ::rmdir(dir.c_str());
-  };
-  try {
-    {
-      std::ofstream out{data};
-      for (auto& r : rows) {
-        out << fmt::format("{} {:.6f} {:.6f}", r.bytes, r.busbw, r.time_us);
-        for (auto& p : r.peers)
-          out << fmt::format(" {:.6f} {:.6f}", p.busbw, p.time_us);
-        out << "\n";
-      }
-    }
-    auto series = [&](int first_col) {
-      std::string s = fmt::format("{} using 1:{} with linespoints title 'hvactor'",
-                                  gnuplot_quoted(data.string()), first_col);
-      for (size_t i = 0; i < c.peers.size(); ++i)
-        s += fmt::format(", '' using 1:{} with linespoints title '{}'", first_col + 2 + 2 * i,
-                         c.peers[i] == "mpi"    ? "Open MPI"
-                         : c.peers[i] == "gloo" ? "raw Gloo"
-                                                : "torch.distributed (gloo)");
-      return s;
-    };
-    {
-      std::ofstream gp{script};
-      gp << (svg ? "set terminal svg size 1000,420 dynamic\n" : "set terminal pngcairo size 1000,420\n")
-         << "set output " << gnuplot_quoted(picture.string()) << "\n"
-         << "set multiplot layout 1,2 title 'hvactor-bench " << c.kind << ", " << c.where.np
-         << " ranks (float32 sum)'\n"
-         << "set logscale x 2\nset format x '2^{%L}'\nset grid\n"
-         << "set xlabel 'message size (bytes)'\nset key top left\n"
-         << "set ylabel 'busbw (GB/s)'\nplot " << series(2) << "\n"
-         << "set logscale y 10\nset ylabel 'time per call (us)'\nplot " << series(3) << "\n"
-         << "unset multiplot\nunset output\n";
-      if (!gp)
-        throw std::runtime_error("cannot write " + script.string());
-    }
-    process_spec spec;
-    spec.executable = c.gnuplot;
-    spec.args = {c.gnuplot, script.string()};
-    spec.capture_stdout = true;
-    spec.echo_stderr = false;
-    auto r = run_command(spec, std::chrono::seconds(60));
-    if (r.timed_out || r.exit.exit_code != 0 || !fs::exists(picture))
-      throw std::runtime_error(fmt::format(
-        "gnuplot failed to draw {} ({}): {}", c.plot,
-        r.timed_out ? "ran past 60 s" : describe_exit(r.exit.exit_code, r.exit.signal),
-        fmt::join(r.exit.stderr_tail, " | ")));
-    std::error_code ec;
-    fs::copy_file(picture, c.plot, fs::copy_options::overwrite_existing, ec);
-    if (ec)
-      throw std::runtime_error(fmt::format("--plot {}: cannot write it: {}", c.plot, ec.message()));
-  } catch (...) {
-    clean();
-    throw;
-  }
-  clean();
-  fmt::print("# plot: {}\n", c.plot);
-}
-
 std::string peer_title(const std::string& name) {
   return name == "mpi" ? "Open MPI (hvactor-bench-mpi under mpirun)"
        : name == "gloo" ? "raw Gloo (its own context, TCP on 127.0.0.1)"
                         : "torch.distributed, gloo backend (python3-torch)";
 }
 
-} // namespace
-
-int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
-  auto c = parse(args);
-  hvactor::executor_options opts;
-  c.where.apply(opts);
-  opts.extra_env_vars = backend_env(c.backend);
-  opts.extra_env_vars["HVACTOR_BIND_TO"] = c.bind;
-  hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::seconds(60)}),
-                       opts};
-  ex.start();
-  auto sizes = sizes_of(c);
+// The table's header: what runs, the load, the peers, the columns.
+void print_header(const config& c, const busy_load& load) {
   fmt::print("# hvactor-bench {}: {} ranks, float32 sum, {} buffers, {} timed + {} warm-up calls "
              "per size{}\n",
              c.kind, c.where.np, c.gpu ? "device" : "host", c.iters, c.warmup, c.check ? ", checked" : "");
-  busy_load load{c.load};
   if (c.load > 0)
     fmt::print("# load: {} busy thread(s) per core, {} in all on {} usable cores, for the whole "
                "run (hvactor and every peer)\n",
@@ -416,6 +248,61 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   for (auto& p : c.peers)
     header += fmt::format(" {:>12} {:>7}", p + "_us", "x" + p);
   fmt::print("{}\n", header);
+}
+
+// hvactor's measurement of one size, then each peer's right after it.
+row measure_size(hvactor::executor& ex, const config& c, size_t bytes, progress& line,
+                 const std::string& step, std::string& path_info) {
+  line.show(step + ": hvactor");
+  auto points = ex.run(&measure_point, c.kind, uint64_t{bytes}, int32_t{c.iters},
+                       int32_t{c.warmup}, c.check, c.gpu);
+  row r;
+  r.bytes = bytes;
+  r.count = bytes / 4;
+  for (auto& p : points) {
+    r.time_us = std::max(r.time_us, p.loop_us / std::max(1, p.iters));
+    r.wrong += p.wrong;
+  }
+  r.samples = points.at(0).samples_us;
+  path_info = points.at(0).path;
+  r.algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
+  r.busbw = r.algbw * bus_factor(c.kind, c.where.np);
+  for (auto& name : c.peers) {
+    line.show(step + ": " + name);
+    auto pp = run_peer({name, c.kind, c.where.np, bytes, c.iters, c.warmup, c.check,
+                        c.bind == "core"});
+    peer_row pr{name, pp.time_us, 0, pp.wrong, std::move(pp.samples_us)};
+    pr.busbw = pr.time_us > 0 ? static_cast<double>(r.bytes) / (pr.time_us * 1e3) * bus_factor(c.kind, c.where.np) : 0;
+    r.peers.push_back(std::move(pr));
+  }
+  return r;
+}
+
+// One row of the table.
+void print_row(const config& c, const row& r) {
+  auto text = fmt::format("  {:>12} {:>12} {:>6} {:>6} {:>12.2f} {:>8.3f} {:>8.3f} {:>7}",
+                          r.bytes, r.count, "float", "sum", r.time_us, r.algbw, r.busbw,
+                          c.check ? std::to_string(r.wrong) : "N/A");
+  for (auto& p : r.peers)
+    text += fmt::format(" {:>12.2f} {:>7.2f}", p.time_us, ratio(r, p));
+  fmt::print("{}\n", text);
+  std::fflush(stdout);
+}
+
+} // namespace
+
+int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
+  auto c = parse(args);
+  hvactor::executor_options opts;
+  c.where.apply(opts);
+  opts.extra_env_vars = backend_env(c.backend);
+  opts.extra_env_vars["HVACTOR_BIND_TO"] = c.bind;
+  hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::seconds(60)}),
+                       opts};
+  ex.start();
+  auto sizes = sizes_of(c);
+  busy_load load{c.load};
+  print_header(c, load);
   // Fresh workers: the first calls pay for connections, page faults and
   // sleeping peers; one untimed round of the smallest size before the sweep.
   ex.run(&measure_point, c.kind, uint64_t{sizes.front()}, int32_t{c.iters}, int32_t{c.warmup},
@@ -425,38 +312,13 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   progress line;
   int64_t wrong_total = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    line.show(fmt::format("[{}] {} B ({}/{}): hvactor", c.kind, sizes[k], k + 1, sizes.size()));
-    auto points = ex.run(&measure_point, c.kind, uint64_t{sizes[k]}, int32_t{c.iters},
-                         int32_t{c.warmup}, c.check, c.gpu);
-    row r;
-    r.bytes = sizes[k];
-    r.count = sizes[k] / 4;
-    for (auto& p : points) {
-      r.time_us = std::max(r.time_us, p.loop_us / std::max(1, p.iters));
-      r.wrong += p.wrong;
-    }
-    r.samples = points.at(0).samples_us;
-    path_info = points.at(0).path;
-    r.algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
-    r.busbw = r.algbw * bus_factor(c.kind, c.where.np);
+    auto step = fmt::format("[{}] {} B ({}/{})", c.kind, sizes[k], k + 1, sizes.size());
+    auto r = measure_size(ex, c, sizes[k], line, step, path_info);
     wrong_total += r.wrong;
-    for (auto& name : c.peers) {
-      line.show(fmt::format("[{}] {} B ({}/{}): {}", c.kind, sizes[k], k + 1, sizes.size(), name));
-      auto pp = run_peer({name, c.kind, c.where.np, sizes[k], c.iters, c.warmup, c.check,
-                          c.bind == "core"});
-      peer_row pr{name, pp.time_us, 0, pp.wrong, std::move(pp.samples_us)};
-      pr.busbw = pr.time_us > 0 ? static_cast<double>(r.bytes) / (pr.time_us * 1e3) * bus_factor(c.kind, c.where.np) : 0;
-      wrong_total += pr.wrong;
-      r.peers.push_back(std::move(pr));
-    }
-    line.clear();
-    auto text = fmt::format("  {:>12} {:>12} {:>6} {:>6} {:>12.2f} {:>8.3f} {:>8.3f} {:>7}",
-                            r.bytes, r.count, "float", "sum", r.time_us, r.algbw, r.busbw,
-                            c.check ? std::to_string(r.wrong) : "N/A");
     for (auto& p : r.peers)
-      text += fmt::format(" {:>12.2f} {:>7.2f}", p.time_us, ratio(r, p));
-    fmt::print("{}\n", text);
-    std::fflush(stdout);
+      wrong_total += p.wrong;
+    line.clear();
+    print_row(c, r);
     rows.push_back(std::move(r));
   }
   fmt::print("# path: {}\n", path_info);

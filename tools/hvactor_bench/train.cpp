@@ -172,11 +172,8 @@ struct result {
   std::vector<std::string> nodes;
 };
 
-config parse(const std::vector<std::string>& args) {
-  cxxopts::Options p{"hvactor-bench train",
-                     "Horovod's synthetic benchmark: data-parallel training on random data "
-                     "through hvd::distributed_optimizer (LibTorch, CPU), img/sec per worker "
-                     "and in total"};
+// Every option of hvactor-bench train.
+void declare_train_options(cxxopts::Options& p) {
   add_layout_options(p);
   // clang-format off
   p.add_options()
@@ -201,26 +198,10 @@ config parse(const std::vector<std::string>& args) {
     ("csv", "write one row per world size here", cxxopts::value<std::string>())
     ("h,help", "this text");
   // clang-format on
-  auto o = parse_words(p, args, 2);
-  if (o.count("help")) {
-    std::cout << p.help() << "\n";
-    std::exit(0);
-  }
-  config c;
-  c.model = o["model"].as<std::string>();
-  if (c.model != "resnet50" && c.model != "mlp")
-    throw std::invalid_argument("--model must be mlp or resnet50 (got '" + c.model + "')");
-  c.batch = o["batch-size"].as<int>();
-  c.image_size = o["image-size"].as<int>();
-  c.warmup = o["num-warmup-batches"].as<int>();
-  c.per_iter = o["num-batches-per-iter"].as<int>();
-  c.iters = o["num-iters"].as<int>();
-  c.threads = o["threads"].as<int>();
-  c.fp16 = o.count("fp16-allreduce") > 0;
-  c.bind = o["bind-to"].as<std::string>();
-  if (c.bind != "core" && c.bind != "none" && c.bind != "auto")
-    throw std::invalid_argument("--bind-to must be auto, core or none (got '" + c.bind + "')");
-  c.check = o.count("check") > 0;
+}
+
+// Refuses sizes that cannot train or cannot fit a worker.
+void check_sizes(const config& c) {
   if (c.batch < 1 || c.batch > 65536)
     throw std::invalid_argument(fmt::format("--batch-size must be in 1..65536 (got {})", c.batch));
   if (c.image_size < 32 || c.image_size > 4096)
@@ -247,6 +228,35 @@ config parse(const std::vector<std::string>& args) {
                                 "and --num-iters in 1..100000");
   if (c.threads < 0 || c.threads > 1024)
     throw std::invalid_argument(fmt::format("--threads must be in 0..1024 (got {})", c.threads));
+}
+
+config parse(const std::vector<std::string>& args) {
+  cxxopts::Options p{"hvactor-bench train",
+                     "Horovod's synthetic benchmark: data-parallel training on random data "
+                     "through hvd::distributed_optimizer (LibTorch, CPU), img/sec per worker "
+                     "and in total"};
+  declare_train_options(p);
+  auto o = parse_words(p, args, 2);
+  if (o.count("help")) {
+    std::cout << p.help() << "\n";
+    std::exit(0);
+  }
+  config c;
+  c.model = o["model"].as<std::string>();
+  if (c.model != "resnet50" && c.model != "mlp")
+    throw std::invalid_argument("--model must be mlp or resnet50 (got '" + c.model + "')");
+  c.batch = o["batch-size"].as<int>();
+  c.image_size = o["image-size"].as<int>();
+  c.warmup = o["num-warmup-batches"].as<int>();
+  c.per_iter = o["num-batches-per-iter"].as<int>();
+  c.iters = o["num-iters"].as<int>();
+  c.threads = o["threads"].as<int>();
+  c.fp16 = o.count("fp16-allreduce") > 0;
+  c.bind = o["bind-to"].as<std::string>();
+  if (c.bind != "core" && c.bind != "none" && c.bind != "auto")
+    throw std::invalid_argument("--bind-to must be auto, core or none (got '" + c.bind + "')");
+  c.check = o.count("check") > 0;
+  check_sizes(c);
   if (o.count("scaling")) {
     if (o.count("np") || o.count("num-hosts"))
       throw std::invalid_argument("--scaling gives the world sizes: not with -np or --num-hosts");

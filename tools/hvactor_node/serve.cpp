@@ -33,7 +33,7 @@
 #include "internal/owned_dir.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"
-#include "node_options.hpp"
+#include "commands.hpp"
 
 namespace hvactor::node_tool {
 
@@ -83,6 +83,113 @@ void resolve(node_options& o, std::string& head_host, uint16_t& head_port, owned
                             ec ? ec.message() : std::strerror(errno)));
 }
 
+// The endpoints of one serving node: where it listens, and what the
+// stop path reads.
+struct endpoints {
+  caf::actor_system& sys;
+  const node_options& o;
+  connection_watchdog* watchdog;
+  std::string head_host;
+  uint16_t head_port = 0;
+
+  // Publishes `whom` on `port` of the bind address, watched when TLS.
+  uint16_t publish(const caf::actor& whom, uint16_t port, const char* what) {
+    auto got = transport::publish(sys, whom, port, o.bind);
+    if (!got)
+      throw error(fmt::format("cannot listen for the {} on {}:{}: {}{}", what, o.bind, port,
+                              sys.render(got.error()),
+                              port != 0 ? " (is the port taken? try another --port)" : ""));
+    if (watchdog)
+      watchdog->watch(*got);
+    return *got;
+  }
+};
+
+// Joins the agent to the head (its own registry on the head) and prints
+// the ready line that hvactor-run, the benchmarks and users wait for.
+void join(endpoints& ep, caf::scoped_actor& self, const proto::node_agent& agent,
+          uint16_t registry_port) {
+  auto& o = ep.o;
+  auto agent_port = ep.publish(caf::actor_cast<caf::actor>(agent), o.head ? 0 : o.port,
+                               "node agent");
+  auto joined = ask<bool>(*self, agent, std::chrono::seconds(o.connect_timeout_s),
+                          proto::join_atom_v, ep.head_host, ep.head_port, agent_port);
+  if (!joined)
+    throw error(fmt::format("cannot join the head at {}:{} within {} s: {}{}", ep.head_host,
+                            ep.head_port, o.connect_timeout_s, describe(joined.error()),
+                            o.tls.enabled() ? " (does the head use the same cluster CA?)"
+                                            : " (is it running? a TLS head refuses nodes "
+                                              "without --tls-cert/--tls-key/--tls-ca)"));
+  if (o.head)
+    fmt::print("hvactor-node: head '{}' listening on {}:{} ({} CPUs, {} GPUs, {}); join with: "
+               "hvactor-node --address {}:{}\n",
+               o.node_id, o.node_ip, registry_port, o.num_cpus, o.gpu_ids.size(),
+               o.tls.enabled() ? "mutual TLS" : "no TLS", o.node_ip, registry_port);
+  else
+    fmt::print("hvactor-node: node '{}' joined {}:{} and listens on {}:{} ({} CPUs, {} GPUs, "
+               "{})\n",
+               o.node_id, ep.head_host, ep.head_port, o.node_ip, agent_port, o.num_cpus,
+               o.gpu_ids.size(), o.tls.enabled() ? "mutual TLS" : "no TLS");
+  std::fflush(stdout);
+}
+
+// Sets *flag and SIGTERMs this process when `component` dies of anything
+// but a shutdown: a node whose agent or registry died (an exception in a
+// handler) must not keep listening as if it served.
+void stop_when_dead(const caf::actor& component, std::shared_ptr<std::atomic<bool>> flag) {
+  component->attach_functor([flag](const caf::error& reason) {
+    if (reason == caf::exit_reason::user_shutdown || reason == caf::exit_reason::normal)
+      return;
+    *flag = true;
+    ::kill(::getpid(), SIGTERM);
+  });
+}
+
+// Serves until a stop signal, then stops the workers; the exit code.
+int run(endpoints& ep, sigset_t& stop_signals, proto::node_registry& registry,
+        proto::node_agent& agent) {
+  auto& o = ep.o;
+  uint16_t registry_port = 0;
+  if (o.head) {
+    registry = spawn_node_registry(ep.sys);
+    registry_port = ep.publish(caf::actor_cast<caf::actor>(registry), o.port, "node registry");
+    ep.head_host = o.node_ip;
+    ep.head_port = registry_port;
+  }
+  node_agent_config node{o.node_id, net::host_name(), o.node_ip, o.num_cpus, o.gpu_ids};
+  node.work_dir = o.work_dir;
+  node.tls = o.tls;
+  node.registry = registry;
+  auto head_lost = std::make_shared<std::atomic<bool>>(false);
+  if (o.exit_on_head_loss && !o.head)
+    node.on_head_lost = [head_lost] {
+      *head_lost = true;
+      ::kill(::getpid(), SIGTERM);
+    };
+  agent = spawn_node_agent(ep.sys, node);
+  caf::scoped_actor self{ep.sys};
+  join(ep, self, agent, registry_port);
+  auto died = std::make_shared<std::atomic<bool>>(false);
+  stop_when_dead(caf::actor_cast<caf::actor>(agent), died);
+  if (registry)
+    stop_when_dead(caf::actor_cast<caf::actor>(registry), died);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  int rc = 0;
+  if (*died) {
+    log::error("the node's agent or registry failed (see above); stopping the node");
+    rc = 1;
+  } else if (*head_lost) {
+    log::info("the head went away (--exit-on-head-loss): stopping the node and its workers");
+  } else {
+    log::info("received {}: stopping the node and its workers", ::strsignal(sig));
+  }
+  if (auto stopped = ask<bool>(*self, agent, knobs::node_stop_timeout, proto::stop_atom_v);
+      !stopped)
+    log::warn("workers did not all stop in time: {}", describe(stopped.error()));
+  return rc;
+}
+
 } // namespace
 
 int serve(node_options o) {
@@ -112,87 +219,12 @@ int serve(node_options o) {
   std::unique_ptr<connection_watchdog> watchdog;
   if (o.tls.enabled())
     watchdog = std::make_unique<connection_watchdog>(connection_watchdog::options{});
-  auto publish = [&](const caf::actor& whom, uint16_t port, const char* what) {
-    auto got = transport::publish(*sys, whom, port, o.bind);
-    if (!got)
-      throw error(fmt::format("cannot listen for the {} on {}:{}: {}{}", what, o.bind, port,
-                              sys->render(got.error()),
-                              port != 0 ? " (is the port taken? try another --port)" : ""));
-    if (watchdog)
-      watchdog->watch(*got);
-    return *got;
-  };
+  endpoints ep{*sys, o, watchdog.get(), head_host, head_port};
   proto::node_registry registry;
   proto::node_agent agent;
   int rc = 0;
   try {
-    uint16_t registry_port = 0;
-    if (o.head) {
-      registry = spawn_node_registry(*sys);
-      registry_port = publish(caf::actor_cast<caf::actor>(registry), o.port, "node registry");
-      head_host = o.node_ip;
-      head_port = registry_port;
-    }
-    node_agent_config node{o.node_id, net::host_name(), o.node_ip, o.num_cpus, o.gpu_ids};
-    node.work_dir = o.work_dir;
-    node.tls = o.tls;
-    node.registry = registry;
-    auto head_lost = std::make_shared<std::atomic<bool>>(false);
-    if (o.exit_on_head_loss && !o.head)
-      node.on_head_lost = [head_lost] {
-        *head_lost = true;
-        ::kill(::getpid(), SIGTERM);
-      };
-    agent = spawn_node_agent(*sys, node);
-    auto agent_port = publish(caf::actor_cast<caf::actor>(agent), o.head ? 0 : o.port,
-                              "node agent");
-    caf::scoped_actor self{*sys};
-    auto joined = ask<bool>(*self, agent, std::chrono::seconds(o.connect_timeout_s),
-                            proto::join_atom_v, head_host, head_port, agent_port);
-    if (!joined)
-      throw error(fmt::format("cannot join the head at {}:{} within {} s: {}{}", head_host,
-                              head_port, o.connect_timeout_s, describe(joined.error()),
-                              o.tls.enabled() ? " (does the head use the same cluster CA?)"
-                                              : " (is it running? a TLS head refuses nodes "
-                                                "without --tls-cert/--tls-key/--tls-ca)"));
-    if (o.head)
-      fmt::print("hvactor-node: head '{}' listening on {}:{} ({} CPUs, {} GPUs, {}); join with: "
-                 "hvactor-node --address {}:{}\n",
-                 o.node_id, o.node_ip, registry_port, o.num_cpus, o.gpu_ids.size(),
-                 o.tls.enabled() ? "mutual TLS" : "no TLS", o.node_ip, registry_port);
-    else
-      fmt::print("hvactor-node: node '{}' joined {}:{} and listens on {}:{} ({} CPUs, {} GPUs, "
-                 "{})\n",
-                 o.node_id, head_host, head_port, o.node_ip, agent_port, o.num_cpus,
-                 o.gpu_ids.size(), o.tls.enabled() ? "mutual TLS" : "no TLS");
-    std::fflush(stdout);
-    // A node whose agent or registry died (an exception in a handler) must
-    // not keep listening as if it served: it stops and exits 1.
-    auto died = std::make_shared<std::atomic<bool>>(false);
-    auto watch_component = [&](const caf::actor& component) {
-      component->attach_functor([died](const caf::error& reason) {
-        if (reason == caf::exit_reason::user_shutdown || reason == caf::exit_reason::normal)
-          return;
-        *died = true;
-        ::kill(::getpid(), SIGTERM);
-      });
-    };
-    watch_component(caf::actor_cast<caf::actor>(agent));
-    if (registry)
-      watch_component(caf::actor_cast<caf::actor>(registry));
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    if (*died) {
-      log::error("the node's agent or registry failed (see above); stopping the node");
-      rc = 1;
-    } else if (*head_lost) {
-      log::info("the head went away (--exit-on-head-loss): stopping the node and its workers");
-    } else {
-      log::info("received {}: stopping the node and its workers", ::strsignal(sig));
-    }
-    if (auto stopped = ask<bool>(*self, agent, knobs::node_stop_timeout, proto::stop_atom_v);
-        !stopped)
-      log::warn("workers did not all stop in time: {}", describe(stopped.error()));
+    rc = run(ep, stop_signals, registry, agent);
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     rc = 1;

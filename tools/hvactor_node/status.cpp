@@ -1,37 +1,19 @@
-// hvactor-node status: what `ray status` shows, for an hvactor cluster.
+// hvactor-node status (what `ray status` shows, for an hvactor cluster),
+// wait (readiness, for a Kubernetes init container) and certs.
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <fmt/format.h>
 
-#include "internal/interfaces.hpp"
-#include "internal/transport.hpp"
-#include "hvactor/errors.hpp"
-#include "internal/net.hpp"
-#include "internal/system_config.hpp"
-#include "node_options.hpp"
+#include "cluster/readiness.hpp"
+#include "cluster/registry_probe.hpp"
+#include "cluster/tls_layout.hpp"
+#include "commands.hpp"
 
 namespace hvactor::node_tool {
 
 int status(const node_options& o) {
-  auto [host, port] = net::parse_host_port(o.address, "--address");
   tls::validate(o.tls);
-  caf::actor_system_config cfg;
-  configure_system(cfg, 2, o.tls);
-  caf::actor_system sys{cfg};
   auto timeout = std::chrono::seconds(o.connect_timeout_s);
-  auto found = transport::connect(sys, host, port, timeout);
-  if (!found)
-    throw error(fmt::format("cannot reach the head at {}: {}{}", o.address,
-                            sys.render(found.error()),
-                            o.tls.enabled() ? "" : " (a TLS head needs --tls-cert/key/ca)"));
-  auto registry = caf::actor_cast<proto::node_registry>(std::move(*found));
-  auto listed = ask<proto::cluster_view>(sys, registry, timeout, proto::list_atom_v);
-  registry = nullptr;
-  if (!listed)
-    throw error(
-      fmt::format("the head at {} did not answer: {}", o.address, describe(listed.error())));
-  auto& view = *listed;
+  auto view = cluster::registry_probe{o.address, o.tls, timeout}.view(timeout);
   int cpus = 0, free_cpus = 0, gpus = 0, free_gpus = 0;
   fmt::print("{:<20} {:<22} {:>10} {:>10}  {}\n", "NODE", "ADDRESS", "CPU free", "GPU free",
              "JOBS");
@@ -48,6 +30,34 @@ int status(const node_options& o) {
   }
   fmt::print("{} nodes; CPU {}/{} free; GPU {}/{} free\n", view.nodes.size(), free_cpus, cpus,
              free_gpus, gpus);
+  return 0;
+}
+
+int wait(const node_options& o) {
+  tls::validate(o.tls);
+  fmt::print(stderr, "hvactor-node: waiting for the head at {}{}\n", o.address,
+             o.wait_nodes.empty() ? std::string{}
+                                  : fmt::format(" to list {}", fmt::join(o.wait_nodes, ", ")));
+  auto r = cluster::wait_for_nodes(o.address, o.tls, o.wait_nodes,
+                                   std::chrono::seconds(o.wait_timeout_s));
+  if (r.ready()) {
+    fmt::print(stderr, "hvactor-node: the head at {} is ready\n", o.address);
+    return 0;
+  }
+  fmt::print(stderr, "hvactor-node: the head at {} is not ready after {} s: {}\n", o.address,
+             o.wait_timeout_s,
+             !r.head_answered ? r.head_error
+                              : fmt::format("not listed: {}", fmt::join(r.missing, ", ")));
+  return 1;
+}
+
+int certs(const node_options& o) {
+  for (auto& path : cluster::tls_layout{o.certs_dir}.make(o.names, o.sans))
+    fmt::print("wrote {}\n", path);
+  cluster::tls_layout dir{o.certs_dir};
+  fmt::print("Start each process with --tls-cert {} --tls-key {} --tls-ca {} (keep ca.key off "
+             "the cluster's machines).\n",
+             dir.certificate("NAME"), dir.key("NAME"), dir.ca());
   return 0;
 }
 

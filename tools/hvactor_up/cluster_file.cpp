@@ -122,16 +122,9 @@ std::string home_path(std::string p) {
   return p;
 }
 
-} // namespace
-
-std::vector<machine> cluster_file::machines() const {
-  std::vector<machine> out{head};
-  out.insert(out.end(), workers.begin(), workers.end());
-  return out;
-}
-
-cluster_file read_cluster_file(const std::string& path) {
-  reader r{path};
+// The file's YAML, refused when it is not a regular file of at most
+// max_cluster_file_bytes or not YAML.
+YAML::Node load(const std::string& path) {
   YAML::Node doc;
   std::error_code ec;
   auto status = std::filesystem::status(path, ec);
@@ -151,18 +144,12 @@ cluster_file read_cluster_file(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw std::invalid_argument(fmt::format("{}: not valid YAML: {}", path, e.what()));
   }
-  refuse_duplicate_keys(r, doc, "");
-  r.only(doc, "", {"cluster_name", "provider", "auth", "setup_commands", "head_setup_commands",
-                   "worker_setup_commands", "hvactor"});
-  cluster_file c;
-  if (!doc["cluster_name"])
-    r.fail("cluster_name", "is required");
-  c.name = r.text(doc["cluster_name"], "cluster_name");
-  try {
-    hvactor::validate_node_id(c.name);
-  } catch (const std::invalid_argument& e) {
-    r.fail("cluster_name", e.what());
-  }
+  return doc;
+}
+
+// auth: the ssh user (a user name, never an option), the key; returns the
+// ssh port every machine defaults to.
+int read_auth(const reader& r, const YAML::Node& doc, cluster_file& c) {
   auto auth = doc["auth"];
   if (!auth)
     r.fail("auth", "is required (ssh_user, ssh_private_key)");
@@ -181,7 +168,11 @@ cluster_file read_cluster_file(const std::string& path) {
                                         c.ssh_user));
   if (auth["ssh_private_key"])
     c.ssh_key = home_path(r.text(auth["ssh_private_key"], "auth.ssh_private_key"));
-  int ssh_port = auth["ssh_port"] ? r.number(auth["ssh_port"], "auth.ssh_port", 1, 65535) : 22;
+  return auth["ssh_port"] ? r.number(auth["ssh_port"], "auth.ssh_port", 1, 65535) : 22;
+}
+
+// provider: the head and the workers, with distinct, valid node ids.
+void read_provider(const reader& r, const YAML::Node& doc, cluster_file& c, int ssh_port) {
   auto provider = doc["provider"];
   if (!provider)
     r.fail("provider", "is required (type: local, head_ip, worker_ips)");
@@ -218,9 +209,10 @@ cluster_file read_cluster_file(const std::string& path) {
                                      "distinct node_id values",
                                      m.node_id));
   }
-  c.setup_commands = r.commands(doc["setup_commands"], "setup_commands");
-  c.head_setup_commands = r.commands(doc["head_setup_commands"], "head_setup_commands");
-  c.worker_setup_commands = r.commands(doc["worker_setup_commands"], "worker_setup_commands");
+}
+
+// hvactor: port, node_binary, tls, timeout.
+void read_hvactor(const reader& r, const YAML::Node& doc, cluster_file& c) {
   if (auto h = doc["hvactor"]) {
     r.only(h, "hvactor", {"port", "node_binary", "tls", "timeout"});
     if (h["port"])
@@ -237,6 +229,37 @@ cluster_file read_cluster_file(const std::string& path) {
     if (h["timeout"])
       c.timeout_s = r.number(h["timeout"], "hvactor.timeout", 1, 3600);
   }
+}
+
+} // namespace
+
+std::vector<machine> cluster_file::machines() const {
+  std::vector<machine> out{head};
+  out.insert(out.end(), workers.begin(), workers.end());
+  return out;
+}
+
+cluster_file read_cluster_file(const std::string& path) {
+  reader r{path};
+  auto doc = load(path);
+  refuse_duplicate_keys(r, doc, "");
+  r.only(doc, "", {"cluster_name", "provider", "auth", "setup_commands", "head_setup_commands",
+                   "worker_setup_commands", "hvactor"});
+  cluster_file c;
+  if (!doc["cluster_name"])
+    r.fail("cluster_name", "is required");
+  c.name = r.text(doc["cluster_name"], "cluster_name");
+  try {
+    hvactor::validate_node_id(c.name);
+  } catch (const std::invalid_argument& e) {
+    r.fail("cluster_name", e.what());
+  }
+  int ssh_port = read_auth(r, doc, c);
+  read_provider(r, doc, c, ssh_port);
+  c.setup_commands = r.commands(doc["setup_commands"], "setup_commands");
+  c.head_setup_commands = r.commands(doc["head_setup_commands"], "head_setup_commands");
+  c.worker_setup_commands = r.commands(doc["worker_setup_commands"], "worker_setup_commands");
+  read_hvactor(r, doc, c);
   return c;
 }
 

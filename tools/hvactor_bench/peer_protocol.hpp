@@ -1,24 +1,29 @@
 #pragma once
 
-// How every peer of hvactor-bench (Open MPI, raw Gloo, torch.distributed in
-// peer_torch.py) measures one size, so that they are timed exactly like
-// hvactor's measure_point(): with --check one call on data whose result is
-// known, `warmup` calls, a barrier, one more call, then `iters` timed calls.
-// The reported time is the slowest rank's loop time / iters; rank 0 prints
+// How hvactor-bench talks to its peer programs (Open MPI, raw Gloo;
+// torch.distributed in peer_torch.py): the options it passes and the line
+// rank 0 prints back,
 //
 //   point <bytes> <time_us> <wrong> <sample_us>...
 //
-// (wrong: elements wrong on all ranks together). Header-only and free of
-// hvactor, Gloo and MPI, so that the MPI peer (a plain MPI program) uses it.
+// (wrong: elements wrong on all ranks together). Each peer measures as
+// hvactor's measure_point() does: bench_method.hpp's measure_calls, after
+// the check. Header-only and free of hvactor, Gloo and MPI, so that the MPI
+// peer (a plain MPI program) uses it.
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "bench_method.hpp"
+
 namespace hvactor::bench_tool {
+
+using bench::check_value;
+using bench::count_wrong;
+using bench::fill_check;
 
 /// The options every peer program takes.
 struct peer_args {
@@ -78,60 +83,10 @@ inline peer_args parse_peer_args(int argc, char** argv, int first) {
   return a;
 }
 
-/// What rank `rank` contributes at element `i` of the checked call (small
-/// integers: every sum is exact in float32).
-inline float check_value(int rank, size_t i) {
-  return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1));
-}
-
 /// Elements per call: allgather's `bytes` is the gathered total.
 inline size_t peer_count(const peer_args& a, int ranks) {
   size_t count = a.bytes / sizeof(float);
   return a.kind == "allgather" ? count / static_cast<size_t>(ranks) : count;
-}
-
-/// Fills the input of the checked call.
-inline void fill_check(std::vector<float>& in, int rank) {
-  for (size_t i = 0; i < in.size(); ++i)
-    in[i] = check_value(rank, i);
-}
-
-/// Wrong elements after the checked call: `in` in place (allreduce,
-/// broadcast) or `out` (allgather, `count` per rank).
-inline int64_t count_wrong(const std::string& kind, const std::vector<float>& in,
-                           const std::vector<float>& out, size_t count, int ranks) {
-  int64_t wrong = 0;
-  if (kind == "allreduce") {
-    for (size_t i = 0; i < in.size(); ++i)
-      wrong += in[i] != static_cast<float>(ranks * (ranks + 1) / 2 * static_cast<int>(i % 7 + 1));
-  } else if (kind == "broadcast") {
-    for (size_t i = 0; i < in.size(); ++i)
-      wrong += in[i] != check_value(0, i);
-  } else {
-    wrong += static_cast<int64_t>(out.size() != count * static_cast<size_t>(ranks));
-    for (size_t i = 0; i < out.size() && count > 0; ++i)
-      wrong += out[i] != check_value(static_cast<int>(i / count), i % count);
-  }
-  return wrong;
-}
-
-/// Runs the protocol above; `run` makes one call, `barrier` waits for every
-/// rank; returns rank-local loop time (us) and fills `samples_us`.
-template <class Run, class Barrier>
-double timed_loop(const peer_args& a, Run run, Barrier barrier, std::vector<double>& samples_us) {
-  using clock_type = std::chrono::steady_clock;
-  for (int i = 0; i < a.warmup; ++i)
-    run();
-  barrier();
-  run();
-  samples_us.reserve(static_cast<size_t>(a.iters));
-  auto start = clock_type::now();
-  for (int i = 0; i < a.iters; ++i) {
-    auto t0 = clock_type::now();
-    run();
-    samples_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
-  }
-  return std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
 }
 
 /// Rank 0's report line.

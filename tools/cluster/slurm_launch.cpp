@@ -1,19 +1,11 @@
-#include "slurm_mode.hpp"
+#include "cluster/slurm_launch.hpp"
 
-#include <signal.h>
-
-#include <algorithm>
-#include <chrono>
-#include <future>
 #include <stdexcept>
-#include <thread>
 
 #include <fmt/format.h>
 
-#include "internal/knobs.hpp"
-#include "internal/process.hpp"
 
-namespace hvactor::run_tool {
+namespace hvactor::cluster {
 
 namespace {
 
@@ -29,6 +21,25 @@ int uniform_tasks(const slurm::allocation& alloc) {
 }
 
 } // namespace
+
+std::optional<slurm::allocation> allocation_to_launch(const std::string& launcher,
+                                                      bool has_address, bool driver) {
+  if (launcher != "auto" && launcher != "local" && launcher != "slurm")
+    throw std::invalid_argument("--launcher must be auto, local or slurm (got '" + launcher
+                                + "')");
+  std::optional<slurm::allocation> alloc;
+  if (launcher == "slurm" || (launcher == "auto" && !has_address))
+    alloc = slurm::allocation_from_env();
+  if (launcher == "slurm" && !alloc)
+    throw std::invalid_argument("--launcher slurm: not inside a Slurm allocation (SLURM_JOB_ID "
+                                "is not set; run it under salloc or sbatch)");
+  if (alloc && has_address)
+    throw std::invalid_argument("--launcher slurm starts its own cluster: drop --address");
+  if (driver && !alloc)
+    throw std::invalid_argument("--driver needs a Slurm allocation (run it under salloc or "
+                                "sbatch)");
+  return alloc;
+}
 
 void apply_allocation(const slurm::allocation& alloc, launch_options& o, bool gpus_given) {
   int nodes = static_cast<int>(alloc.nodes.size());
@@ -69,34 +80,4 @@ void apply_allocation(const slurm::allocation& alloc, launch_options& o, bool gp
              o.gpus_per_worker > 0 ? fmt::format(", {} GPU each", o.gpus_per_worker) : "");
 }
 
-int run_driver(const launch_options& o, const slurm_cluster& cluster, std::atomic<int>& stop) {
-  process_spec spec;
-  spec.executable = find_program(o.program);
-  spec.args = {o.program};
-  spec.args.insert(spec.args.end(), o.args.begin(), o.args.end());
-  spec.env = {{env::address, cluster.address()}};
-  for (auto& kv : cluster.driver_tls_env())
-    spec.env.push_back(kv);
-  for (auto& [k, v] : o.env)
-    spec.env.emplace_back(k, v);
-  spec.echo_stderr = true;
-  std::promise<process_exit> done;
-  auto ended = done.get_future();
-  auto child = child_process::start(spec, [&done](process_exit ex) { done.set_value(ex); });
-  bool signalled = false;
-  while (ended.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-    if (int sig = stop.load(); sig != 0 && !signalled) {
-      child->signal(sig);
-      signalled = true;
-    }
-  }
-  auto ex = ended.get();
-  if (ex.signal != 0) {
-    fmt::print(stderr, "hvactor-run: the driver {} ended with {}\n", o.program,
-               describe_exit(ex.exit_code, ex.signal));
-    return 128 + ex.signal;
-  }
-  return ex.exit_code;
-}
-
-} // namespace hvactor::run_tool
+} // namespace hvactor::cluster

@@ -1,4 +1,4 @@
-#include "head_address.hpp"
+#include "cluster/head_address.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -11,7 +11,7 @@
 #include "hvactor/errors.hpp"
 #include "internal/net.hpp"
 
-namespace hvactor::run_tool {
+namespace hvactor::cluster {
 
 using clock_type = std::chrono::steady_clock;
 
@@ -92,4 +92,4 @@ head_address choose_head_address(const std::vector<std::string>& all_nodes,
   }
 }
 
-} // namespace hvactor::run_tool
+} // namespace hvactor::cluster

@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "cluster/tls_layout.hpp"
 #include "internal/owned_dir.hpp"
 #include "internal/process.hpp"
 #include "internal/slurm.hpp"
 
-namespace hvactor::run_tool {
+namespace hvactor::cluster {
 
 struct slurm_cluster_options {
-  /// The hvactor-node binary (HVACTOR_NODE_BINARY, else next to hvactor-run,
-  /// else PATH).
+  /// The hvactor-node binary (node_binary()).
   std::string node_binary;
   /// The head's listening address; empty: the address of this host that
   /// reaches the first node (127.0.0.1 when that is loopback).
@@ -48,11 +48,8 @@ public:
     return address_;
   }
 
-  /// --tls-cert/--tls-key/--tls-ca of the driver identity, or empty.
-  std::vector<std::string> driver_tls_args() const;
-
-  /// HVACTOR_TLS_* for a driver program (hvactor-run --driver), or empty.
-  std::vector<std::pair<std::string, std::string>> driver_tls_env() const;
+  /// The driver's TLS identity (off on loopback).
+  tls::config driver_tls() const;
 
   /// Tears the cluster down (idempotent).
   void stop();
@@ -60,12 +57,11 @@ public:
 private:
   void start_head(const slurm::allocation& alloc);
   void start_nodes(const slurm::allocation& alloc);
-  void wait_for_nodes(const slurm::allocation& alloc);
+  void wait_until_joined(const slurm::allocation& alloc);
   std::string step_id() const;
 
-  const std::string& tls_dir() const noexcept {
-    return tls_dir_.path();
-  }
+  /// The identity `name` in the per-job TLS directory (off on loopback).
+  tls::config identity(const std::string& name) const;
 
   slurm_cluster_options opts_;
   std::string job_id_;
@@ -81,8 +77,4 @@ private:
   std::shared_ptr<shared> state_;
 };
 
-/// The hvactor-node binary hvactor-run starts: $HVACTOR_NODE_BINARY, else
-/// hvactor-node beside this executable, else the first in PATH.
-std::string node_binary();
-
-} // namespace hvactor::run_tool
+} // namespace hvactor::cluster

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace hvactor::run_tool {
+namespace hvactor::cluster {
 
 /// An address and why it was chosen (printed to the user).
 struct head_address {
@@ -23,4 +23,4 @@ struct head_address {
 head_address choose_head_address(const std::vector<std::string>& nodes, const std::string& given,
                                  std::chrono::seconds limit);
 
-} // namespace hvactor::run_tool
+} // namespace hvactor::cluster

@@ -1,4 +1,4 @@
-#include "slurm_cluster.hpp"
+#include "cluster/slurm_cluster.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -18,15 +18,15 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/cert_authority.hpp"
 #include "internal/log.hpp"
 #include "internal/net.hpp"
 #include "internal/owned_dir.hpp"
 #include "internal/knobs.hpp"
-#include "head_address.hpp"
-#include "registry_probe.hpp"
+#include "cluster/head_address.hpp"
+#include "cluster/node_options.hpp"
+#include "cluster/readiness.hpp"
 
-namespace hvactor::run_tool {
+namespace hvactor::cluster {
 
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
@@ -67,12 +67,6 @@ struct slurm_cluster::shared {
 
 namespace {
 
-std::string self_dir() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string{} : exe.parent_path().string();
-}
-
 // At most `limit` of `names`, then how many more: a message stays short
 // when an allocation has thousands of nodes.
 template <class Names>
@@ -86,16 +80,6 @@ std::string some_names(const Names& names, const char* sep = ",", size_t limit =
 }
 
 } // namespace
-
-std::string node_binary() {
-  if (const char* v = std::getenv("HVACTOR_NODE_BINARY"); v && *v)
-    return v;
-  auto beside = self_dir() + "/hvactor-node";
-  if (::access(beside.c_str(), X_OK) == 0)
-    return beside;
-  // tools/hvactor-run in a build tree sits beside tools/hvactor-node too.
-  return find_program("hvactor-node");
-}
 
 slurm_cluster::slurm_cluster(const slurm::allocation& alloc, slurm_cluster_options opts)
   : opts_(std::move(opts)), job_id_(alloc.job_id), state_(std::make_shared<shared>()) {
@@ -116,7 +100,7 @@ slurm_cluster::slurm_cluster(const slurm::allocation& alloc, slurm_cluster_optio
                                  "the per-job TLS directory");
       auto names = alloc.nodes;
       names.insert(names.end(), {"head", "driver"});
-      tls::make_certificates(tls_dir(), names, {"IP:" + bind_});
+      tls_layout{tls_dir_.path()}.make(names, {"IP:" + bind_});
     }
     work_dir_ = owned_dir::make(temp_root(),
                                 {fmt::format("hvactor-{}", ::getuid()),
@@ -124,7 +108,7 @@ slurm_cluster::slurm_cluster(const slurm::allocation& alloc, slurm_cluster_optio
                                 "the head's work directory");
     start_head(alloc);
     start_nodes(alloc);
-    wait_for_nodes(alloc);
+    wait_until_joined(alloc);
   } catch (...) {
     stop();
     throw;
@@ -135,42 +119,39 @@ slurm_cluster::~slurm_cluster() {
   stop();
 }
 
-std::vector<std::string> slurm_cluster::driver_tls_args() const {
-  if (tls_dir().empty())
+tls::config slurm_cluster::identity(const std::string& name) const {
+  if (tls_dir_.path().empty())
     return {};
-  return {"--tls-cert", tls_dir() + "/driver.pem", "--tls-key", tls_dir() + "/driver.key",
-          "--tls-ca", tls_dir() + "/ca.pem"};
+  return tls_layout{tls_dir_.path()}.identity(name);
 }
 
-std::vector<std::pair<std::string, std::string>> slurm_cluster::driver_tls_env() const {
-  if (tls_dir().empty())
-    return {};
-  return {{env::tls_certificate, tls_dir() + "/driver.pem"},
-          {env::tls_key, tls_dir() + "/driver.key"},
-          {env::tls_cafile, tls_dir() + "/ca.pem"}};
+tls::config slurm_cluster::driver_tls() const {
+  return identity("driver");
 }
 
 void slurm_cluster::start_head(const slurm::allocation& alloc) {
   // A node id has no '+' (a heterogeneous component's "N+M").
   auto head_id = "hvactor-run-" + alloc.job_id;
   std::replace(head_id.begin(), head_id.end(), '+', '_');
+  node_command head;
+  head.binary = opts_.node_binary;
+  head.head = true;
+  head.port = 0;
+  head.bind = head.node_ip = bind_;
+  head.num_cpus = head.num_gpus = 0;
+  head.node_id = head_id;
+  head.work_dir = work_dir_.path();
+  head.tls = identity("head");
   process_spec spec;
   spec.executable = opts_.node_binary;
-  spec.args = {opts_.node_binary, "--head", "--port", "0", "--bind", bind_, "--node-ip", bind_,
-               "--num-cpus", "0", "--num-gpus", "0", "--node-id", head_id,
-               "--work-dir", work_dir_.path()};
-  if (!tls_dir().empty())
-    spec.args.insert(spec.args.end(), {"--tls-cert", tls_dir() + "/head.pem", "--tls-key",
-                                       tls_dir() + "/head.key", "--tls-ca", tls_dir() + "/ca.pem"});
+  spec.args = head.argv();
   spec.capture_stdout = true;
   spec.echo_stderr = false;
   auto st = state_;
   spec.on_line = [st](int stream, const std::string& line) {
-    static const std::regex listening{R"(listening on (\S+):(\d+) )"};
-    std::smatch m;
-    if (stream == 1 && std::regex_search(line, m, listening)) {
+    if (auto address = stream == 1 ? listening_address(line) : std::nullopt) {
       std::lock_guard<std::mutex> lk{st->mu};
-      st->head_address = m[1].str() + ":" + m[2].str();
+      st->head_address = *address;
       st->cv.notify_all();
     }
   };
@@ -204,11 +185,15 @@ void slurm_cluster::start_nodes(const slurm::allocation& alloc) {
       fmt::format("--cpus-per-task={}", *std::min_element(alloc.cpus.begin(), alloc.cpus.end())));
   if (alloc.gpus_per_node > 0)
     spec.args.push_back(fmt::format("--gres=gpu:{}", alloc.gpus_per_node));
-  spec.args.insert(spec.args.end(),
-                   {opts_.node_binary, "--slurm", "--address", address_, "--exit-on-head-loss",
-                    "--connect-timeout", std::to_string(opts_.timeout.count())});
-  if (!tls_dir().empty())
-    spec.args.insert(spec.args.end(), {"--tls-dir", tls_dir()});
+  node_command node;
+  node.binary = opts_.node_binary;
+  node.slurm = true;
+  node.address = address_;
+  node.exit_on_head_loss = true;
+  node.connect_timeout_s = static_cast<int>(opts_.timeout.count());
+  node.tls_dir = tls_dir_.path();
+  auto argv = node.argv();
+  spec.args.insert(spec.args.end(), argv.begin(), argv.end());
   spec.capture_stdout = true;
   spec.echo_stderr = false;
   auto st = state_;
@@ -228,48 +213,43 @@ void slurm_cluster::start_nodes(const slurm::allocation& alloc) {
   });
 }
 
-void slurm_cluster::wait_for_nodes(const slurm::allocation& alloc) {
-  tls::config tls;
-  if (!tls_dir().empty())
-    tls = {tls_dir() + "/driver.pem", tls_dir() + "/driver.key", tls_dir() + "/ca.pem", {}};
-  auto deadline = clock_type::now() + opts_.timeout;
-  tool::registry_probe probe{address_, tls, opts_.timeout};
-  std::set<std::string> joined;
-  for (;;) {
-    if (auto ids = probe.node_ids(); !ids.empty())
-      joined = {ids.begin(), ids.end()};
-    std::vector<std::string> missing, present;
-    for (auto& node : alloc.nodes)
-      (joined.count(node) ? present : missing).push_back(node);
-    if (missing.empty())
-      return;
-    std::unique_lock<std::mutex> lk{state_->mu};
-    bool failed = !state_->failed.empty() || state_->step_exited;
-    if (!state_->failed.empty()) {
-      // The failed task's own last words may still be on their way.
-      state_->cv.wait_for(lk, 300ms);
-      throw error(fmt::format(
-        "hvactor-node on node{} {} of Slurm job {} failed before joining the head at {} "
-        "(joined: {}). Last lines of the srun step:{}",
-        state_->failed.size() == 1 ? "" : "s", some_names(state_->failed, ", "), alloc.job_id,
-        address_,
-        present.empty() ? std::string{"none"} : some_names(present, ", "),
-        state_->step_tail()));
-    }
-    if (failed || clock_type::now() >= deadline) {
-      std::string why =
-        !state_->failed.empty()
-          ? fmt::format("the hvactor-node task on {} failed", some_names(state_->failed, ", "))
-        : state_->step_exited ? "the srun step ended (" + state_->step_exit + ")"
-                              : fmt::format("not within {} s", opts_.timeout.count());
-      throw error(fmt::format(
-        "node{} {} of Slurm job {} never joined the head at {}: {}; joined: {}. Last lines of "
-        "the srun step:{}",
-        missing.size() == 1 ? "" : "s", some_names(missing, ", "), alloc.job_id, address_, why,
-        present.empty() ? std::string{"none"} : some_names(present, ", "),
-        state_->step_tail()));
-    }
-    state_->cv.wait_for(lk, 200ms);
+void slurm_cluster::wait_until_joined(const slurm::allocation& alloc) {
+  auto st = state_;
+  auto joined_list = [](const readiness& r) {
+    return r.joined.empty() ? std::string{"none"} : some_names(r.joined, ", ");
+  };
+  // Called with st->mu held.
+  auto never_joined = [&](const readiness& r) {
+    std::string why =
+      !st->failed.empty()
+        ? fmt::format("the hvactor-node task on {} failed", some_names(st->failed, ", "))
+      : st->step_exited ? "the srun step ended (" + st->step_exit + ")"
+                        : fmt::format("not within {} s", opts_.timeout.count());
+    return error(fmt::format("node{} {} of Slurm job {} never joined the head at {}: {}; joined: "
+                             "{}. Last lines of the srun step:{}",
+                             r.missing.size() == 1 ? "" : "s", some_names(r.missing, ", "),
+                             alloc.job_id, address_, why, joined_list(r), st->step_tail()));
+  };
+  auto r = wait_for_nodes(
+    address_, driver_tls(), alloc.nodes, opts_.timeout,
+    [&](const readiness& now, std::chrono::milliseconds pause) {
+      std::unique_lock<std::mutex> lk{st->mu};
+      if (!st->failed.empty()) {
+        // The failed task's own last words may still be on their way.
+        st->cv.wait_for(lk, 300ms);
+        throw error(fmt::format(
+          "hvactor-node on node{} {} of Slurm job {} failed before joining the head at {} "
+          "(joined: {}). Last lines of the srun step:{}",
+          st->failed.size() == 1 ? "" : "s", some_names(st->failed, ", "), alloc.job_id,
+          address_, joined_list(now), st->step_tail()));
+      }
+      if (st->step_exited)
+        throw never_joined(now);
+      st->cv.wait_for(lk, pause);
+    });
+  if (!r.ready()) {
+    std::lock_guard<std::mutex> lk{st->mu};
+    throw never_joined(r);
   }
 }
 
@@ -348,4 +328,4 @@ void slurm_cluster::stop() {
   work_dir_.remove();
 }
 
-} // namespace hvactor::run_tool
+} // namespace hvactor::cluster

@@ -2,6 +2,8 @@
 // the step's environment (notes/slurm.md 4.2). Every choice is printed with
 // its source, so that a wrong one is visible in the step's output.
 
+#include "cluster/slurm_step.hpp"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,9 +15,9 @@
 #include "internal/net.hpp"
 #include "internal/owned_dir.hpp"
 #include "internal/slurm.hpp"
-#include "node_options.hpp"
+#include "cluster/tls_layout.hpp"
 
-namespace hvactor::node_tool {
+namespace hvactor::cluster {
 
 namespace {
 
@@ -33,6 +35,10 @@ int positive(const char* name, const char* value) {
 }
 
 } // namespace
+
+bool in_slurm_step() {
+  return env("SLURM_STEP_ID") && env("SLURMD_NODENAME");
+}
 
 void apply_slurm_defaults(node_options& o, const slurm_explicit& given,
                           const std::string& tls_dir) {
@@ -87,14 +93,15 @@ void apply_slurm_defaults(node_options& o, const slurm_explicit& given,
   if (!tls_dir.empty() && !given.tls) {
     auto id = o.node_id.empty() ? net::host_name() : o.node_id;
     hvactor::validate_node_id(id); // names the certificate's files
-    o.tls.certificate = fmt::format("{}/{}.pem", tls_dir, id);
-    o.tls.key = fmt::format("{}/{}.key", tls_dir, id);
-    if (o.tls.cafile.empty())
-      o.tls.cafile = tls_dir + "/ca.pem";
-    said.push_back(fmt::format("TLS identity {}/{}.pem", tls_dir, id));
+    auto cafile = o.tls.cafile;
+    tls_layout dir{tls_dir};
+    o.tls = dir.identity(id);
+    if (!cafile.empty())
+      o.tls.cafile = cafile;
+    said.push_back(fmt::format("TLS identity {}", dir.certificate(id)));
   }
   if (!said.empty())
     fmt::print(stderr, "hvactor-node: {}\n", fmt::join(said, ", "));
 }
 
-} // namespace hvactor::node_tool
+} // namespace hvactor::cluster

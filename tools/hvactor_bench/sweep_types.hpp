@@ -1,0 +1,65 @@
+#pragma once
+
+// What a collective's sweep (sweep.cpp) measures and writes: its
+// configuration, one row per size, and the report files (sweep_report.cpp).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layout.hpp"
+
+namespace hvactor::bench_tool {
+
+/// One peer's measurement of one size.
+struct peer_row {
+  std::string name;
+  double time_us = 0, busbw = 0;
+  int64_t wrong = 0;
+  std::vector<double> samples;
+};
+
+/// hvactor's measurement of one size, with its peers'.
+struct row {
+  size_t bytes = 0, count = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  int64_t wrong = 0;
+  std::vector<double> samples;
+  std::vector<peer_row> peers;
+};
+
+/// Peer time / hvactor time: above 1, hvactor is faster.
+inline double ratio(const row& r, const peer_row& p) {
+  return r.time_us > 0 ? p.time_us / r.time_us : 0;
+}
+
+/// The sweep's options.
+struct config {
+  std::string kind;
+  layout where;
+  size_t min_bytes = 4, max_bytes = size_t{64} << 20, factor = 4;
+  int iters = 20, warmup = 5;
+  /// --load: busy threads per core during the whole run.
+  int load = 0;
+  /// --bind-to: core or none.
+  std::string bind = "core";
+  bool check = false, gpu = false;
+  std::string backend = "auto";
+  std::vector<std::string> peers;
+  std::string json, csv, plot;
+  /// gnuplot, found on PATH when --plot is given.
+  std::string gnuplot;
+};
+
+/// --json: every sample and the machine's description.
+void write_json(const config& c, const std::vector<row>& rows, const std::vector<std::string>& nodes,
+                const std::string& path);
+
+/// --csv: one row per size.
+void write_csv(const config& c, const std::vector<row>& rows);
+
+/// --plot: busbw and time against size (gnuplot).
+void plot(const config& c, const std::vector<row>& rows);
+
+} // namespace hvactor::bench_tool

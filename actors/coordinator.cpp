@@ -382,7 +382,7 @@ coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_
     [=](reset_due_atom, int32_t gen) {
       auto& st = self->state;
       if (st.el.generation == gen && st.ph == phase::running) {
-        st.el.broken = true;
+        st.el.rules.mark_broken();
         replan(self, true);
       }
     },
@@ -480,30 +480,6 @@ void shutdown_done(coord_actor self) {
 } // namespace hvactor::detail
 
 namespace hvactor {
-
-void direct_calls::end(const caf::error& err) {
-  ended_ = true;
-  std::lock_guard<std::mutex> guard{mu_};
-  if (!call_ || !caller_)
-    return;
-  // An answer to the call's request id, so that the waiting receive takes it.
-  caller_->enqueue(caf::make_mailbox_element(nullptr, call_->response_id(), {}, err), nullptr);
-  call_.reset();
-}
-
-bool direct_calls::begin(caf::strong_actor_ptr caller, caf::message_id call) {
-  std::lock_guard<std::mutex> guard{mu_};
-  if (ended_)
-    return false;
-  caller_ = std::move(caller);
-  call_ = call;
-  return true;
-}
-
-void direct_calls::finish() {
-  std::lock_guard<std::mutex> guard{mu_};
-  call_.reset();
-}
 
 proto::coordinator spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
   return sys.spawn(detail::coordinator_impl, std::move(cfg));

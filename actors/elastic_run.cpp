@@ -160,7 +160,17 @@ void worker_failed(coord_actor self, int32_t id, const std::string& why) {
 
 void elastic_start(coord_actor self) {
   auto& st = self->state;
-  st.el.short_since = caf::make_timestamp();
+  auto& o = st.cfg.options;
+  elastic::rules_config rc;
+  rc.min_workers = *o.min_workers;
+  rc.max_workers = o.max_workers.value_or(rc.max_workers);
+  rc.reset_limit = o.reset_limit;
+  rc.wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+    wait_bound(std::chrono::milliseconds{
+      std::min<std::chrono::seconds>(o.elastic_timeout, std::chrono::hours(24 * 3650))}));
+  rc.timeout_seconds = o.elastic_timeout.count();
+  rc.discovery = o.discovery.describe();
+  st.el.rules = elastic::job_rules{rc};
   if (!st.cfg.options.discovery.from_cluster())
     st.el.finder = self->system().spawn<caf::detached>(finder_impl, st.cfg.options.discovery);
   poll_discovery(self);

@@ -44,39 +44,23 @@ int slots_of(const node_info& n, const executor_options& o) {
   return std::max(0, slots);
 }
 
-std::string describe_hosts(const std::vector<host_slots>& hosts) {
-  std::vector<std::string> parts;
-  for (auto& h : hosts)
-    parts.push_back(fmt::format("{}:{}", h.host, h.slots));
-  return parts.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(parts, ", "));
-}
-
 // Where the job stands now that discovery answered.
 void evaluate(coord_actor self) {
   auto& st = self->state;
-  int min = *st.cfg.options.min_workers;
-  if (st.ph == phase::placing) {
-    auto avail = available_hosts(self);
-    auto slots = elastic::total_slots(avail);
-    if (slots >= min) {
-      st.el.short_since.reset();
-      st.ph = phase::ready;
-      st.start_pending = false;
-      st.start_promise.deliver(job_info{st.cfg.job_id, 0, {}, {}, 0, {}});
-      return;
-    }
-    if (caf::make_timestamp() - *st.el.short_since >= elastic_wait(st))
-      fail(self, make_error(error_kind::elastic_timeout,
-                                    fmt::format("Timed out waiting for minimum number of slots to "
-                                                "become available: wanted {}, saw {} on nodes [{}] "
-                                                "after {} s ({})",
-                                                min, slots, describe_hosts(avail),
-                                                st.cfg.options.elastic_timeout.count(),
-                                                st.cfg.options.discovery.describe())));
+  if (st.ph == phase::running) {
+    replan(self, false);
     return;
   }
-  if (st.ph == phase::running)
-    replan(self, false);
+  if (st.ph != phase::placing)
+    return;
+  auto d = st.el.rules.on_start(available_hosts(self), elastic::clock::now());
+  if (d.what == elastic::decision::action::fail) {
+    fail(self, make_error(d.kind, d.message));
+  } else if (d.what == elastic::decision::action::publish) {
+    st.ph = phase::ready;
+    st.start_pending = false;
+    st.start_promise.deliver(job_info{st.cfg.job_id, 0, {}, {}, 0, {}});
+  }
 }
 
 void found(coord_actor self, std::vector<host_slots> hosts) {
@@ -171,15 +155,6 @@ void poll_discovery(coord_actor self) {
 }
 
 namespace {
-
-bool same_world(const elastic::world_plan& plan, const std::vector<int32_t>& seats) {
-  if (plan.seats.size() != seats.size())
-    return false;
-  for (size_t r = 0; r < seats.size(); ++r)
-    if (plan.seats[r].id != seats[r])
-      return false;
-  return true;
-}
 
 std::vector<char> assignment_bytes(const rank_layout& l) {
   return elastic_protocol::encode({.rank = l.rank,
@@ -318,71 +293,29 @@ void replan(coord_actor self, bool failure) {
   auto& st = self->state;
   if (st.ph != phase::running || st.failure)
     return;
-  failure = failure || st.el.broken;
-  std::vector<elastic::member> members;
-  bool held_state = false;
+  elastic::world_state now;
   for (auto& [id, w] : st.workers) {
-    held_state = held_state || w.has_state;
+    now.held_state = now.held_state || w.has_state;
     if (!is_gone(st, id) && !is_leaving(st, id))
-      members.push_back({id, w.node, w.has_state});
+      now.members.push_back({id, w.node, w.has_state});
   }
-  bool any_state = std::any_of(members.begin(), members.end(),
-                               [](auto& m) { return m.has_state; });
-  if (held_state && !any_state) {
-    fail(self, make_error(error_kind::worker_error,
-                                  fmt::format("every worker that held the elastic job's state is "
-                                              "gone, so its last commit is lost. First failure: {}",
-                                              st.el.first_failure.empty() ? "none"
-                                                                       : st.el.first_failure)));
-    return;
+  now.available = available_hosts(self);
+  now.seats.assign(st.el.seats.begin(), st.el.seats.end());
+  now.formed = st.el.formed;
+  now.hopeless = hopeless(self);
+  now.first_failure = st.el.first_failure;
+  auto d = st.el.rules.next_world(now, failure, elastic::clock::now());
+  switch (d.what) {
+    case elastic::decision::action::publish:
+      publish(self, *d.plan, d.failure);
+      break;
+    case elastic::decision::action::fail:
+      fail(self, make_error(d.kind, d.message));
+      break;
+    case elastic::decision::action::keep:
+    case elastic::decision::action::wait:
+      break;
   }
-  auto avail = available_hosts(self);
-  int min = *st.cfg.options.min_workers;
-  int max = st.cfg.options.max_workers.value_or(INT_MAX);
-  auto plan = elastic::plan_world(avail, members, min, max);
-  if (!plan) {
-    if (failure)
-      st.el.broken = true;
-    if (hopeless(self)) {
-      fail(self, make_error(error_kind::worker_error,
-                                    fmt::format("every host of the elastic job is blacklisted "
-                                                "after failures. First failure: {}",
-                                                st.el.first_failure)));
-      return;
-    }
-    if (!st.el.short_since)
-      st.el.short_since = caf::make_timestamp();
-    if (caf::make_timestamp() - *st.el.short_since >= elastic_wait(st))
-      fail(self, make_error(error_kind::elastic_timeout,
-                                    fmt::format("Timed out waiting for minimum number of slots to "
-                                                "become available: wanted {}, saw {} on nodes [{}] "
-                                                "after {} s",
-                                                min, elastic::total_slots(avail),
-                                                describe_hosts(avail),
-                                                st.cfg.options.elastic_timeout.count())));
-    return;
-  }
-  st.el.short_since.reset();
-  bool first = st.el.generation < 0 || st.el.seats.empty();
-  if (!failure && !first && same_world(*plan, st.el.seats))
-    return;
-  // A change of hosts waits until the current world formed: its workers
-  // would not see the notification before joining it.
-  if (!failure && !first && !st.el.formed)
-    return;
-  if (!first) {
-    if (st.cfg.options.reset_limit && st.el.resets >= *st.cfg.options.reset_limit) {
-      fail(self, make_error(error_kind::reset_limit_exceeded,
-                                    fmt::format("hvactor was shut down because the number of "
-                                                "resets during the elastic job exceeded its "
-                                                "limit: {}",
-                                                *st.cfg.options.reset_limit)));
-      return;
-    }
-    ++st.el.resets;
-  }
-  st.el.broken = false;
-  publish(self, *plan, failure);
 }
 
 } // namespace hvactor::detail

@@ -42,6 +42,7 @@
 #include <caf/all.hpp>
 
 #include "internal/elastic_policy.hpp"
+#include "internal/elastic_rules.hpp"
 #include "internal/interfaces.hpp"
 #include "internal/elastic_workers.hpp"
 
@@ -57,19 +58,15 @@ struct elastic_job {
   std::set<std::string> shipped; // nodes that cache the binary
   elastic::host_blacklist blacklist;
   elastic::host_order order;
-  /// Since when there have been fewer than min_workers slots (start, or a
-  /// shrunken job); nullopt while there are enough.
-  std::optional<caf::timestamp> short_since;
+  /// When a new world is published, waited for, or the job fails
+  /// (elastic_rules.hpp): the reset count, waiting below min_workers.
+  elastic::job_rules rules;
   /// Every worker's phase and holdings, and what to give back when it ends.
   elastic::worker_registry registry;
   int generation = -1;
   bool formed = false;
   /// Worker ids by rank in the current generation.
   std::vector<int32_t> seats;
-  int resets = 0;
-  /// The current world failed and waits for a generation it could not get
-  /// yet (too few slots).
-  bool broken = false;
   /// The first failure's text (all workers failing reports it).
   std::string first_failure;
   /// The run in flight: its call, who waits for it.

@@ -77,6 +77,25 @@ caf::error closed_error(const std::string& scope, const std::string& why) {
                     fmt::format("rendezvous scope '{}' was closed: {}", scope, why));
 }
 
+// Drops `scope` and fails every wait on it with `why`; later calls on it
+// fail the same way.
+void close_scope(store_actor self, const std::string& scope, const std::string& why) {
+  auto& st = self->state;
+  st.scopes.erase(scope);
+  st.closed[scope] = why;
+  for (auto i = st.pending.begin(); i != st.pending.end();) {
+    if (i->second.scope != scope) {
+      ++i;
+      continue;
+    }
+    if (i->second.is_get)
+      i->second.get_promise.deliver(closed_error(scope, why));
+    else
+      i->second.wait_promise.deliver(closed_error(scope, why));
+    i = st.pending.erase(i);
+  }
+}
+
 rendezvous_store::behavior_type store_impl(store_actor self) {
   self->set_exception_handler(exit_with_error("rendezvous store"));
   return {
@@ -135,20 +154,7 @@ rendezvous_store::behavior_type store_impl(store_actor self) {
       return value;
     },
     [=](close_atom, const std::string& scope, const std::string& why) {
-      auto& st = self->state;
-      st.scopes.erase(scope);
-      st.closed[scope] = why;
-      for (auto i = st.pending.begin(); i != st.pending.end();) {
-        if (i->second.scope != scope) {
-          ++i;
-          continue;
-        }
-        if (i->second.is_get)
-          i->second.get_promise.deliver(closed_error(scope, why));
-        else
-          i->second.wait_promise.deliver(closed_error(scope, why));
-        i = st.pending.erase(i);
-      }
+      close_scope(self, scope, why);
     },
     [=](expire_atom, uint64_t id) {
       auto& st = self->state;

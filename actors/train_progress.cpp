@@ -108,6 +108,10 @@ void complete_report(progress_actor self) {
   if (st.chunk_count > 0) {
     try {
       std::vector<char> archive;
+      size_t total = 0;
+      for (auto& [no, bytes] : st.chunks)
+        total += bytes.size();
+      archive.reserve(total);
       for (uint32_t i = 0; i < st.chunk_count; ++i) {
         auto it = st.chunks.find(i);
         if (it == st.chunks.end())
@@ -159,95 +163,106 @@ caf::error refused(const std::string& what) {
   return make_error(error_kind::generic, "train::report: " + what);
 }
 
+caf::result<bool> on_chunk(progress_actor self, train_chunk& c) {
+  auto& st = self->state;
+  if (c.index != st.next || st.complete)
+    return refused(fmt::format("a checkpoint chunk for report {} while the driver collects "
+                               "report {}",
+                               c.index + 1, st.next + 1));
+  if (c.bytes.size() > knobs::ship_chunk_bytes || c.no >= max_chunks || st.chunks.count(c.no))
+    return refused(fmt::format("checkpoint chunk {} of report {} is oversized or repeated", c.no,
+                               c.index + 1));
+  st.chunks.emplace(c.no, std::move(c.bytes));
+  return true;
+}
+
+caf::result<std::string> on_report(progress_actor self, train_report& r) {
+  auto& st = self->state;
+  if (st.end)
+    return std::string{"the worker group failed: "} + st.end->failure;
+  if (r.rank < 0 || r.rank >= st.cfg.size || r.index != st.next || st.complete
+      || st.metrics.count(r.rank) || r.metrics.size() > max_metrics_bytes
+      || r.chunks > max_chunks || (r.rank != 0 && r.chunks > 0))
+    return refused(fmt::format("report {} of rank {} refused: the driver collects report {} of "
+                               "{} ranks (at most {} bytes of metrics)",
+                               r.index + 1, r.rank, st.next + 1, st.cfg.size, max_metrics_bytes));
+  if (r.rank == 0)
+    st.chunk_count = r.chunks;
+  st.metrics.emplace(r.rank, std::move(r.metrics));
+  auto answer = self->make_response_promise<std::string>();
+  st.answers.emplace(r.rank, answer);
+  if (auto why = count_mismatch(st)) {
+    finish(self, {.kind = train_event::failed, .failure = *why});
+  } else if (st.metrics.size() == static_cast<size_t>(st.cfg.size)) {
+    complete_report(self);
+    hand_over(self);
+  }
+  return answer;
+}
+
+bool on_done(progress_actor self, int32_t rank, uint64_t reports) {
+  auto& st = self->state;
+  st.done.emplace(rank, reports);
+  if (auto why = count_mismatch(st)) {
+    finish(self, {.kind = train_event::failed, .failure = *why});
+  } else if (st.done.size() == static_cast<size_t>(st.cfg.size) && st.awaiting && !st.end
+             && !st.complete) {
+    st.awaiting->deliver(train_event{.kind = train_event::done, .index = st.next});
+    st.awaiting.reset();
+  }
+  return true;
+}
+
+caf::result<train_event> on_await(progress_actor self, uint64_t index) {
+  auto& st = self->state;
+  if (st.awaiting) // a trainer whose wait timed out asks again: the new ask wins
+    st.awaiting->deliver(make_error(error_kind::generic, "train: a newer tr_await came"));
+  st.awaiting = self->make_response_promise<train_event>();
+  auto answer = *st.awaiting;
+  if (st.last && index + 1 == st.next)
+    st.awaiting->deliver(*st.last);
+  else if (index != st.next)
+    st.awaiting->deliver(make_error(error_kind::generic,
+                                    fmt::format("train: the trainer awaits report {}, the driver "
+                                                "collects report {}",
+                                                index + 1, st.next + 1)));
+  else if (st.complete)
+    hand_over(self);
+  else if (st.end)
+    st.awaiting->deliver(*st.end);
+  else if (st.done.size() == static_cast<size_t>(st.cfg.size))
+    st.awaiting->deliver(train_event{.kind = train_event::done, .index = st.next});
+  else
+    return answer;
+  st.awaiting.reset();
+  return answer;
+}
+
+// A monitored worker went away before its loop returned: its rank failed.
+void on_down(progress_actor self, const caf::down_msg& dm) {
+  auto& ws = self->state.cfg.workers;
+  for (size_t r = 0; r < ws.size(); ++r)
+    if (ws[r].address() == dm.source && !self->state.done.count(static_cast<int32_t>(r)))
+      finish(self, {.kind = train_event::rank_failed,
+                    .failure = fmt::format("rank {} was lost ({})", r, describe(dm.reason)),
+                    .rank = static_cast<int32_t>(r)});
+}
+
 train_progress::behavior_type progress_impl(progress_actor self, progress_config cfg) {
   self->state.cfg = std::move(cfg);
-  for (size_t r = 0; r < self->state.cfg.workers.size(); ++r)
-    self->monitor(self->state.cfg.workers[r]);
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto& ws = self->state.cfg.workers;
-    for (size_t r = 0; r < ws.size(); ++r)
-      if (ws[r].address() == dm.source && !self->state.done.count(static_cast<int32_t>(r)))
-        finish(self, {.kind = train_event::rank_failed,
-                      .failure = fmt::format("rank {} was lost ({})", r, describe(dm.reason)),
-                      .rank = static_cast<int32_t>(r)});
-  });
+  for (auto& w : self->state.cfg.workers)
+    self->monitor(w);
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   return {
-    [self](tr_chunk_atom, train_chunk& c) -> caf::result<bool> {
-      auto& st = self->state;
-      if (c.index != st.next || st.complete)
-        return refused(fmt::format("a checkpoint chunk for report {} while the driver collects "
-                                   "report {}", c.index + 1, st.next + 1));
-      if (c.bytes.size() > knobs::ship_chunk_bytes || c.no >= max_chunks || st.chunks.count(c.no))
-        return refused(fmt::format("checkpoint chunk {} of report {} is oversized or repeated",
-                                   c.no, c.index + 1));
-      st.chunks.emplace(c.no, std::move(c.bytes));
-      return true;
-    },
-    [self](tr_report_atom, train_report& r) -> caf::result<std::string> {
-      auto& st = self->state;
-      if (st.end)
-        return std::string{"the worker group failed: "} + st.end->failure;
-      if (r.rank < 0 || r.rank >= st.cfg.size || r.index != st.next || st.complete
-          || st.metrics.count(r.rank) || r.metrics.size() > max_metrics_bytes
-          || r.chunks > max_chunks || (r.rank != 0 && r.chunks > 0))
-        return refused(fmt::format("report {} of rank {} refused: the driver collects report {} "
-                                   "of {} ranks (at most {} bytes of metrics)",
-                                   r.index + 1, r.rank, st.next + 1, st.cfg.size,
-                                   max_metrics_bytes));
-      if (r.rank == 0)
-        st.chunk_count = r.chunks;
-      st.metrics.emplace(r.rank, std::move(r.metrics));
-      auto answer = self->make_response_promise<std::string>();
-      st.answers.emplace(r.rank, answer);
-      if (auto why = count_mismatch(st))
-        finish(self, {.kind = train_event::failed, .failure = *why});
-      else if (st.metrics.size() == static_cast<size_t>(st.cfg.size)) {
-        complete_report(self);
-        hand_over(self);
-      }
-      return answer;
-    },
-    [self](tr_done_atom, int32_t rank, uint64_t reports) {
-      auto& st = self->state;
-      st.done.emplace(rank, reports);
-      if (auto why = count_mismatch(st))
-        finish(self, {.kind = train_event::failed, .failure = *why});
-      else if (st.done.size() == static_cast<size_t>(st.cfg.size) && st.awaiting && !st.end
-               && !st.complete) {
-        st.awaiting->deliver(train_event{.kind = train_event::done, .index = st.next});
-        st.awaiting.reset();
-      }
-      return true;
-    },
+    [self](tr_chunk_atom, train_chunk& c) { return on_chunk(self, c); },
+    [self](tr_report_atom, train_report& r) { return on_report(self, r); },
+    [self](tr_done_atom, int32_t rank, uint64_t reports) { return on_done(self, rank, reports); },
     [self](tr_fail_atom, int32_t rank, const std::string& what) {
       finish(self, {.kind = train_event::rank_failed,
                     .failure = fmt::format("rank {} failed: {}", rank, what),
                     .rank = rank});
     },
-    [self](tr_await_atom, uint64_t index) -> caf::result<train_event> {
-      auto& st = self->state;
-      if (st.awaiting) // a trainer that timed out asks again: the new ask wins
-        st.awaiting->deliver(make_error(error_kind::generic, "train: a newer tr_await came"));
-      st.awaiting = self->make_response_promise<train_event>();
-      auto answer = *st.awaiting;
-      if (st.last && index + 1 == st.next)
-        st.awaiting->deliver(*st.last);
-      else if (index != st.next)
-        st.awaiting->deliver(make_error(error_kind::generic,
-                                        fmt::format("train: the trainer awaits report {}, the "
-                                                    "driver collects report {}",
-                                                    index + 1, st.next + 1)));
-      else if (st.complete)
-        hand_over(self);
-      else if (st.end)
-        st.awaiting->deliver(*st.end);
-      else if (st.done.size() == static_cast<size_t>(st.cfg.size))
-        st.awaiting->deliver(train_event{.kind = train_event::done, .index = st.next});
-      else
-        return answer;
-      st.awaiting.reset();
-      return answer;
-    },
+    [self](tr_await_atom, uint64_t index) { return on_await(self, index); },
   };
 }
 

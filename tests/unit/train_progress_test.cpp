@@ -1,0 +1,206 @@
+// The driver's train_progress actor in a real actor system (the process's
+// one, process_system): reports answered once the trainer takes them,
+// checkpoints persisted, what a peer may not make it hold, and what ends an
+// attempt. And the process system itself: one per process, shared.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <caf/scoped_actor.hpp>
+#include <doctest/doctest.h>
+
+#include "internal/actor_system.hpp"
+#include "internal/caf_error.hpp"
+#include "internal/knobs.hpp"
+#include "internal/process_system.hpp"
+#include "internal/train_progress.hpp"
+#include "internal/train_protocol.hpp"
+
+namespace fs = std::filesystem;
+namespace train = hvactor::train;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct run_fixture {
+  hvactor::process_system::share sys = hvactor::process_system::acquire();
+  fs::path dir;
+  train::train_progress progress;
+
+  explicit run_fixture(int size, std::optional<int> keep = std::nullopt) {
+    char pattern[] = "/tmp/hvactor-progress-test-XXXXXX";
+    REQUIRE(::mkdtemp(pattern) != nullptr);
+    dir = pattern;
+    progress = train::spawn_train_progress(*sys, {size, dir, keep, {}});
+  }
+
+  ~run_fixture() {
+    caf::anon_send_exit(progress, caf::exit_reason::user_shutdown);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  /// Sends `r` from `self` and returns the request's id (answered later).
+  caf::message_id send(caf::scoped_actor& self, train::train_report r) {
+    return self->request(progress, caf::infinite, train::tr_report_atom_v, std::move(r)).id();
+  }
+
+  /// The answer to request `id` of `self`, or "<error: ...>" / "<none>".
+  static std::string answer(caf::scoped_actor& self, caf::message_id id,
+                            std::chrono::milliseconds bound = 5s) {
+    std::string out = "<none>";
+    caf::blocking_actor::accept_one_cond one;
+    self->varargs_receive(
+      one, id, [&](std::string& s) { out = s; },
+      [&](caf::error& e) { out = "<error: " + hvactor::describe(e) + ">"; },
+      caf::after(bound) >> [] {});
+    return out;
+  }
+
+  caf::expected<train::train_event> await(uint64_t index, std::chrono::milliseconds bound = 5s) {
+    return hvactor::ask<train::train_event>(*sys, progress, bound, train::tr_await_atom_v, index);
+  }
+};
+
+train::train_report report_of(int rank, uint64_t index, uint32_t chunks = 0) {
+  return {rank, index, train::encode_report({{"loss", 0.5}}, chunks > 0), chunks};
+}
+
+} // namespace
+
+TEST_SUITE("train_progress") {
+
+TEST_CASE("every rank is answered when the trainer takes the report, its checkpoint persisted") {
+  run_fixture run{2};
+  caf::scoped_actor self{*run.sys};
+  // A checkpoint of two chunks: one file of 1.5 chunks.
+  fs::path src = run.dir / "src";
+  fs::create_directories(src);
+  std::string body(hvactor::knobs::ship_chunk_bytes * 3 / 2, 'x');
+  std::ofstream{src / "model.pt"} << body;
+  auto archive = train::archive_directory(src);
+  auto half = archive.begin() + static_cast<ptrdiff_t>(hvactor::knobs::ship_chunk_bytes);
+  for (uint32_t no = 0; no < 2; ++no) {
+    std::vector<char> part = no == 0 ? std::vector<char>(archive.begin(), half)
+                                     : std::vector<char>(half, archive.end());
+    auto ok = hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v,
+                                 train::train_chunk{0, no, std::move(part)});
+    REQUIRE(ok);
+  }
+  auto a0 = run.send(self, report_of(0, 0, 2));
+  auto a1 = run.send(self, report_of(1, 0));
+  auto ev = run.await(0);
+  REQUIRE(ev);
+  CHECK(ev->kind == train::train_event::report);
+  CHECK(ev->metrics.size() == 2);
+  CHECK(ev->failure.empty());
+  CHECK(fs::path{ev->checkpoint_dir}.filename() == "checkpoint_000000");
+  std::ifstream in{fs::path{ev->checkpoint_dir} / "model.pt"};
+  std::string back{std::istreambuf_iterator<char>{in}, {}};
+  CHECK(back == body);
+  CHECK(run.answer(self, a0).empty());
+  CHECK(run.answer(self, a1).empty());
+  // A trainer whose wait timed out just as it was answered gets it again.
+  auto again = run.await(0);
+  REQUIRE(again);
+  CHECK(again->checkpoint_dir == ev->checkpoint_dir);
+}
+
+TEST_CASE("a peer cannot make the driver hold oversized or unexpected messages") {
+  run_fixture run{2};
+  caf::scoped_actor self{*run.sys};
+  auto refused = [&](train::train_report r) {
+    auto out = run.answer(self, run.send(self, std::move(r)));
+    return out.find("refused") != std::string::npos;
+  };
+  auto big = report_of(1, 0);
+  big.metrics.assign(train::max_metrics_bytes + 1, 'm');
+  CHECK(refused(big));
+  CHECK(refused(report_of(1, 3)));    // not the report being collected
+  CHECK(refused(report_of(2, 0)));    // no such rank
+  CHECK(refused(report_of(1, 0, 4))); // only rank 0 sends a checkpoint
+  auto chunk = [&](train::train_chunk c) {
+    return hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v, std::move(c));
+  };
+  CHECK_FALSE(chunk({0, 0, std::vector<char>(hvactor::knobs::ship_chunk_bytes + 1)}));
+  CHECK_FALSE(chunk({5, 0, {'a'}}));
+  CHECK(chunk({0, 0, {'a'}}));
+  CHECK_FALSE(chunk({0, 0, {'a'}})); // repeated
+  // Rank 1's report stays waiting; a second one of it is refused.
+  auto first = run.send(self, report_of(1, 0));
+  CHECK(refused(report_of(1, 0)));
+  CHECK(run.answer(self, first, 100ms) == "<none>");
+}
+
+TEST_CASE("a rank that returned after fewer reports: the await names both ranks") {
+  run_fixture run{2};
+  caf::scoped_actor self{*run.sys};
+  auto waiting = run.send(self, report_of(0, 0));
+  REQUIRE(hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_done_atom_v, int32_t{1},
+                             uint64_t{0}));
+  auto ev = run.await(0);
+  REQUIRE(ev);
+  CHECK(ev->kind == train::train_event::failed);
+  CHECK(ev->failure.find("rank 1 returned from the training loop after 0 reports, while rank 0 "
+                         "made report 1")
+        != std::string::npos);
+  CHECK(run.answer(self, waiting).find("same number of times") != std::string::npos);
+}
+
+TEST_CASE("a rank whose loop threw ends the attempt; every rank done ends it cleanly") {
+  {
+    run_fixture run{2};
+    caf::scoped_actor self{*run.sys};
+    auto waiting = run.send(self, report_of(1, 0));
+    caf::anon_send(run.progress, train::tr_fail_atom_v, int32_t{0}, std::string{"boom"});
+    auto ev = run.await(0);
+    REQUIRE(ev);
+    CHECK(ev->kind == train::train_event::rank_failed);
+    CHECK(ev->rank == 0);
+    CHECK(ev->failure == "rank 0 failed: boom");
+    CHECK(run.answer(self, waiting).find("boom") != std::string::npos);
+  }
+  run_fixture run{2};
+  for (int32_t r = 0; r < 2; ++r)
+    REQUIRE(hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_done_atom_v, r,
+                               uint64_t{0}));
+  auto ev = run.await(0);
+  REQUIRE(ev);
+  CHECK(ev->kind == train::train_event::done);
+}
+
+TEST_CASE("the trainer's wait is bounded and a quiet attempt answers nothing") {
+  run_fixture run{2};
+  auto ev = run.await(0, 50ms);
+  REQUIRE_FALSE(ev);
+  CHECK(ev.error() == caf::sec::request_timeout);
+}
+
+} // TEST_SUITE
+
+TEST_SUITE("process_system") {
+
+TEST_CASE("one system per process: shared while held, a new one after the last share") {
+  auto a = hvactor::process_system::acquire();
+  auto b = hvactor::process_system::acquire();
+  CHECK(a.get() == b.get());
+  CHECK(hvactor::process_system::running());
+  auto node = a->node();
+  a.reset();
+  b.reset();
+  auto c = hvactor::process_system::acquire();
+  CHECK(c->node() != node); // the first one ended with its last share
+  // A lent system is handed out instead while the loan lasts.
+  {
+    auto loan = hvactor::process_system::lend(*c);
+    auto d = hvactor::process_system::acquire();
+    CHECK(d.get() == c.get());
+    CHECK_THROWS_AS(hvactor::process_system::lend(*c), std::logic_error);
+  }
+}
+
+} // TEST_SUITE

@@ -102,6 +102,63 @@ struct host_seats {
 
 } // namespace
 
+namespace {
+
+// Rank 0: the oldest member with state on an available host; else, when
+// every member with state is on a host that is gone, the oldest of them
+// (handover); else the oldest member on an available host.
+const member* choose_rank0(const std::vector<member>& by_age,
+                           const std::map<std::string, int>& slots, bool& handover) {
+  auto on_available = [&](const member& m) { return slots.count(m.host) > 0; };
+  handover = false;
+  for (const auto& m : by_age)
+    if (m.has_state && on_available(m))
+      return &m;
+  for (const auto& m : by_age)
+    if (m.has_state) {
+      handover = true;
+      return &m;
+    }
+  for (const auto& m : by_age)
+    if (on_available(m))
+      return &m;
+  return nullptr;
+}
+
+// Hosts in seat order: rank 0's host first, then the rest as given. A
+// handover host holds rank 0 alone.
+std::vector<host_seats> seat_hosts(const std::vector<host_slots>& available,
+                                   const std::map<std::string, int>& slots, const member* first,
+                                   bool handover) {
+  std::vector<host_seats> hosts;
+  if (first)
+    hosts.push_back({first->host, handover ? 1 : slots.at(first->host), {}, 0});
+  for (const auto& h : available)
+    if (h.slots > 0 && std::none_of(hosts.begin(), hosts.end(), [&](const host_seats& s) {
+          return s.host == h.host;
+        }))
+      hosts.push_back({h.host, h.slots, {}, 0});
+  return hosts;
+}
+
+// Contiguous ranks per host; layouts as for a static job.
+void lay_out(world_plan& plan, const std::vector<host_seats>& hosts) {
+  rank_planner planner;
+  for (const auto& h : hosts) {
+    for (int64_t id : h.members)
+      plan.seats.push_back({id, h.host, {}});
+    for (int i = 0; i < h.new_workers; ++i)
+      plan.seats.push_back({-1, h.host, {}});
+  }
+  for (std::size_t r = 0; r < plan.seats.size(); ++r)
+    planner.add(static_cast<int>(r), plan.seats[r].host);
+  auto layouts = planner.plan();
+  for (std::size_t r = 0; r < plan.seats.size(); ++r)
+    plan.seats[r].layout = layouts[r];
+}
+
+} // namespace
+
 std::optional<world_plan> plan_world(const std::vector<host_slots>& available,
                                      const std::vector<member>& members, int min_workers,
                                      int max_workers) {
@@ -112,41 +169,9 @@ std::optional<world_plan> plan_world(const std::vector<host_slots>& available,
   for (const auto& h : available)
     if (h.slots > 0)
       slots.emplace(h.host, h.slots); // the first entry wins
-  auto on_available = [&](const member& m) { return slots.count(m.host) > 0; };
-  // Rank 0: the oldest member with state on an available host; else, when
-  // every member with state is on a host that is gone, the oldest of them
-  // (handover); else the oldest member on an available host.
-  const member* first = nullptr;
   bool handover = false;
-  for (const auto& m : by_age)
-    if (m.has_state && on_available(m)) {
-      first = &m;
-      break;
-    }
-  if (!first) {
-    auto stateful = std::find_if(by_age.begin(), by_age.end(),
-                                 [](const member& m) { return m.has_state; });
-    if (stateful != by_age.end()) {
-      first = &*stateful;
-      handover = true;
-    }
-  }
-  if (!first)
-    for (const auto& m : by_age)
-      if (on_available(m)) {
-        first = &m;
-        break;
-      }
-  // Hosts in seat order: rank 0's host first, then the rest as given. A
-  // handover host holds rank 0 alone.
-  std::vector<host_seats> hosts;
-  if (first)
-    hosts.push_back({first->host, handover ? 1 : slots.at(first->host), {}, 0});
-  for (const auto& h : available)
-    if (h.slots > 0 && std::none_of(hosts.begin(), hosts.end(), [&](const host_seats& s) {
-          return s.host == h.host;
-        }))
-      hosts.push_back({h.host, h.slots, {}, 0});
+  const member* first = choose_rank0(by_age, slots, handover);
+  auto hosts = seat_hosts(available, slots, first, handover);
   auto find_host = [&](const std::string& host) -> host_seats* {
     for (auto& h : hosts)
       if (h.host == host)
@@ -180,19 +205,7 @@ std::optional<world_plan> plan_world(const std::vector<host_slots>& available,
     }
   if (seated < min_workers)
     return std::nullopt;
-  // Contiguous ranks per host; layouts as for a static job.
-  rank_planner planner;
-  for (const auto& h : hosts) {
-    for (int64_t id : h.members)
-      plan.seats.push_back({id, h.host, {}});
-    for (int i = 0; i < h.new_workers; ++i)
-      plan.seats.push_back({-1, h.host, {}});
-  }
-  for (std::size_t r = 0; r < plan.seats.size(); ++r)
-    planner.add(static_cast<int>(r), plan.seats[r].host);
-  auto layouts = planner.plan();
-  for (std::size_t r = 0; r < plan.seats.size(); ++r)
-    plan.seats[r].layout = layouts[r];
+  lay_out(plan, hosts);
   std::sort(plan.leaving.begin(), plan.leaving.end());
   return plan;
 }

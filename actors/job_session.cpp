@@ -152,6 +152,15 @@ std::string ranks_label(const std::vector<std::string>& labels,
   return fmt::format("one of ranks {}", fmt::join(open, ", "));
 }
 
+// Every rank answered: the payloads in rank order.
+call_results results_of(std::vector<std::optional<std::vector<char>>>& answers) {
+  call_results out;
+  out.payloads.reserve(answers.size());
+  for (auto& a : answers)
+    out.payloads.push_back(std::move(*a));
+  return out;
+}
+
 } // namespace
 
 caf::expected<call_results> job_session::call_workers(caf::blocking_actor& self,
@@ -219,13 +228,8 @@ caf::expected<call_results> job_session::call_workers(caf::blocking_actor& self,
       });
   }
   direct_->finish();
-  if (!failure) {
-    call_results out;
-    out.payloads.reserve(answers.size());
-    for (auto& a : answers)
-      out.payloads.push_back(std::move(*a));
-    return out;
-  }
+  if (!failure)
+    return results_of(answers);
   if (due > 0) {
     abandoned_.emplace_back(id.response_id(), due);
     if (abandoned_.size() > knobs::max_abandoned_calls)

@@ -204,6 +204,60 @@ caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coord
   return coloc;
 }
 
+// A colocator, the head, or a driver that reserved here went away.
+void on_down(agent_actor self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  // A colocator that ended always gives its job's resources back.
+  if (auto i = st.colocators.find(dm.source); i != st.colocators.end()) {
+    auto job = i->second;
+    st.colocators.erase(i);
+    release(self, job);
+    finish_stop_if_done(self);
+    return;
+  }
+  if (st.registry && dm.source == st.registry.address()) {
+    log::warn("node '{}' lost the head at {}:{} ({}); rejoining every {} s", st.cfg.node_id,
+              st.head_host, st.head_port, caf::to_string(dm.reason),
+              knobs::rejoin_interval.count());
+    st.registry = nullptr;
+    if (st.cfg.on_head_lost && !st.cfg.registry && !st.stopping) {
+      st.cfg.on_head_lost();
+      return;
+    }
+    if (!st.cfg.registry && !st.stopping && !st.rejoining) {
+      st.rejoining = true;
+      rejoin(self);
+    }
+    return;
+  }
+  // A driver that reserved here and went away before colocating.
+  std::vector<std::string> orphaned;
+  for (auto& [job, requester] : st.requesters)
+    if (requester == dm.source)
+      orphaned.push_back(job);
+  for (auto& job : orphaned) {
+    log::info("driver of job {} went away before starting workers: releasing", job);
+    release(self, job);
+  }
+}
+
+// Node shutdown: every colocator escalates to SIGKILL on its own; its down
+// message (not this answer) is what completes the stop.
+caf::result<bool> on_stop(agent_actor self) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<bool>();
+  st.stop_promises.push_back(rp);
+  if (!st.stopping) {
+    st.stopping = true;
+    for (auto& [addr, job] : st.colocators)
+      if (auto coloc = caf::actor_cast<node_colocator>(addr))
+        self->request(coloc, knobs::node_colocator_stop, stop_atom_v)
+          .then([](bool) {}, [](caf::error&) {});
+  }
+  finish_stop_if_done(self);
+  return rp;
+}
+
 node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
                                      node_ledger ledger) {
   self->set_exception_handler(exit_with_error("node agent"));
@@ -211,41 +265,7 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
   self->state.ledger = std::move(ledger);
   if (!self->state.cfg.work_dir.empty())
     self->state.cache.emplace(self->state.cfg.work_dir + "/bin");
-  self->set_down_handler([=](caf::down_msg& dm) {
-    auto& st = self->state;
-    // A colocator that ended always gives its job's resources back.
-    if (auto i = st.colocators.find(dm.source); i != st.colocators.end()) {
-      auto job = i->second;
-      st.colocators.erase(i);
-      release(self, job);
-      finish_stop_if_done(self);
-      return;
-    }
-    if (st.registry && dm.source == st.registry.address()) {
-      log::warn("node '{}' lost the head at {}:{} ({}); rejoining every {} s", st.cfg.node_id,
-                st.head_host, st.head_port, caf::to_string(dm.reason),
-                knobs::rejoin_interval.count());
-      st.registry = nullptr;
-      if (st.cfg.on_head_lost && !st.cfg.registry && !st.stopping) {
-        st.cfg.on_head_lost();
-        return;
-      }
-      if (!st.cfg.registry && !st.stopping && !st.rejoining) {
-        st.rejoining = true;
-        rejoin(self);
-      }
-      return;
-    }
-    // A driver that reserved here and went away before colocating.
-    std::vector<std::string> orphaned;
-    for (auto& [job, requester] : st.requesters)
-      if (requester == dm.source)
-        orphaned.push_back(job);
-    for (auto& job : orphaned) {
-      log::info("driver of job {} went away before starting workers: releasing", job);
-      release(self, job);
-    }
-  });
+  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   return {
     [=](info_atom) { return self->state.info(); },
     [=](reserve_atom, const std::string& job, const resources& want) -> caf::result<reservation> {
@@ -299,22 +319,7 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
       });
       return rp;
     },
-    [=](stop_atom) -> caf::result<bool> {
-      auto& st = self->state;
-      auto rp = self->make_response_promise<bool>();
-      st.stop_promises.push_back(rp);
-      if (!st.stopping) {
-        st.stopping = true;
-        // Each colocator escalates to SIGKILL on its own; its down message
-        // (not this answer) is what completes the stop.
-        for (auto& [addr, job] : st.colocators)
-          if (auto coloc = caf::actor_cast<node_colocator>(addr))
-            self->request(coloc, knobs::node_colocator_stop, stop_atom_v)
-              .then([](bool) {}, [](caf::error&) {});
-      }
-      finish_stop_if_done(self);
-      return rp;
-    },
+    [=](stop_atom) { return on_stop(self); },
     [=](rejoin_atom) {
       if (!self->state.stopping)
         rejoin(self);

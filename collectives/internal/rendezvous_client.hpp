@@ -13,8 +13,12 @@
 namespace hvactor::collectives {
 
 /// Blocking client of the coordinator's rendezvous_store, for one scope
-/// ("<job>/<generation>"). Owns a small CAF actor system of its own, so it
-/// works in any process, and closes it on destruction. Every call is bounded
+/// ("<job>/<generation>"). Runs on the process's one actor system
+/// (process_system: shared with the worker, the elastic and training
+/// sessions and every other client; created by the first of them with the
+/// process's TLS identity, so it works in any process, a program that
+/// hvactor-run started included) and holds a share of it while it lives;
+/// clients of one store share one connection. Every call is bounded
 /// by a timeout; a key that does not appear in time throws
 /// hvactor::rendezvous_timeout naming it, an unreachable store hvactor::error.
 class rendezvous_client {

@@ -347,10 +347,12 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
 // watches the actor (ask); a report arrives as a message, not by polling.
 void trainer::impl::follow(executor& ex, std::vector<future<void>>& calls,
                            const train_progress& progress, int attempt) {
-  caf::scoped_actor self{executor_access::session(ex).system()};
+  auto& sys = executor_access::session(ex).system();
   auto size = ex.num_workers();
   for (uint64_t next = 0;;) {
-    auto ev = ask<train_event>(*self, progress, await_bound, tr_await_atom_v, next);
+    // A fresh blocking actor per wait: the answer to a wait that timed out
+    // (the actor fails it when the next wait comes) dies with its actor.
+    auto ev = ask<train_event>(sys, progress, await_bound, tr_await_atom_v, next);
     if (!ev) {
       if (ev.error() != caf::sec::request_timeout)
         throw_caf_error(ev.error(), "train: the run's progress actor");

@@ -15,6 +15,9 @@
 //   --min N --max M --epochs E --epoch-ms MS --period-ms P --reset-limit K
 //   --cooldown LOWER UPPER --elastic-timeout S --timeout-ms T
 //   --cpus-per-worker C
+//   --commit-ms MS    every commit's save() logs "saving", then takes MS
+//   --advance-on KIND the schedule counts rank 0's KIND events (default
+//                     "commit"; "saving": a phase ends mid-commit)
 //   --fail-all        every worker throws in its first epoch
 //   --torch           train a LibTorch model with torch_state (built with
 //                     LibTorch only)
@@ -146,6 +149,7 @@ int main(int argc, char** argv) {
   hvactor::executor_options opts{.min_workers = 1};
   auto s = hvactor::executor::create_settings({.timeout = 10s, .placement_timeout = 10s});
   training_options train;
+  std::string advance_on = "commit";
   std::string schedule_text;
   std::string script;
   try {
@@ -167,6 +171,10 @@ int main(int argc, char** argv) {
         train.epochs = std::stoi(next());
       else if (args[i] == "--epoch-ms")
         train.epoch_ms = std::stoi(next());
+      else if (args[i] == "--commit-ms")
+        train.commit_ms = std::stoi(next());
+      else if (args[i] == "--advance-on")
+        advance_on = next();
       else if (args[i] == "--period-ms")
         opts.discovery_period = std::chrono::milliseconds(std::stoi(next()));
       else if (args[i] == "--reset-limit")
@@ -213,7 +221,7 @@ int main(int argc, char** argv) {
         ++started;
       else if (kind == "finished")
         ++finished;
-      else if (kind == "commit" && get("rank") == "0")
+      else if (kind == advance_on && get("rank") == "0")
         sched->committed(std::stoi(get("size")));
       say("EVENT rank=" + std::to_string(rank) + " kind=" + kind + " pid=" + get("pid")
           + " worker=" + get("worker") + " size=" + get("size") + " epoch=" + get("epoch")

@@ -138,6 +138,19 @@ TEST_CASE("a host removed and listed again is used again: its workers' CPUs were
                 4, 6, 4);
 }
 
+TEST_CASE("a host removed while its workers are mid-commit is used again when listed again "
+          "(four results, six started, four finished)") {
+  // Rank 0 (on host-1) is inside commit()'s save when host-1 disappears:
+  // the removal lands while host-1's workers commit, they leave at the
+  // commit's end, and host-1's CPUs must be free when it is listed again.
+  cluster c{hosts_cluster()};
+  schedule_test(c,
+                {"--schedule", "host-1:2,host-2:2@4/2|host-2:2@2/3|host-1:2,host-2:2", "--min",
+                 "2", "--max", "4", "--epochs", "12", "--epoch-ms", "20", "--commit-ms", "300",
+                 "--advance-on", "saving", "--period-ms", "100"},
+                4, 6, 4);
+}
+
 TEST_CASE("a host that shrinks and grows back gets its slot again (four results, five started, "
           "four finished)") {
   cluster c{hosts_cluster()};

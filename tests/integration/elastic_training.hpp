@@ -29,11 +29,15 @@ struct training_options {
   int32_t epoch_ms = 50;
   bool fail = false;
   bool torch = false;
+  /// Each commit's save() first logs "saving", then takes this long (a
+  /// worker mid-commit while its host is removed).
+  int32_t commit_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, training_options& x) {
-  return f(caf::meta::type_name("training_options"), x.epochs, x.epoch_ms, x.fail, x.torch);
+  return f(caf::meta::type_name("training_options"), x.epochs, x.epoch_ms, x.fail, x.torch,
+           x.commit_ms);
 }
 
 namespace training_detail {
@@ -57,8 +61,27 @@ inline void log_event(const char* kind, int64_t epoch = -1) {
   hvactor::log::event(f);
 }
 
+// An epoch counter whose save() (inside commit()) logs "saving" and then
+// takes commit_ms.
+class slow_state : public hvd::elastic::object_state<int64_t> {
+public:
+  explicit slow_state(int32_t commit_ms) : object_state(0), commit_ms_(commit_ms) {
+  }
+
+  void save() override {
+    if (commit_ms_ > 0) {
+      log_event("saving", value<0>());
+      std::this_thread::sleep_for(std::chrono::milliseconds(commit_ms_));
+    }
+    object_state::save();
+  }
+
+private:
+  int32_t commit_ms_;
+};
+
 inline std::string plain(const training_options& o) {
-  hvd::elastic::object_state<int64_t> st{0};
+  slow_state st{o.commit_ms};
   hvd::elastic::run(st, [&](auto& s) {
     auto& epoch = s.template value<0>();
     while (epoch < o.epochs) {

@@ -20,7 +20,7 @@ struct readiness {
   /// The expected nodes the head lists, and those it does not, in the
   /// order they were expected.
   std::vector<std::string> joined, missing;
-  /// Whether the head answered at least once.
+  /// Whether the head answered the last poll.
   bool head_answered = false;
   /// Why the head did not answer the last time ("" when it did).
   std::string head_error;

@@ -224,7 +224,10 @@ void slurm_cluster::wait_until_joined(const slurm::allocation& alloc) {
       !st->failed.empty()
         ? fmt::format("the hvactor-node task on {} failed", some_names(st->failed, ", "))
       : st->step_exited ? "the srun step ended (" + st->step_exit + ")"
-                        : fmt::format("not within {} s", opts_.timeout.count());
+                        : fmt::format("not within {} s{}", opts_.timeout.count(),
+                                      r.head_answered ? std::string{}
+                                                      : " (the head did not answer: "
+                                                          + r.head_error + ")");
     return error(fmt::format("node{} {} of Slurm job {} never joined the head at {}: {}; joined: "
                              "{}. Last lines of the srun step:{}",
                              r.missing.size() == 1 ? "" : "s", some_names(r.missing, ", "),

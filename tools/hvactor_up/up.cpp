@@ -196,6 +196,8 @@ int up(const cluster_file& c) {
   auto ready = cluster::wait_for_nodes(head_address(c), driver_tls(c),
                                        {started.begin(), started.end()},
                                        std::chrono::seconds(c.timeout_s));
+  if (!ready.head_answered)
+    say(fmt::format("the head at {} does not answer: {}", head_address(c), ready.head_error));
   for (auto& id : ready.missing) {
     say(fmt::format("{} started but never joined the head within {} s (see "
                     "~/{}/node-{}.log on its machine)",

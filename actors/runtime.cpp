@@ -24,6 +24,7 @@
 #include "internal/log.hpp"
 #include "internal/knobs.hpp"
 #include "internal/system_config.hpp"
+#include "internal/process_system.hpp"
 #include "internal/runtime_impl.hpp"
 
 namespace hvactor {
@@ -122,6 +123,16 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
 }
 
 // No --address: one node with this machine's resources, loopback only.
+// The driver's system is its process's system (process_system.hpp); a
+// second runtime in one process keeps its own.
+void lend_system(runtime::impl& st) {
+  try {
+    st.lent_system = process_system::lend(*st.sys);
+  } catch (const std::logic_error&) {
+    log::debug("another runtime's system is this process's system already");
+  }
+}
+
 void start_embedded(runtime::impl& st) {
   if (st.opts.num_cpus == 0)
     st.opts.num_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -143,6 +154,7 @@ void start_embedded(runtime::impl& st) {
   st.cfg = std::make_unique<caf::actor_system_config>();
   configure_system(*st.cfg);
   st.sys = std::make_unique<caf::actor_system>(*st.cfg);
+  lend_system(st);
   st.local_registry = spawn_node_registry(*st.sys);
   node_agent_config node{st.opts.node_id, net::host_name(), st.bind_host, st.opts.num_cpus,
                          st.opts.gpu_ids};
@@ -181,11 +193,13 @@ void join_cluster(runtime::impl& st) {
   st.cfg = std::make_unique<caf::actor_system_config>();
   configure_system(*st.cfg, 0, st.opts.tls);
   st.sys = std::make_unique<caf::actor_system>(*st.cfg);
+  lend_system(st);
   if (st.opts.tls.enabled())
     st.watchdog = std::make_unique<connection_watchdog>(connection_watchdog::options{});
   auto found = transport::connect(*st.sys, host, port, knobs::join_timeout);
   if (!found) {
     auto why = st.sys->render(found.error());
+    st.lent_system.reset();
     st.sys.reset();
     throw error(fmt::format(
       "hvactor::runtime: cannot join the cluster at {}: {}. Is `hvactor-node --head` running "
@@ -201,6 +215,7 @@ void join_cluster(runtime::impl& st) {
   if (!view) {
     auto why = describe(view.error());
     st.registry = nullptr;
+    st.lent_system.reset();
     st.sys.reset();
     throw error(fmt::format("hvactor::runtime: {} does not answer as an hvactor head: {}",
                             st.opts.address, why));
@@ -306,6 +321,7 @@ runtime::~runtime() {
   impl_->local_registry = nullptr;
   impl_->registry = nullptr;
   impl_->watchdog.reset();
+  impl_->lent_system.reset();
   destroy_bounded(impl_->sys, knobs::system_exit_limit);
 }
 

@@ -5,7 +5,6 @@
 
 #include "internal/interfaces.hpp"
 #include "internal/process_system.hpp"
-#include "internal/train_progress.hpp"
 
 namespace hvactor {
 
@@ -13,7 +12,6 @@ namespace {
 
 void register_actor_types(caf::actor_system_config& cfg) {
   proto::register_types(cfg);
-  train::register_train_types(cfg);
 }
 
 // A worker's process system carries the actors' messages (the driver's
@@ -27,8 +25,9 @@ void configure_system(caf::actor_system_config& cfg, size_t max_threads,
   if (max_threads == 0)
     max_threads = std::max<size_t>(2, std::thread::hardware_concurrency());
   configure_actor_system(cfg, max_threads, tls);
-  proto::register_rendezvous_types(cfg);
-  register_actor_types(cfg);
+  // Every loaded layer's messages: the store's (collectives), the actors'
+  // (above), hvactor::train's (train_progress.cpp).
+  process_system::apply_types(cfg);
 }
 
 } // namespace hvactor

@@ -16,6 +16,7 @@
 #include "internal/caf_error.hpp"
 #include "internal/knobs.hpp"
 #include "internal/log.hpp"
+#include "internal/process_system.hpp"
 #include "internal/net.hpp"
 #include "internal/train_protocol.hpp"
 #include "internal/transport.hpp"
@@ -299,17 +300,17 @@ published_progress::~published_progress() {
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 
-std::string driver_bind_host(const runtime_options& opts) {
-  if (opts.address.empty())
-    return "127.0.0.1";
-  if (!opts.bind.empty())
-    return opts.bind;
-  return net::local_address_towards(net::parse_host_port(opts.address, "--address").first);
-}
-
 void register_train_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::hvactor_train>();
 }
+
+namespace {
+
+// Every system of the process carries hvactor::train's messages
+// (process_system.hpp).
+const process_system::registrar train_types{&register_train_types};
+
+} // namespace
 
 int64_t next_checkpoint_index(const fs::path& dir) {
   int64_t next = 0;

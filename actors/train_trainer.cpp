@@ -296,7 +296,7 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   progress_config pc{ex.num_workers(), run_dir, opts.run.checkpoint.num_to_keep,
                      executor_access::job(ex).workers};
   published_progress progress{executor_access::session(ex).system(), std::move(pc),
-                              driver_bind_host(rt.options())};
+                              executor_access::session(ex).bind_host()};
   spec.progress_port = progress.port();
   auto calls = ex.run_remote(&run_worker, spec);
   follow(ex, calls, progress.actor(), attempt);

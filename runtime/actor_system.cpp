@@ -172,6 +172,17 @@ void add_types(configure_fn fn) {
     st.types.push_back(fn);
 }
 
+void apply_types(caf::actor_system_config& cfg) {
+  auto& st = global();
+  std::vector<configure_fn> fns;
+  {
+    std::lock_guard<std::mutex> lock{st.mu};
+    fns = st.types;
+  }
+  for (auto fn : fns)
+    fn(cfg);
+}
+
 share acquire() {
   auto& st = global();
   std::lock_guard<std::mutex> lock{st.mu};

@@ -86,6 +86,11 @@ public:
     return coord_;
   }
 
+  /// The address the driver publishes its actors on.
+  const std::string& bind_host() const noexcept {
+    return rt_.bind_host;
+  }
+
   caf::actor_system& system() noexcept {
     return *rt_.sys;
   }

@@ -29,6 +29,9 @@ struct runtime::impl {
   std::string bind_host = "127.0.0.1";
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
+  /// `sys` lent as the process system (process_system.hpp): a store client
+  /// in the driver's process uses it instead of creating a second one.
+  std::shared_ptr<void> lent_system;
   /// The cluster's membership: the head's registry, or the embedded one.
   proto::node_registry registry;
   /// The embedded cluster's registry and node (null when joining a cluster).

@@ -173,10 +173,9 @@ private:
 
 /// The address a driver with `opts` publishes its jobs' actors on: --bind,
 /// else the local address towards the head, else loopback (embedded).
-std::string driver_bind_host(const runtime_options& opts);
 
-/// Registers the messages above with a config (system_config does it for
-/// every hvactor system).
+/// Registers the messages above with a config (every system of a process
+/// that loads hvactor::train gets them: process_system.hpp's registrar).
 void register_train_types(caf::actor_system_config& cfg);
 
 /// The first free checkpoint_NNNNNN index under `dir`, and the name.

@@ -474,10 +474,6 @@ inline constexpr auto train_report_limit = std::chrono::minutes{30};
 /// pipelined messages reach 1-1.5 GB/s (caf-0.17 notes, section 6).
 inline constexpr size_t train_chunks_in_flight = 8;
 
-/// hvactor::train's driver checks its workers' calls this often while it
-/// waits for the next report.
-inline constexpr auto train_poll = 10ms;
-
 /// Device backends poll NCCL and CUDA events this often against the job's
 /// timeout (NCCL calls are nonblocking so that a dead peer never hangs).
 inline constexpr auto device_poll = std::chrono::microseconds{50};

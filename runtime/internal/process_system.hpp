@@ -23,6 +23,10 @@ using configure_fn = void (*)(caf::actor_system_config&);
 /// types whichever layer creates it first.
 void add_types(configure_fn fn);
 
+/// Applies every add_types function to `cfg` (a system the process creates
+/// itself, as hvactor::runtime does, gets every loaded layer's types).
+void apply_types(caf::actor_system_config& cfg);
+
 /// add_types at static initialization: `const registrar r{&fn};`.
 struct registrar {
   explicit registrar(configure_fn fn) {

@@ -1,4 +1,4 @@
-#include "internal/binary_shipper.hpp"
+#include "actors/internal/binary_shipper.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

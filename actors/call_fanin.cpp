@@ -1,4 +1,4 @@
-#include "internal/call_fanin.hpp"
+#include "actors/internal/call_fanin.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -4,17 +4,17 @@
 // output and events, failure and shutdown. What differs goes to the
 // static (coordinator_static.cpp) or elastic (elastic_run.cpp) functions.
 
-#include "internal/coordinator.hpp"
+#include "actors/internal/coordinator.hpp"
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
 #include "hvactor/event.hpp"
-#include "internal/coordinator_state.hpp"
-#include "internal/knobs.hpp"
-#include "internal/log.hpp"
-#include "internal/output_window.hpp"
-#include "internal/system_config.hpp"
+#include "actors/internal/coordinator_state.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/log.hpp"
+#include "actors/internal/output_window.hpp"
+#include "actors/internal/system_config.hpp"
 
 namespace hvactor::detail {
 

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "internal/coordinator_state.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/system_config.hpp"
+#include "actors/internal/coordinator_state.hpp"
+#include "base/internal/actor_system.hpp"
+#include "actors/internal/system_config.hpp"
 
 namespace hvactor::detail {
 

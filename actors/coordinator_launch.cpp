@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "internal/coordinator_state.hpp"
-#include "internal/process.hpp"
-#include "internal/system_config.hpp"
+#include "actors/internal/coordinator_state.hpp"
+#include "base/internal/process.hpp"
+#include "actors/internal/system_config.hpp"
 
 namespace hvactor::detail {
 

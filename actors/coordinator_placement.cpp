@@ -12,11 +12,11 @@
 
 #include <fmt/format.h>
 
-#include "internal/coordinator_state.hpp"
-#include "internal/binary_shipper.hpp"
-#include "internal/transport.hpp"
-#include "internal/log.hpp"
-#include "internal/system_config.hpp"
+#include "actors/internal/coordinator_state.hpp"
+#include "actors/internal/binary_shipper.hpp"
+#include "base/net/transport.hpp"
+#include "base/internal/log.hpp"
+#include "actors/internal/system_config.hpp"
 
 namespace hvactor::detail {
 

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/coordinator_state.hpp"
-#include "internal/worker_env.hpp"
+#include "base/internal/caf_error.hpp"
+#include "actors/internal/coordinator_state.hpp"
+#include "actors/internal/worker_env.hpp"
 
 namespace hvactor::detail {
 

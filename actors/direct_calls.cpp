@@ -1,7 +1,7 @@
 // The driver's direct call in flight and how a job's end wakes it
 // (coordinator.hpp).
 
-#include "internal/coordinator.hpp"
+#include "actors/internal/coordinator.hpp"
 
 namespace hvactor {
 

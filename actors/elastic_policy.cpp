@@ -1,4 +1,4 @@
-#include "internal/elastic_policy.hpp"
+#include "actors/internal/elastic_policy.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "internal/actor_system.hpp"
-#include "internal/binary_shipper.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/coordinator_state.hpp"
-#include "internal/transport.hpp"
-#include "internal/worker_env.hpp"
+#include "base/internal/actor_system.hpp"
+#include "actors/internal/binary_shipper.hpp"
+#include "base/internal/caf_error.hpp"
+#include "actors/internal/coordinator_state.hpp"
+#include "base/net/transport.hpp"
+#include "actors/internal/worker_env.hpp"
 
 namespace hvactor::detail {
 

@@ -1,4 +1,4 @@
-#include "internal/elastic_rules.hpp"
+#include "actors/internal/elastic_rules.hpp"
 
 #include <fmt/format.h>
 

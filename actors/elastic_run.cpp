@@ -8,12 +8,12 @@
 #include <fmt/format.h>
 
 #include "hvactor/event.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/coordinator_state.hpp"
-#include "internal/log.hpp"
-#include "internal/output_window.hpp"
-#include "internal/process.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
+#include "actors/internal/coordinator_state.hpp"
+#include "base/internal/log.hpp"
+#include "actors/internal/output_window.hpp"
+#include "base/internal/process.hpp"
 
 namespace hvactor::detail {
 

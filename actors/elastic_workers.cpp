@@ -1,4 +1,4 @@
-#include "internal/elastic_workers.hpp"
+#include "actors/internal/elastic_workers.hpp"
 
 #include <stdexcept>
 

@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "internal/elastic_assignment.hpp"
-#include "internal/coordinator_state.hpp"
+#include "collectives/internal/elastic_assignment.hpp"
+#include "actors/internal/coordinator_state.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/log.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/log.hpp"
 
 namespace hvactor::detail {
 

@@ -1,4 +1,4 @@
-#include "internal/horovod_worker.hpp"
+#include "actors/internal/horovod_worker.hpp"
 
 #include <unistd.h>
 
@@ -10,13 +10,13 @@
 
 #include <caf/io/middleman.hpp>
 
-#include "internal/interfaces.hpp"
-#include "internal/transport.hpp"
+#include "actors/internal/interfaces.hpp"
+#include "base/net/transport.hpp"
 #include "hvactor/code_registry.hpp"
-#include "internal/log.hpp"
-#include "internal/knobs.hpp"
-#include "internal/process_system.hpp"
-#include "internal/system_config.hpp"
+#include "base/internal/log.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/process_system.hpp"
+#include "actors/internal/system_config.hpp"
 
 namespace hvactor {
 

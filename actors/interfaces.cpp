@@ -1,4 +1,4 @@
-#include "internal/interfaces.hpp"
+#include "actors/internal/interfaces.hpp"
 
 namespace hvactor::proto {
 

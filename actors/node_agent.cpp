@@ -1,4 +1,4 @@
-#include "internal/node_agent.hpp"
+#include "actors/internal/node_agent.hpp"
 
 #include <map>
 #include <optional>
@@ -6,15 +6,15 @@
 
 #include <fmt/format.h>
 
-#include "internal/node_colocator.hpp"
-#include "internal/binary_cache.hpp"
-#include "internal/transport.hpp"
+#include "actors/internal/node_colocator.hpp"
+#include "base/internal/binary_cache.hpp"
+#include "base/net/transport.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/log.hpp"
-#include "internal/knobs.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/node_ledger.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/log.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/caf_error.hpp"
+#include "actors/internal/node_ledger.hpp"
 
 namespace hvactor {
 

@@ -1,4 +1,4 @@
-#include "internal/node_colocator.hpp"
+#include "actors/internal/node_colocator.hpp"
 
 #include <signal.h>
 
@@ -9,13 +9,13 @@
 #include <optional>
 
 #include "hvactor/event.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/log.hpp"
-#include "internal/knobs.hpp"
-#include "internal/output_window.hpp"
-#include "internal/process.hpp"
-#include "internal/worker_env.hpp"
-#include "shm/segment.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/log.hpp"
+#include "base/internal/knobs.hpp"
+#include "actors/internal/output_window.hpp"
+#include "base/internal/process.hpp"
+#include "actors/internal/worker_env.hpp"
+#include "collectives/shm/segment.hpp"
 
 namespace hvactor {
 

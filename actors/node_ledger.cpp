@@ -1,4 +1,4 @@
-#include "internal/node_ledger.hpp"
+#include "actors/internal/node_ledger.hpp"
 
 #include <algorithm>
 #include <set>
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/caf_error.hpp"
+#include "base/internal/caf_error.hpp"
 
 namespace hvactor {
 

@@ -1,4 +1,4 @@
-#include "internal/node_registry.hpp"
+#include "actors/internal/node_registry.hpp"
 
 #include "hvactor/settings.hpp"
 
@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/log.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/knobs.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/log.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor {
 

@@ -1,4 +1,4 @@
-#include "internal/rank_planner.hpp"
+#include "actors/internal/rank_planner.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,12 +1,12 @@
-#include "internal/rendezvous_store.hpp"
+#include "actors/internal/rendezvous_store.hpp"
 
 #include <map>
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/caf_error.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
 
 namespace hvactor {
 

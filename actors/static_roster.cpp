@@ -1,11 +1,11 @@
-#include "internal/static_roster.hpp"
+#include "actors/internal/static_roster.hpp"
 
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "internal/interfaces.hpp"
-#include "internal/process.hpp"
+#include "actors/internal/interfaces.hpp"
+#include "base/internal/process.hpp"
 
 namespace hvactor::detail {
 

@@ -1,10 +1,10 @@
-#include "internal/system_config.hpp"
+#include "actors/internal/system_config.hpp"
 
 #include <algorithm>
 #include <thread>
 
-#include "internal/interfaces.hpp"
-#include "internal/process_system.hpp"
+#include "actors/internal/interfaces.hpp"
+#include "base/internal/process_system.hpp"
 
 namespace hvactor {
 

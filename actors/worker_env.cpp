@@ -1,4 +1,4 @@
-#include "internal/worker_env.hpp"
+#include "actors/internal/worker_env.hpp"
 
 #include <algorithm>
 #include <set>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "internal/knobs.hpp"
-#include "internal/rank_planner.hpp"
+#include "base/internal/knobs.hpp"
+#include "actors/internal/rank_planner.hpp"
 
 namespace hvactor {
 

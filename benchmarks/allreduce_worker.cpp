@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "internal/algorithm.hpp"
+#include "collectives/internal/algorithm.hpp"
 #include <hvactor/hvd.hpp>
 
 

@@ -38,7 +38,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "internal/file_digest.hpp"
+#include "base/internal/file_digest.hpp"
 
 #include "local_cluster.hpp"
 #include "bench_method.hpp"

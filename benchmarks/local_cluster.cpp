@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cluster/node_options.hpp"
+#include "tools/cluster/node_options.hpp"
 
 extern char** environ;
 

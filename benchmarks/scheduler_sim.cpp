@@ -28,11 +28,11 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "internal/coordinator.hpp"
-#include "internal/interfaces.hpp"
-#include "internal/node_registry.hpp"
-#include "internal/placement.hpp"
-#include "internal/system_config.hpp"
+#include "actors/internal/coordinator.hpp"
+#include "actors/internal/interfaces.hpp"
+#include "actors/internal/node_registry.hpp"
+#include "actors/internal/placement.hpp"
+#include "actors/internal/system_config.hpp"
 
 #include "sim_node_agent.hpp"
 #include "bench_method.hpp"

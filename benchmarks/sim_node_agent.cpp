@@ -1,5 +1,5 @@
 #include "sim_node_agent.hpp"
-#include "internal/caf_error.hpp"
+#include "base/internal/caf_error.hpp"
 
 #include <map>
 #include <string>

@@ -10,7 +10,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "internal/interfaces.hpp"
+#include "actors/internal/interfaces.hpp"
 
 namespace hvactor::bench {
 

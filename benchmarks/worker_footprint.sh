@@ -7,11 +7,10 @@
 #   benchmarks/worker_footprint.sh [BIN_DIR] [REPEATS]
 #
 # BIN_DIR holds worker_footprint and hvactor-run (default build/benchmarks
-# and build/tools). A missing worker_footprint is compiled there against
-# the libraries in $LD_LIBRARY_PATH's first folder (default the build
-# tree's). To compare two builds, copy one's hvactor-run and .so files aside
-# and run with LD_LIBRARY_PATH pointing at the copied libraries
-# (LD_LIBRARY_PATH wins over the binaries' RUNPATH).
+# and build/tools; the worker_footprint target builds it). To compare two
+# builds, copy one's binaries and .so files aside and run with
+# LD_LIBRARY_PATH pointing at the copied libraries (LD_LIBRARY_PATH wins
+# over the binaries' RUNPATH).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=${1:-$root/build/benchmarks}
@@ -19,12 +18,8 @@ run=$bench/hvactor-run
 [[ -x $run ]] || run=$root/build/tools/hvactor-run
 repeats=${2:-3}
 if [[ ! -x $bench/worker_footprint ]]; then
-  libs=${LD_LIBRARY_PATH:-}; libs=${libs%%:*}
-  so() { if [[ -n $libs ]]; then echo "$libs/libhvactor_$1.so.0"; else echo "$root/build/$1/libhvactor_$1.so"; fi; }
-  g++ -std=c++20 -O2 -I"$root/actors" -I"$root/collectives" -I"$root/runtime" \
-    "$root/benchmarks/worker_footprint.cpp" -o "$bench/worker_footprint" \
-    "$(so actors)" "$(so collectives)" "$(so runtime)" -lcaf_io -lcaf_core -lfmt -pthread \
-    -Wl,-rpath,"$(dirname "$(so actors)")":"$(dirname "$(so collectives)")":"$(dirname "$(so runtime)")"
+  echo "worker_footprint.sh: no $bench/worker_footprint; build it: cmake --build build --target worker_footprint" >&2
+  exit 2
 fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -10,7 +10,7 @@
 #
 # Users write:
 #   find_package(hvactor REQUIRED)
-#   target_link_libraries(app PRIVATE hvactor::hvactor)   # or hvactor::runtime / hvactor::actors
+#   target_link_libraries(app PRIVATE hvactor::hvactor)   # or one floor: hvactor::base ... hvactor::train
 
 include(CMakePackageConfigHelpers)
 
@@ -21,7 +21,7 @@ mark_as_advanced(HVACTOR_INSTALL_CMAKEDIR)
 # --- public headers ---------------------------------------------------------
 # Each layer keeps its public headers under <layer>/hvactor/; they all merge
 # into <prefix>/include/hvactor/.
-foreach(_hv_layer IN ITEMS runtime collectives actors)
+foreach(_hv_layer IN ITEMS base collectives actors driver train)
   if(IS_DIRECTORY "${PROJECT_SOURCE_DIR}/${_hv_layer}/hvactor")
     install(DIRECTORY "${PROJECT_SOURCE_DIR}/${_hv_layer}/hvactor"
             DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
@@ -33,9 +33,11 @@ endforeach()
 # --- libraries ----------------------------------------------------------------
 # Target name -> exported name (hvactor::<exported name>).
 set(_hv_export_names
-  hvactor_runtime=runtime
+  hvactor_base=base
   hvactor_collectives=collectives
   hvactor_actors=actors
+  hvactor_driver=driver
+  hvactor_train=train
   hvactor=hvactor)
 
 # RPATH of installed binaries: libraries find each other next to themselves,

@@ -1,4 +1,4 @@
-#include "internal/algorithm.hpp"
+#include "collectives/internal/algorithm.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "internal/backend.hpp"
+#include "collectives/internal/backend.hpp"
 
 #include <cstring>
 #include <type_traits>

@@ -1,4 +1,4 @@
-#include "internal/binding.hpp"
+#include "collectives/internal/binding.hpp"
 
 #include <dirent.h>
 #include <sched.h>
@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "internal/knobs.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::collectives {
 

@@ -1,8 +1,8 @@
 // Builds without CUDA/NCCL: no device backend, so every hvd call on device
 // memory throws "built without CUDA/NCCL" (hvd.cpp).
 
-#include "internal/device_setup.hpp"
-#include "internal/devices.hpp"
+#include "collectives/internal/device_setup.hpp"
+#include "collectives/internal/devices.hpp"
 #include "hvactor/hvd.hpp"
 
 namespace hvactor::collectives {

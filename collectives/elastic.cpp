@@ -15,10 +15,10 @@
 
 #include <fmt/format.h>
 
-#include "internal/elastic_session.hpp"
-#include "internal/knobs.hpp"
-#include "internal/log.hpp"
-#include "internal/rendezvous_client.hpp"
+#include "collectives/internal/elastic_session.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/log.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
 
 namespace hvactor::hvd::elastic {
 

@@ -1,4 +1,4 @@
-#include "internal/elastic_assignment.hpp"
+#include "collectives/internal/elastic_assignment.hpp"
 
 #include <array>
 

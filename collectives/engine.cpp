@@ -4,18 +4,19 @@
 // that drives them (wait, join). The synchronous fast path is in
 // engine_sync.cpp, the rounds in engine_rounds.cpp, running what they
 // readied in engine_execute.cpp.
-#include "internal/engine.hpp"
+#include "collectives/internal/engine.hpp"
 
 #include <pthread.h>
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/binding.hpp"
-#include "internal/knobs.hpp"
+#include "collectives/internal/binding.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::hvd::detail {
 
@@ -30,13 +31,19 @@ engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topol
     fusion_(opts.fusion_threshold, topo.size, opts.timeline),
     negotiator_(topo.rank, topo.size, topo.host, opts.cache_capacity),
     stall_(opts.stall, topo.rank, topo.size) {
-  thread_ = std::thread([this] {
+  // hvd::init returns with the engine thread named and pinned: a caller
+  // that looks at its threads right after init sees them as they stay.
+  std::promise<void> ready;
+  auto started = ready.get_future();
+  thread_ = std::thread([this, &ready] {
     ::pthread_setname_np(::pthread_self(), "hvd.engine");
     // Checked by hvd::init against the cores this process may use.
     if (opts_.thread_core)
       collectives::pin_this_thread(*opts_.thread_core);
+    ready.set_value();
     loop();
   });
+  started.wait();
 }
 
 engine::~engine() {

@@ -2,13 +2,13 @@
 // allreduces sorted into runs one reduction can carry and fused up to the
 // threshold (one reduction per group, on the backend of its memory),
 // everything else alone; each operation's timeline phases.
-#include "internal/engine.hpp"
+#include "collectives/internal/engine.hpp"
 
 #include <algorithm>
 #include <tuple>
 #include <utility>
 
-#include "internal/timeline.hpp"
+#include "collectives/internal/timeline.hpp"
 
 namespace hvactor::hvd::detail {
 

@@ -2,7 +2,7 @@
 // a full batch, a waiter, the cycle time, the heartbeat, shutdown), one
 // negotiation round with its stall inspection, and the exchanges its header
 // asks for (settle); the ranks' end (ending_error) and a joined rank's zeros.
-#include "internal/engine.hpp"
+#include "collectives/internal/engine.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/knobs.hpp"
-#include "internal/log.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/log.hpp"
 #include <hvactor/event.hpp>
 
 namespace hvactor::hvd::detail {

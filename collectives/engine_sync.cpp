@@ -3,14 +3,14 @@
 // caller's thread (solo), with a small host allreduce travelling in the
 // header's exchange where the backend can; otherwise the call is queued
 // and waited for like any other.
-#include "internal/engine.hpp"
+#include "collectives/internal/engine.hpp"
 
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/timeline.hpp"
+#include "collectives/internal/timeline.hpp"
 
 namespace hvactor::hvd::detail {
 

@@ -1,8 +1,8 @@
-#include "internal/fusion_executor.hpp"
+#include "collectives/internal/fusion_executor.hpp"
 
 #include <algorithm>
 
-#include "internal/fusion_planner.hpp"
+#include "collectives/internal/fusion_planner.hpp"
 
 namespace hvactor::collectives {
 

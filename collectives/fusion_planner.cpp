@@ -1,4 +1,4 @@
-#include "internal/fusion_planner.hpp"
+#include "collectives/internal/fusion_planner.hpp"
 
 namespace hvactor::collectives {
 

@@ -1,4 +1,4 @@
-#include "internal/host_backend.hpp"
+#include "collectives/internal/host_backend.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "gloo/gloo_backend.hpp"
+#include "collectives/gloo/gloo_backend.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/knobs.hpp"
-#include "internal/log.hpp"
-#include "shm/communicator.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/log.hpp"
+#include "collectives/shm/communicator.hpp"
 
 namespace hvactor::collectives {
 

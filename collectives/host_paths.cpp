@@ -1,4 +1,4 @@
-#include "internal/host_paths.hpp"
+#include "collectives/internal/host_paths.hpp"
 
 #include <map>
 #include <stdexcept>

@@ -8,18 +8,18 @@
 
 #include <fmt/format.h>
 
-#include "internal/device_setup.hpp"
-#include "internal/elastic_session.hpp"
-#include "internal/engine.hpp"
-#include "internal/host_backend.hpp"
-#include "internal/hvd_options.hpp"
-#include "internal/rendezvous_client.hpp"
-#include "internal/binding.hpp"
-#include "internal/knobs.hpp"
-#include "internal/peer_counts.hpp"
+#include "collectives/internal/device_setup.hpp"
+#include "collectives/internal/elastic_session.hpp"
+#include "collectives/internal/engine.hpp"
+#include "collectives/internal/host_backend.hpp"
+#include "collectives/internal/hvd_options.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
+#include "collectives/internal/binding.hpp"
+#include "base/internal/knobs.hpp"
+#include "collectives/internal/peer_counts.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/log.hpp"
-#include "internal/timeline.hpp"
+#include "base/internal/log.hpp"
+#include "collectives/internal/timeline.hpp"
 
 namespace hvactor::hvd {
 

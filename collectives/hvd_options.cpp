@@ -1,6 +1,6 @@
 // hvd::init's settings from the environment (internal/hvd_options.hpp).
 
-#include "internal/hvd_options.hpp"
+#include "collectives/internal/hvd_options.hpp"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "internal/knobs.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::hvd::detail {
 

@@ -1,4 +1,4 @@
-#include "internal/name_check.hpp"
+#include "collectives/internal/name_check.hpp"
 
 #include <algorithm>
 

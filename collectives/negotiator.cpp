@@ -3,7 +3,7 @@
 // what the reduced header asks for (step 2's plan), and the round's verdict
 // (step 3: finish). The lane's exchanges are in negotiator_lane.cpp, the
 // name table's in negotiator_names.cpp.
-#include "internal/negotiator.hpp"
+#include "collectives/internal/negotiator.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/negotiation_header.hpp"
-#include "internal/shape_check.hpp"
+#include "collectives/internal/negotiation_header.hpp"
+#include "collectives/internal/shape_check.hpp"
 
 namespace hvactor::collectives {
 

@@ -2,15 +2,15 @@
 // fingerprint of its agreed prefix, and when the ranks' prefixes differ, the
 // lists that explain how; a joined rank learns from the lists what it takes
 // part in with zeros.
-#include "internal/negotiator.hpp"
+#include "collectives/internal/negotiator.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/negotiation_header.hpp"
-#include "internal/shape_check.hpp"
+#include "collectives/internal/negotiation_header.hpp"
+#include "collectives/internal/shape_check.hpp"
 
 namespace hvactor::collectives {
 

@@ -2,7 +2,7 @@
 // announcements, learning every rank's (and who joins), completing a name
 // that every rank announced (it runs, or fails everywhere naming both
 // shapes), and what a joined rank refuses or takes part in with zeros.
-#include "internal/negotiator.hpp"
+#include "collectives/internal/negotiator.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/shape_check.hpp"
+#include "collectives/internal/shape_check.hpp"
 
 namespace hvactor::collectives {
 

@@ -1,4 +1,4 @@
-#include "internal/operation.hpp"
+#include "collectives/internal/operation.hpp"
 
 #include <iterator>
 

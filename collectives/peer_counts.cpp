@@ -1,4 +1,4 @@
-#include "internal/peer_counts.hpp"
+#include "collectives/internal/peer_counts.hpp"
 
 #include <string>
 

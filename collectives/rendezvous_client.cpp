@@ -1,16 +1,16 @@
-#include "internal/rendezvous_client.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
-#include "internal/rendezvous_protocol.hpp"
+#include "collectives/internal/rendezvous_protocol.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/transport.hpp"
-#include "internal/knobs.hpp"
-#include "internal/process_system.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/net/transport.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/process_system.hpp"
 
 namespace hvactor::collectives {
 

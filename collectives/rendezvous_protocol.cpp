@@ -1,4 +1,4 @@
-#include "internal/rendezvous_protocol.hpp"
+#include "collectives/internal/rendezvous_protocol.hpp"
 
 namespace hvactor::proto {
 

@@ -1,4 +1,4 @@
-#include "internal/response_cache.hpp"
+#include "collectives/internal/response_cache.hpp"
 
 namespace hvactor::collectives {
 

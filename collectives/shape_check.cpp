@@ -1,9 +1,9 @@
-#include "internal/shape_check.hpp"
+#include "collectives/internal/shape_check.hpp"
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/operation.hpp"
+#include "collectives/internal/operation.hpp"
 
 namespace hvactor::collectives::shape_check {
 

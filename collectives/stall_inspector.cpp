@@ -1,4 +1,4 @@
-#include "internal/stall_inspector.hpp"
+#include "collectives/internal/stall_inspector.hpp"
 
 #include <algorithm>
 

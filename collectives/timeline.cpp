@@ -1,4 +1,4 @@
-#include "internal/timeline.hpp"
+#include "collectives/internal/timeline.hpp"
 
 #include <pthread.h>
 
@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/log.hpp"
+#include "base/internal/log.hpp"
 
 namespace hvactor::collectives {
 

@@ -1,4 +1,4 @@
-#include "internal/timeline.hpp"
+#include "collectives/internal/timeline.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,10 +1,23 @@
 #!/usr/bin/env python3
 """check_layers.py: the include graph runs one way.
 
-Layers, bottom up: runtime -> collectives -> actors -> torch -> tools. A file
-may include headers of its own layer and of the layers below it, never above.
-Prints every upward include and exits 1 if there is one; also checks that no
-installed (public) header includes an internal one.
+Floors, bottom up:
+  base        errors, settings of processes, logging, spawning, the code
+              registry; base/net: transport, TLS, the CA, the connection
+              watchdog, the port guard, the OpenSSL error-queue fix
+  collectives the hvd API, engine, backends, the rendezvous client
+  actors      the typed actors and their plain policies, settings and
+              discovery
+  driver      hvactor::runtime, executor, launcher, job session, futures
+  train       hvactor::train, horovod_runner
+  torch       the LibTorch adapter
+  tools       hvactor-node, hvactor-run, hvactor-up, hvactor-bench
+A file may include headers of its own floor and of the floors below it,
+never above. Internal headers are included by a path that names their
+floor ("actors/internal/coordinator.hpp", "base/net/tls.hpp"); public ones
+as "hvactor/x.hpp". Prints every upward include, every internal include
+that does not name its floor, and every public (installed) header that
+includes an internal one; exits 1 if there is any.
 
     python3 scripts/check_layers.py [ROOT]
 """
@@ -12,25 +25,50 @@ import os
 import re
 import sys
 
-LAYERS = ["runtime", "collectives", "actors", "torch", "tools"]
-RANK = {"runtime": 0, "collectives": 1, "actors": 2, "torch": 3, "tools": 4}
+LAYERS = ["base", "collectives", "actors", "driver", "train", "torch", "tools"]
+RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
+def layer_of(root, path):
+    rel = os.path.relpath(path, root).split(os.sep)
+    return rel[0] if rel[0] in RANK else None
+
+
 def header_layer(root, include, including_file):
-    """The layer a quoted or angled include resolves to, or None (system)."""
+    """The floor an include resolves to, or None (system, third party)."""
     here = os.path.dirname(including_file)
     if os.path.exists(os.path.join(here, include)):
         return layer_of(root, os.path.join(here, include))
+    first = include.split("/")[0]
+    if first in RANK and os.path.exists(os.path.join(root, include)):
+        return first
     for layer in LAYERS:
         if os.path.exists(os.path.join(root, layer, include)):
             return layer
     return None
 
 
-def layer_of(root, path):
-    rel = os.path.relpath(path, root).split(os.sep)
-    return rel[0] if rel[0] in RANK else None
+def problems_of(root, path, layer):
+    rel = os.path.relpath(path, root)
+    public = (os.sep + "hvactor" + os.sep) in path
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    out = []
+    for inc in INCLUDE.findall(text):
+        target = header_layer(root, inc, path)
+        if target is None:
+            continue
+        here = os.path.exists(os.path.join(os.path.dirname(path), inc))
+        first = inc.split("/")[0]
+        if RANK[target] > RANK[layer]:
+            out.append(f"{rel}: includes {inc} from {target}/ (above {layer}/)")
+        if not here and first not in RANK and first != "hvactor":
+            out.append(f"{rel}: includes the internal {inc} without its floor "
+                       f"(write \"{target}/{inc}\")")
+        if public and (first in RANK or not inc.startswith("hvactor/")) and not here:
+            out.append(f"{rel}: a public header includes the internal {inc}")
+    return out
 
 
 def main():
@@ -41,22 +79,9 @@ def main():
     for layer in LAYERS:
         for d, _, names in os.walk(os.path.join(root, layer)):
             for name in names:
-                if not name.endswith((".hpp", ".cpp", ".cu")):
-                    continue
-                path = os.path.join(d, name)
-                files += 1
-                public = (os.sep + "hvactor" + os.sep) in path and os.sep + "internal" + os.sep not in path
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-                for inc in INCLUDE.findall(text):
-                    target = header_layer(root, inc, path)
-                    if target is None:
-                        continue
-                    rel = os.path.relpath(path, root)
-                    if RANK[target] > RANK[layer] or (RANK[target] == RANK[layer] and target != layer):
-                        problems.append(f"{rel}: includes {inc} from {target}/ (above {layer}/)")
-                    if public and inc.startswith("internal/"):
-                        problems.append(f"{rel}: a public header includes the internal {inc}")
+                if name.endswith((".hpp", ".cpp", ".cu")):
+                    files += 1
+                    problems += problems_of(root, os.path.join(d, name), layer)
     for p in problems:
         print(p)
     print(f"check_layers: {files} files, {len(problems)} problem(s)")

@@ -24,6 +24,9 @@ packages=(
   procps
   # scripts/check_layers.py (the `layering` test: includes run one way).
   python3
+  # docs/architecture.svg from docs/architecture.dot (the `architecture`
+  # test renders it again and compares).
+  graphviz
   # The Open MPI peer of benchmarks/allreduce (optional in CMake).
   libopenmpi-dev
   openmpi-bin

@@ -11,9 +11,9 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 
-#include "grad_schedule.hpp"
+#include "torch/grad_schedule.hpp"
 #include "hvactor/errors.hpp"
-#include "tensor_check.hpp"
+#include "torch/tensor_check.hpp"
 
 namespace hvactor::hvd {
 

@@ -1,4 +1,4 @@
-#include "grad_schedule.hpp"
+#include "torch/grad_schedule.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "optimizer_state.hpp"
+#include "torch/optimizer_state.hpp"
 
 #include <cstring>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "tensor_check.hpp"
+#include "torch/tensor_check.hpp"
 
 #include <limits>
 #include <stdexcept>

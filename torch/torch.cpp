@@ -1,8 +1,8 @@
 #include "hvactor/torch.hpp"
 
 #include "hvactor/errors.hpp"
-#include "optimizer_state.hpp"
-#include "tensor_check.hpp"
+#include "torch/optimizer_state.hpp"
+#include "torch/tensor_check.hpp"
 
 #include <cstring>
 #include <stdexcept>

@@ -1,7 +1,7 @@
 #include "hvactor/torch_state.hpp"
 
 #include "hvactor/torch.hpp"
-#include "optimizer_state.hpp"
+#include "torch/optimizer_state.hpp"
 
 namespace hvactor::hvd::elastic {
 

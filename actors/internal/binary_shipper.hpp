@@ -13,9 +13,9 @@
 #include <caf/all.hpp>
 
 #include "hvactor/errors.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/interfaces.hpp"
-#include "internal/knobs.hpp"
+#include "base/internal/caf_error.hpp"
+#include "actors/internal/interfaces.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::detail {
 

@@ -11,7 +11,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "internal/interfaces.hpp"
+#include "actors/internal/interfaces.hpp"
 #include "hvactor/settings.hpp"
 
 namespace hvactor {

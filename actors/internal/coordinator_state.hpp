@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "hvactor/errors.hpp"
-#include "internal/call_fanin.hpp"
-#include "internal/coordinator.hpp"
-#include "internal/elastic_state.hpp"
-#include "internal/knobs.hpp"
-#include "internal/placement.hpp"
-#include "internal/static_roster.hpp"
+#include "actors/internal/call_fanin.hpp"
+#include "actors/internal/coordinator.hpp"
+#include "actors/internal/elastic_state.hpp"
+#include "base/internal/knobs.hpp"
+#include "actors/internal/placement.hpp"
+#include "actors/internal/static_roster.hpp"
 
 namespace hvactor::detail {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hvactor/discovery.hpp"
-#include "internal/rank_planner.hpp"
+#include "actors/internal/rank_planner.hpp"
 
 namespace hvactor::elastic {
 

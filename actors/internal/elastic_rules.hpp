@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hvactor/errors.hpp"
-#include "internal/elastic_policy.hpp"
+#include "actors/internal/elastic_policy.hpp"
 
 namespace hvactor::elastic {
 

@@ -41,10 +41,10 @@
 
 #include <caf/all.hpp>
 
-#include "internal/elastic_policy.hpp"
-#include "internal/elastic_rules.hpp"
-#include "internal/interfaces.hpp"
-#include "internal/elastic_workers.hpp"
+#include "actors/internal/elastic_policy.hpp"
+#include "actors/internal/elastic_rules.hpp"
+#include "actors/internal/interfaces.hpp"
+#include "actors/internal/elastic_workers.hpp"
 
 namespace hvactor::detail {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "internal/elastic_policy.hpp"
+#include "actors/internal/elastic_policy.hpp"
 
 namespace hvactor::elastic {
 

@@ -60,7 +60,7 @@
 #include "hvactor/call_data.hpp"
 
 // The rendezvous_store interface, its atoms and the error category.
-#include "internal/rendezvous_protocol.hpp"
+#include "collectives/internal/rendezvous_protocol.hpp"
 
 namespace hvactor::proto {
 

@@ -8,7 +8,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "internal/interfaces.hpp"
+#include "actors/internal/interfaces.hpp"
 #include "hvactor/tls.hpp"
 
 namespace hvactor {

@@ -12,7 +12,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "internal/interfaces.hpp"
+#include "actors/internal/interfaces.hpp"
 
 namespace hvactor {
 

@@ -7,8 +7,8 @@
 #include <caf/actor_system_config.hpp>
 
 #include "hvactor/tls.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/caf_error.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
 
 namespace hvactor {
 

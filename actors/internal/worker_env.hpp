@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "internal/interfaces.hpp"
+#include "actors/internal/interfaces.hpp"
 
 namespace hvactor {
 

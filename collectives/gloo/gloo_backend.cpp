@@ -18,8 +18,8 @@
 #include <gloo/types.h>
 
 #include "gloo_store.hpp"
-#include "shm/reduce.hpp"
-#include "internal/knobs.hpp"
+#include "collectives/shm/reduce.hpp"
+#include "base/internal/knobs.hpp"
 #include "hvactor/errors.hpp"
 
 namespace hvactor::collectives {

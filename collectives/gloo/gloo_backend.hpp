@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
-#include "internal/algorithm.hpp"
-#include "internal/backend.hpp"
-#include "internal/rendezvous_client.hpp"
+#include "collectives/internal/algorithm.hpp"
+#include "collectives/internal/backend.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
 
 namespace hvactor::collectives {
 

@@ -2,7 +2,7 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "internal/rendezvous_client.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
 
 namespace hvactor::collectives {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "internal/engine.hpp"
-#include "internal/backend.hpp"
-#include "internal/rendezvous_client.hpp"
+#include "collectives/internal/engine.hpp"
+#include "collectives/internal/backend.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
 #include "hvactor/hvd.hpp"
 
 namespace hvactor::collectives {

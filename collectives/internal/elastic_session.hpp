@@ -16,7 +16,7 @@
 #include <chrono>
 #include <string>
 
-#include "internal/elastic_assignment.hpp"
+#include "collectives/internal/elastic_assignment.hpp"
 
 namespace hvactor::hvd::elastic::detail {
 

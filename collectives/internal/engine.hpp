@@ -16,16 +16,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "internal/fusion_executor.hpp"
-#include "internal/algorithm.hpp"
-#include "internal/backend.hpp"
-#include "internal/host_paths.hpp"
-#include "internal/fusion_planner.hpp"
+#include "collectives/internal/fusion_executor.hpp"
+#include "collectives/internal/algorithm.hpp"
+#include "collectives/internal/backend.hpp"
+#include "collectives/internal/host_paths.hpp"
+#include "collectives/internal/fusion_planner.hpp"
 #include "hvactor/hvd.hpp"
-#include "internal/negotiator.hpp"
-#include "internal/stall_inspector.hpp"
-#include "internal/operation.hpp"
-#include "internal/knobs.hpp"
+#include "collectives/internal/negotiator.hpp"
+#include "collectives/internal/stall_inspector.hpp"
+#include "collectives/internal/operation.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::collectives {
 class timeline;

@@ -10,9 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "internal/backend.hpp"
-#include "internal/operation.hpp"
-#include "internal/timeline.hpp"
+#include "collectives/internal/backend.hpp"
+#include "collectives/internal/operation.hpp"
+#include "collectives/internal/timeline.hpp"
 
 namespace hvactor::collectives {
 

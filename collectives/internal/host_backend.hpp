@@ -4,10 +4,10 @@
 #include <memory>
 #include <string>
 
-#include "internal/algorithm.hpp"
-#include "internal/backend.hpp"
-#include "internal/host_paths.hpp"
-#include "internal/rendezvous_client.hpp"
+#include "collectives/internal/algorithm.hpp"
+#include "collectives/internal/backend.hpp"
+#include "collectives/internal/host_paths.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
 
 namespace hvactor::collectives {
 

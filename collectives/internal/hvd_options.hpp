@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "internal/backend.hpp"
-#include "internal/engine.hpp"
+#include "collectives/internal/backend.hpp"
+#include "collectives/internal/engine.hpp"
 
 namespace hvactor::hvd::detail {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "internal/operation.hpp"
+#include "collectives/internal/operation.hpp"
 
 namespace hvactor::collectives {
 

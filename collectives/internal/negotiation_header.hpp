@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "internal/negotiator.hpp"
+#include "collectives/internal/negotiator.hpp"
 
 namespace hvactor::collectives::negotiation_header {
 

@@ -46,9 +46,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "internal/name_check.hpp"
-#include "internal/operation.hpp"
-#include "internal/response_cache.hpp"
+#include "collectives/internal/name_check.hpp"
+#include "collectives/internal/operation.hpp"
+#include "collectives/internal/response_cache.hpp"
 
 namespace hvactor::collectives {
 

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "internal/operation.hpp"
+#include "collectives/internal/operation.hpp"
 
 namespace hvactor::collectives {
 

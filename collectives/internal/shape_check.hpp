@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "internal/name_check.hpp"
+#include "collectives/internal/name_check.hpp"
 
 namespace hvactor::collectives::shape_check {
 

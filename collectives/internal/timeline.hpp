@@ -42,9 +42,9 @@
 #include <thread>
 #include <vector>
 
-#include "internal/timeline_files.hpp" // timeline_files, merge_timelines
+#include "collectives/internal/timeline_files.hpp" // timeline_files, merge_timelines
 #include "hvactor/collectives/types.hpp"
-#include "internal/operation.hpp"
+#include "collectives/internal/operation.hpp"
 
 namespace hvactor::collectives {
 

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "internal/backend.hpp"
+#include "collectives/internal/backend.hpp"
 
 namespace hvactor::collectives::cuda {
 

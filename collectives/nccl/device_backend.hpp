@@ -12,7 +12,7 @@
 #include <functional>
 #include <memory>
 
-#include "internal/backend.hpp"
+#include "collectives/internal/backend.hpp"
 
 namespace hvactor::collectives::cuda {
 

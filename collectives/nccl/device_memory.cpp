@@ -5,7 +5,7 @@
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/knobs.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::collectives::cuda {
 

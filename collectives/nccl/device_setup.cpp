@@ -11,13 +11,13 @@
 
 #include <fmt/format.h>
 
-#include "internal/device_setup.hpp"
-#include "internal/knobs.hpp"
+#include "collectives/internal/device_setup.hpp"
+#include "base/internal/knobs.hpp"
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
-#include "internal/devices.hpp"
+#include "collectives/internal/devices.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/log.hpp"
+#include "base/internal/log.hpp"
 
 namespace hvactor::collectives {
 

@@ -1,4 +1,4 @@
-#include "shm/communicator.hpp"
+#include "collectives/shm/communicator.hpp"
 
 #include <immintrin.h>
 #include <sched.h>
@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/binding.hpp"
-#include "internal/knobs.hpp"
-#include "shm/reduce.hpp"
-#include "shm/short_slice.hpp"
+#include "collectives/internal/binding.hpp"
+#include "base/internal/knobs.hpp"
+#include "collectives/shm/reduce.hpp"
+#include "collectives/shm/short_slice.hpp"
 
 namespace hvactor::collectives::shm {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "hvactor/collectives/types.hpp"
-#include "shm/parts_view.hpp"
-#include "shm/segment.hpp"
+#include "collectives/shm/parts_view.hpp"
+#include "collectives/shm/segment.hpp"
 
 namespace hvactor::collectives::shm {
 

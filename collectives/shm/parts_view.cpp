@@ -1,4 +1,4 @@
-#include "shm/parts_view.hpp"
+#include "collectives/shm/parts_view.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -4,7 +4,7 @@
 #include <span>
 #include <vector>
 
-#include "internal/backend.hpp"
+#include "collectives/internal/backend.hpp"
 
 namespace hvactor::collectives::shm {
 

@@ -1,4 +1,4 @@
-#include "shm/reduce.hpp"
+#include "collectives/shm/reduce.hpp"
 
 #include <immintrin.h>
 

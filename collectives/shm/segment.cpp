@@ -1,4 +1,4 @@
-#include "shm/segment.hpp"
+#include "collectives/shm/segment.hpp"
 
 #include <fcntl.h>
 #include <linux/futex.h>

@@ -1,4 +1,4 @@
-#include "shm/short_slice.hpp"
+#include "collectives/shm/short_slice.hpp"
 
 #include <sched.h>
 #include <sys/syscall.h>
@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "internal/knobs.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::collectives::shm {
 

@@ -21,8 +21,8 @@
 #include <hvactor/hvd.hpp>
 
 #include "child_process.hpp"
-#include "internal/rendezvous_store.hpp"
-#include "internal/system_config.hpp"
+#include "actors/internal/rendezvous_store.hpp"
+#include "actors/internal/system_config.hpp"
 
 using namespace std::chrono_literals;
 

@@ -9,8 +9,8 @@
 #include <caf/io/all.hpp>
 #include <doctest/doctest.h>
 
-#include "internal/rendezvous_store.hpp"
-#include "internal/system_config.hpp"
+#include "actors/internal/rendezvous_store.hpp"
+#include "actors/internal/system_config.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::proto;

@@ -16,7 +16,7 @@
 #include <hvactor/torch.hpp>
 #include <hvactor/torch_state.hpp>
 
-#include "grad_schedule.hpp"
+#include "torch/grad_schedule.hpp"
 #undef CHECK
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>

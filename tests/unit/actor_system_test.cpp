@@ -12,8 +12,8 @@
 #include <caf/stateful_actor.hpp>
 #include <doctest/doctest.h>
 
-#include "internal/actor_system.hpp"
-#include "internal/caf_error.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
 
 using namespace std::chrono_literals;
 

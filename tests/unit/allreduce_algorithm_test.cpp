@@ -3,7 +3,7 @@
 // algorithms, and the parsing of HVACTOR_GLOO_ALLREDUCE's value at
 // hvd::init.
 
-#include "internal/algorithm.hpp"
+#include "collectives/internal/algorithm.hpp"
 
 #include <stdlib.h>
 

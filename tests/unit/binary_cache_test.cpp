@@ -1,10 +1,10 @@
 // The node's binary cache (content-addressed, verified, private) and the
 // address helpers hvactor-node and drivers use.
 
-#include "internal/binary_cache.hpp"
+#include "base/internal/binary_cache.hpp"
 #include <hvactor/errors.hpp>
-#include "internal/file_digest.hpp"
-#include "internal/net.hpp"
+#include "base/internal/file_digest.hpp"
+#include "base/net/net.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

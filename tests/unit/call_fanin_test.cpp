@@ -9,8 +9,8 @@
 
 #include <doctest/doctest.h>
 
-#include "internal/call_fanin.hpp"
-#include "internal/caf_error.hpp"
+#include "actors/internal/call_fanin.hpp"
+#include "base/internal/caf_error.hpp"
 
 using namespace std::chrono_literals;
 using hvactor::call_fanin;

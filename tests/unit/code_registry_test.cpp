@@ -301,12 +301,12 @@ TEST_CASE("a function in the test binary encodes as <main>+offset and decodes ba
   CHECK(detail::decode_code_address(encoded) == addr);
 }
 
-TEST_CASE("a function in libhvactor_runtime encodes with the library's name") {
+TEST_CASE("a function in libhvactor_base encodes with the library's name") {
   // The test binary is PIE, so this is the function itself, not a PLT stub.
   auto addr = reinterpret_cast<const void*>(&detail::find_invoker);
   auto encoded = detail::encode_code_address(addr);
   INFO("encoded: ", encoded);
-  CHECK(starts_with(encoded, "libhvactor_runtime.so"));
+  CHECK(starts_with(encoded, "libhvactor_base.so"));
   CHECK(contains(encoded, "+0x"));
   CHECK(detail::decode_code_address(encoded) == addr);
 }

@@ -3,7 +3,7 @@
 // limit, talking ones survive, the per-port limit drops the surplus at once,
 // other ports are never touched, and the destructor does not wait a period.
 
-#include "internal/connection_watchdog.hpp"
+#include "base/net/connection_watchdog.hpp"
 
 #include <atomic>
 #include <chrono>

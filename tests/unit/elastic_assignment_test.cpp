@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hvactor/errors.hpp"
-#include "internal/elastic_assignment.hpp"
+#include "collectives/internal/elastic_assignment.hpp"
 
 using namespace hvactor::elastic_protocol;
 

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <random>
 
-#include "internal/elastic_rules.hpp"
+#include "actors/internal/elastic_rules.hpp"
 
 using namespace hvactor::elastic;
 using action = decision::action;

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "internal/elastic_workers.hpp"
+#include "actors/internal/elastic_workers.hpp"
 
 using namespace hvactor::elastic;
 

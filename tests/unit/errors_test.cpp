@@ -12,7 +12,7 @@
 #include <caf/sec.hpp>
 #include <doctest/doctest.h>
 
-#include "internal/caf_error.hpp"
+#include "base/internal/caf_error.hpp"
 
 namespace {
 

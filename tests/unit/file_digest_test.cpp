@@ -2,7 +2,7 @@
 // than the 1 MiB read chunk, and the error for a missing file.
 
 #include <hvactor/errors.hpp>
-#include "internal/file_digest.hpp"
+#include "base/internal/file_digest.hpp"
 
 #include <cstdlib>
 #include <filesystem>

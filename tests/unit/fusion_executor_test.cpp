@@ -8,9 +8,9 @@
 
 #include <doctest/doctest.h>
 
-#include "internal/backend.hpp"
+#include "collectives/internal/backend.hpp"
 
-#include "internal/fusion_executor.hpp"
+#include "collectives/internal/fusion_executor.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -9,8 +9,8 @@
 
 #include <hvactor/errors.hpp>
 
-#include "internal/name_check.hpp"
-#include "internal/operation.hpp"
+#include "collectives/internal/name_check.hpp"
+#include "collectives/internal/operation.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -15,7 +15,7 @@
 
 #include <hvactor/errors.hpp>
 
-#include "internal/negotiator.hpp"
+#include "collectives/internal/negotiator.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -13,7 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/owned_dir.hpp"
+#include "base/internal/owned_dir.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-#include "internal/placement.hpp"
+#include "actors/internal/placement.hpp"
 
 #include <cstdint>
 #include <map>

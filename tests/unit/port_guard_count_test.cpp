@@ -11,8 +11,8 @@
 
 #include <doctest/doctest.h>
 
-#include "internal/knobs.hpp"
-#include "internal/port_guard.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/net/port_guard.hpp"
 
 namespace guard = hvactor::port_guard;
 

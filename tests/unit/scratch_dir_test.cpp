@@ -13,7 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/process.hpp"
+#include "base/internal/process.hpp"
 
 namespace {
 

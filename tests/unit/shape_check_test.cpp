@@ -10,8 +10,8 @@
 
 #include <hvactor/errors.hpp>
 
-#include "internal/operation.hpp"
-#include "internal/shape_check.hpp"
+#include "collectives/internal/operation.hpp"
+#include "collectives/internal/shape_check.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -10,7 +10,7 @@
 
 #include <doctest/doctest.h>
 
-#include "internal/slurm.hpp"
+#include "tools/cluster/slurm_env.hpp"
 
 namespace slurm = hvactor::slurm;
 using names = std::vector<std::string>;

@@ -20,9 +20,9 @@
 #include <hvactor/errors.hpp>
 #include <hvactor/hvd.hpp>
 
-#include "internal/engine.hpp"
+#include "collectives/internal/engine.hpp"
 #include "mini_json.hpp"
-#include "internal/timeline.hpp"
+#include "collectives/internal/timeline.hpp"
 
 namespace fs = std::filesystem;
 using hvactor::collectives::timeline;

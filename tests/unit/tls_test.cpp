@@ -3,7 +3,7 @@
 // handshake set up as CAF's OpenSSL module does; validate() refuses every
 // config that would make CAF terminate, run anonymous, or fail handshakes.
 
-#include "internal/cert_authority.hpp"
+#include "base/net/cert_authority.hpp"
 #include <hvactor/errors.hpp>
 #include <hvactor/tls.hpp>
 
@@ -27,7 +27,7 @@
 #include <caf/actor_system_config.hpp>
 #include <doctest/doctest.h>
 
-#include "internal/knobs.hpp"
+#include "base/internal/knobs.hpp"
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>

@@ -15,8 +15,8 @@
 #include <doctest/doctest.h>
 
 #include "hvactor/train.hpp"
-#include "internal/byte_codec.hpp"
-#include "internal/train_protocol.hpp"
+#include "train/internal/byte_codec.hpp"
+#include "train/internal/train_protocol.hpp"
 
 namespace fs = std::filesystem;
 namespace train = hvactor::train;

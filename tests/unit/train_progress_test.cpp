@@ -13,12 +13,12 @@
 #include <caf/scoped_actor.hpp>
 #include <doctest/doctest.h>
 
-#include "internal/actor_system.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/knobs.hpp"
-#include "internal/process_system.hpp"
-#include "internal/train_progress.hpp"
-#include "internal/train_protocol.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/process_system.hpp"
+#include "train/internal/train_progress.hpp"
+#include "train/internal/train_protocol.hpp"
 
 namespace fs = std::filesystem;
 namespace train = hvactor::train;

@@ -32,11 +32,11 @@
 //                       (deploy/kubernetes/node-daemonset.yaml).
 //   benchmarks/         local clusters: command lines and ready lines.
 
-#include "cluster/head_address.hpp"
-#include "cluster/node_options.hpp"
-#include "cluster/readiness.hpp"
-#include "cluster/registry_probe.hpp"
-#include "cluster/slurm_cluster.hpp"
-#include "cluster/slurm_launch.hpp"
-#include "cluster/slurm_step.hpp"
-#include "cluster/tls_layout.hpp"
+#include "tools/cluster/head_address.hpp"
+#include "tools/cluster/node_options.hpp"
+#include "tools/cluster/readiness.hpp"
+#include "tools/cluster/registry_probe.hpp"
+#include "tools/cluster/slurm_cluster.hpp"
+#include "tools/cluster/slurm_launch.hpp"
+#include "tools/cluster/slurm_step.hpp"
+#include "tools/cluster/tls_layout.hpp"

@@ -1,4 +1,4 @@
-#include "cluster/head_address.hpp"
+#include "tools/cluster/head_address.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/net.hpp"
+#include "base/net/net.hpp"
 
 namespace hvactor::cluster {
 

@@ -1,7 +1,7 @@
 // hvactor-node's options: declared and read here, beside node_command, which
 // spells the same flags for the programs that start hvactor-node.
 
-#include "cluster/node_options.hpp"
+#include "tools/cluster/node_options.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "cluster/slurm_step.hpp"
+#include "tools/cluster/slurm_step.hpp"
 #include "hvactor/settings.hpp"
-#include "internal/devices.hpp"
+#include "collectives/internal/devices.hpp"
 
 namespace hvactor::cluster {
 

@@ -1,7 +1,7 @@
 // node_command: the hvactor-node command lines other programs build (the
 // flags hvactor-node declares in node_cli.cpp).
 
-#include "cluster/node_options.hpp"
+#include "tools/cluster/node_options.hpp"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "internal/process.hpp"
+#include "base/internal/process.hpp"
 
 namespace hvactor::cluster {
 

@@ -1,11 +1,11 @@
-#include "cluster/readiness.hpp"
+#include "tools/cluster/readiness.hpp"
 
 #include <algorithm>
 #include <memory>
 #include <set>
 #include <thread>
 
-#include "cluster/registry_probe.hpp"
+#include "tools/cluster/registry_probe.hpp"
 
 namespace hvactor::cluster {
 

@@ -1,15 +1,15 @@
-#include "cluster/registry_probe.hpp"
+#include "tools/cluster/registry_probe.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/actor_system.hpp"
-#include "internal/caf_error.hpp"
-#include "internal/net.hpp"
-#include "internal/system_config.hpp"
-#include "internal/transport.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/net/net.hpp"
+#include "actors/internal/system_config.hpp"
+#include "base/net/transport.hpp"
 
 namespace hvactor::cluster {
 

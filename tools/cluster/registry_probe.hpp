@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hvactor/tls.hpp"
-#include "internal/interfaces.hpp"
+#include "actors/internal/interfaces.hpp"
 
 namespace hvactor::cluster {
 

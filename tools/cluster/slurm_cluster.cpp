@@ -1,4 +1,4 @@
-#include "cluster/slurm_cluster.hpp"
+#include "tools/cluster/slurm_cluster.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -18,13 +18,13 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "internal/log.hpp"
-#include "internal/net.hpp"
-#include "internal/owned_dir.hpp"
-#include "internal/knobs.hpp"
-#include "cluster/head_address.hpp"
-#include "cluster/node_options.hpp"
-#include "cluster/readiness.hpp"
+#include "base/internal/log.hpp"
+#include "base/net/net.hpp"
+#include "base/internal/owned_dir.hpp"
+#include "base/internal/knobs.hpp"
+#include "tools/cluster/head_address.hpp"
+#include "tools/cluster/node_options.hpp"
+#include "tools/cluster/readiness.hpp"
 
 namespace hvactor::cluster {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "cluster/tls_layout.hpp"
-#include "internal/owned_dir.hpp"
-#include "internal/process.hpp"
-#include "internal/slurm.hpp"
+#include "tools/cluster/tls_layout.hpp"
+#include "base/internal/owned_dir.hpp"
+#include "base/internal/process.hpp"
+#include "tools/cluster/slurm_env.hpp"
 
 namespace hvactor::cluster {
 

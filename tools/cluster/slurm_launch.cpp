@@ -1,4 +1,4 @@
-#include "cluster/slurm_launch.hpp"
+#include "tools/cluster/slurm_launch.hpp"
 
 #include <stdexcept>
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "internal/launcher.hpp"
-#include "internal/slurm.hpp"
+#include "driver/internal/launcher.hpp"
+#include "tools/cluster/slurm_env.hpp"
 
 namespace hvactor::cluster {
 

@@ -2,7 +2,7 @@
 // the step's environment (notes/slurm.md 4.2). Every choice is printed with
 // its source, so that a wrong one is visible in the step's output.
 
-#include "cluster/slurm_step.hpp"
+#include "tools/cluster/slurm_step.hpp"
 
 #include <unistd.h>
 
@@ -12,10 +12,10 @@
 #include <fmt/format.h>
 
 #include "hvactor/settings.hpp"
-#include "internal/net.hpp"
-#include "internal/owned_dir.hpp"
-#include "internal/slurm.hpp"
-#include "cluster/tls_layout.hpp"
+#include "base/net/net.hpp"
+#include "base/internal/owned_dir.hpp"
+#include "tools/cluster/slurm_env.hpp"
+#include "tools/cluster/tls_layout.hpp"
 
 namespace hvactor::cluster {
 

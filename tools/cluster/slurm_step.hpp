@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cluster/node_options.hpp"
+#include "tools/cluster/node_options.hpp"
 
 namespace hvactor::cluster {
 

@@ -1,6 +1,6 @@
-#include "cluster/tls_layout.hpp"
+#include "tools/cluster/tls_layout.hpp"
 
-#include "internal/cert_authority.hpp"
+#include "base/net/cert_authority.hpp"
 
 namespace hvactor::cluster {
 

@@ -23,8 +23,8 @@
 
 #include <hvactor/hvactor.hpp>
 
-#include "internal/port_guard.hpp"
-#include "internal/system_config.hpp"
+#include "base/net/port_guard.hpp"
+#include "actors/internal/system_config.hpp"
 #include "layout.hpp"
 #include "report.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "internal/slurm.hpp"
+#include "tools/cluster/slurm_env.hpp"
 #include "options.hpp"
 
 namespace hvactor::bench_tool {

@@ -26,7 +26,7 @@
 #include <hvactor/hvactor.hpp>
 
 #include "control_plane.hpp"
-#include "internal/slurm.hpp"
+#include "tools/cluster/slurm_env.hpp"
 #include "layout.hpp"
 #include "peer.hpp"
 #include "sweep.hpp"

@@ -15,7 +15,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "internal/algorithm.hpp"
+#include "collectives/internal/algorithm.hpp"
 #include "peer_protocol.hpp"
 
 namespace hvactor::bench_tool {

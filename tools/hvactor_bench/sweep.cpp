@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "collective.hpp"
-#include "internal/process.hpp"
+#include "base/internal/process.hpp"
 #include "layout.hpp"
 #include "load.hpp"
 #include "peer.hpp"
@@ -25,7 +25,7 @@
 #include "sweep_types.hpp"
 
 #ifdef HVACTOR_BENCH_CUDA
-#include "internal/devices.hpp"
+#include "collectives/internal/devices.hpp"
 #endif
 
 namespace hvactor::bench_tool {

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "internal/process.hpp"
+#include "base/internal/process.hpp"
 #include "report.hpp"
 
 namespace hvactor::bench_tool {

@@ -3,7 +3,7 @@
 // What hvactor-node does, one function per command; main() parses the
 // options (cluster/node_options.hpp) and picks one.
 
-#include "cluster/node_options.hpp"
+#include "tools/cluster/node_options.hpp"
 
 namespace hvactor::node_tool {
 

@@ -7,7 +7,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "cluster/node_options.hpp"
+#include "tools/cluster/node_options.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 

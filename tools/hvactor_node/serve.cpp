@@ -23,16 +23,16 @@
 
 #include "hvactor/settings.hpp"
 
-#include "internal/node_agent.hpp"
-#include "internal/node_registry.hpp"
-#include "internal/transport.hpp"
-#include "internal/connection_watchdog.hpp"
+#include "actors/internal/node_agent.hpp"
+#include "actors/internal/node_registry.hpp"
+#include "base/net/transport.hpp"
+#include "base/net/connection_watchdog.hpp"
 #include "hvactor/errors.hpp"
-#include "internal/log.hpp"
-#include "internal/net.hpp"
-#include "internal/owned_dir.hpp"
-#include "internal/knobs.hpp"
-#include "internal/system_config.hpp"
+#include "base/internal/log.hpp"
+#include "base/net/net.hpp"
+#include "base/internal/owned_dir.hpp"
+#include "base/internal/knobs.hpp"
+#include "actors/internal/system_config.hpp"
 #include "commands.hpp"
 
 namespace hvactor::node_tool {

@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
-#include "cluster/readiness.hpp"
-#include "cluster/registry_probe.hpp"
-#include "cluster/tls_layout.hpp"
+#include "tools/cluster/readiness.hpp"
+#include "tools/cluster/registry_probe.hpp"
+#include "tools/cluster/tls_layout.hpp"
 #include "commands.hpp"
 
 namespace hvactor::node_tool {

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "internal/knobs.hpp"
-#include "internal/process.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/process.hpp"
 
 namespace hvactor::run_tool {
 

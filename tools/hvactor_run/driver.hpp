@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hvactor/tls.hpp"
-#include "internal/launcher.hpp"
+#include "driver/internal/launcher.hpp"
 
 namespace hvactor::run_tool {
 

@@ -14,8 +14,8 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "cluster/node_options.hpp"
-#include "cluster/slurm_cluster.hpp"
+#include "tools/cluster/node_options.hpp"
+#include "tools/cluster/slurm_cluster.hpp"
 #include "driver.hpp"
 #include "hvactor/runtime.hpp"
 #include "options.hpp"

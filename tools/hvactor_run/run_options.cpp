@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "cluster/slurm_launch.hpp"
-#include "internal/knobs.hpp"
+#include "tools/cluster/slurm_launch.hpp"
+#include "base/internal/knobs.hpp"
 
 namespace hvactor::run_tool {
 

@@ -11,8 +11,8 @@
 
 #include <cxxopts.hpp>
 
-#include "internal/launcher.hpp"
-#include "internal/slurm.hpp"
+#include "driver/internal/launcher.hpp"
+#include "tools/cluster/slurm_env.hpp"
 
 namespace hvactor::run_tool {
 

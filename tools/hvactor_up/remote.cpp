@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "internal/process.hpp"
+#include "base/internal/process.hpp"
 
 namespace hvactor::up_tool {
 

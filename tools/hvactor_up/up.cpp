@@ -14,9 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "cluster/node_options.hpp"
-#include "cluster/readiness.hpp"
-#include "cluster/tls_layout.hpp"
+#include "tools/cluster/node_options.hpp"
+#include "tools/cluster/readiness.hpp"
+#include "tools/cluster/tls_layout.hpp"
 #include "remote.hpp"
 
 namespace hvactor::up_tool {

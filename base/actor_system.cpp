@@ -1,0 +1,226 @@
+#include "base/internal/actor_system.hpp"
+#include "base/internal/process_system.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/io/middleman.hpp>
+#include <caf/local_actor.hpp>
+#include <fmt/format.h>
+
+#include "base/internal/log.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/net/transport.hpp"
+
+namespace hvactor {
+
+void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads,
+                            const tls::config& tls) {
+  register_error_category(cfg);
+  cfg.load<caf::io::middleman>();
+  cfg.set("scheduler.max-threads", max_threads);
+  cfg.set("work-stealing.aggressive-poll-attempts", size_t{0});
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  // Identical on every process (a one-sided setting drops healthy peers):
+  // a frozen peer is noticed within 2.5 s, and every live connection gets
+  // bytes twice a second, which the TLS connection watchdog relies on.
+  cfg.set("middleman.heartbeat-interval", caf::timespan{knobs::heartbeat_interval});
+  cfg.set("middleman.connection-timeout", caf::timespan{knobs::connection_timeout});
+  cfg.set("middleman.app-identifiers", std::vector<std::string>{"hvactor"});
+  transport::configure(cfg, tls);
+}
+
+namespace {
+
+class answer_on_exit : public caf::attachable {
+public:
+  static constexpr size_t token_type = 0x68766163; // "hvac"
+
+  answer_on_exit(caf::weak_actor_ptr caller, caf::message_id answer_id)
+    : caller_(std::move(caller)), answer_id_(answer_id) {
+  }
+
+  void actor_exited(const caf::error& reason, caf::execution_unit* host) override {
+    auto caller = caf::actor_cast<caf::strong_actor_ptr>(caller_);
+    if (!caller)
+      return;
+    // The actor is gone; its name is the attachable's owner's, passed in
+    // through the reason when it failed with one of hvactor's errors.
+    caller->enqueue(caf::make_mailbox_element(nullptr, answer_id_, {},
+                                              exited_error(name_, reason)),
+                    host);
+  }
+
+  bool matches(const token& what) override {
+    return what.subtype == token_type && what.ptr == this;
+  }
+
+  const char* name_ = "actor";
+
+private:
+  caf::weak_actor_ptr caller_;
+  caf::message_id answer_id_;
+};
+
+} // namespace
+
+exit_watch::exit_watch(const caf::strong_actor_ptr& target, caf::strong_actor_ptr caller,
+                       caf::message_id answer_id)
+  : target_(target) {
+  if (!target_ || !caller)
+    return;
+  auto watch = std::make_unique<answer_on_exit>(caf::actor_cast<caf::weak_actor_ptr>(caller),
+                                                answer_id);
+  if (auto local = dynamic_cast<caf::local_actor*>(target_->get()))
+    watch->name_ = local->name();
+  token_ = watch.get();
+  // Runs actor_exited at once when the target already terminated.
+  target_->get()->attach(std::move(watch));
+}
+
+exit_watch::~exit_watch() {
+  if (token_ != nullptr)
+    target_->get()->detach(caf::attachable::token{answer_on_exit::token_type, token_});
+}
+
+caf::scheduled_actor::exception_handler exit_with_error(std::string what) {
+  return [what](caf::scheduled_actor*, std::exception_ptr& eptr) {
+    std::string text = "unknown exception";
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+    }
+    log::error("the {} failed: {}", what, text);
+    return make_error(error_kind::generic, fmt::format("the {} failed: {}", what, text));
+  };
+}
+
+caf::error exited_error(const char* name, const caf::error& reason) {
+  if (reason && reason.category() == error_category)
+    return reason;
+  return make_error(error_kind::generic,
+                    fmt::format("the {} this call waited on terminated{}", name,
+                                reason ? ": " + describe(reason) : std::string{}));
+}
+
+void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::seconds limit) {
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread guard{[&] {
+    std::unique_lock<std::mutex> lock{mtx};
+    if (!cv.wait_for(lock, limit, [&] { return done; })) {
+      log::error("actor system did not stop within {} s; exiting", limit.count());
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  }};
+  sys.reset();
+  {
+    std::lock_guard<std::mutex> lock{mtx};
+    done = true;
+  }
+  cv.notify_all();
+  guard.join();
+}
+
+} // namespace hvactor
+
+namespace hvactor::process_system {
+
+namespace {
+
+struct process_state {
+  std::mutex mu;
+  std::vector<configure_fn> types;
+  std::weak_ptr<caf::actor_system> current;
+  caf::actor_system* lent = nullptr;
+};
+
+process_state& global() {
+  static auto* st = new process_state; // never destroyed: usable from static destructors
+  return *st;
+}
+
+// Destroys a process system and its config once no share is left.
+struct teardown {
+  caf::actor_system_config* cfg;
+  void operator()(caf::actor_system* sys) const {
+    std::unique_ptr<caf::actor_system> owned{sys};
+    destroy_bounded(owned, knobs::system_exit_limit);
+    delete cfg;
+  }
+};
+
+} // namespace
+
+void add_types(configure_fn fn) {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  if (std::find(st.types.begin(), st.types.end(), fn) == st.types.end())
+    st.types.push_back(fn);
+}
+
+void apply_types(caf::actor_system_config& cfg) {
+  auto& st = global();
+  std::vector<configure_fn> fns;
+  {
+    std::lock_guard<std::mutex> lock{st.mu};
+    fns = st.types;
+  }
+  for (auto fn : fns)
+    fn(cfg);
+}
+
+share acquire() {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  if (st.lent != nullptr)
+    return share{st.lent, [](caf::actor_system*) {}};
+  if (auto sys = st.current.lock())
+    return sys;
+  // A worker reaches its driver and the rendezvous store with its node's
+  // TLS identity, if any (mutual TLS off loopback).
+  auto tls = tls::from_env();
+  tls::validate(tls);
+  auto cfg = std::make_unique<caf::actor_system_config>();
+  configure_actor_system(*cfg, threads, tls);
+  for (auto fn : st.types)
+    fn(*cfg);
+  auto sys = std::make_unique<caf::actor_system>(*cfg);
+  share out{sys.release(), teardown{cfg.release()}};
+  st.current = out;
+  return out;
+}
+
+std::shared_ptr<void> lend(caf::actor_system& sys) {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  if (st.lent != nullptr)
+    throw std::logic_error("process_system::lend: a system is lent already");
+  st.lent = &sys;
+  return std::shared_ptr<void>(&sys, [](void*) {
+    auto& st = global();
+    std::lock_guard<std::mutex> lock{st.mu};
+    st.lent = nullptr;
+  });
+}
+
+bool running() {
+  auto& st = global();
+  std::lock_guard<std::mutex> lock{st.mu};
+  return st.lent != nullptr || !st.current.expired();
+}
+
+} // namespace hvactor::process_system

@@ -1,0 +1,185 @@
+#pragma once
+
+// Internal: how hvactor::train's workers report to the driver. The driver
+// runs one `train_progress` actor per attempt (detached: it writes
+// checkpoints to disk) and publishes it beside the job's store; workers
+// reach it on the store's host at train_spec::progress_port, through their
+// process's one actor system.
+//
+//  1. Each rank sends `tr_report(train_report)` for report i = 0, 1, ... and
+//     waits for the answer; rank 0 first sends its checkpoint archive as
+//     `tr_chunk` messages (knobs::ship_chunk_bytes each,
+//     knobs::train_chunks_in_flight in flight).
+//  2. Once every rank reported i, the actor persists rank 0's checkpoint
+//     under the run's directory and holds the answers until the trainer
+//     asks `tr_await(i)`: it gets the ranks' metrics and the checkpoint's
+//     directory, and every rank gets its answer at the same time (empty, or
+//     the reason report i failed). Ranks thus stay in lockstep with the
+//     driver's record of the run, as they did through the store.
+//  3. A rank whose loop returns sends `tr_done(rank, reports)`, one whose
+//     loop throws `tr_fail(rank, what)`; the actor monitors every worker
+//     and treats a worker gone as failed. tr_await answers with what ended
+//     the attempt: every rank done, a rank failed, or report counts that
+//     differ (the message names both ranks).
+//
+// A peer cannot make the driver allocate without bound: a report's metrics
+// are capped at max_metrics_bytes, a chunk at knobs::ship_chunk_bytes, only
+// rank 0 sends chunks and only for the report being collected, and a
+// report other than the one being collected is refused.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "hvactor/settings.hpp"
+#include "base/net/connection_watchdog.hpp"
+#include "actors/internal/interfaces.hpp"
+
+namespace hvactor::train {
+
+/// Largest encoded metrics of one report a rank may send.
+inline constexpr size_t max_metrics_bytes = size_t{16} << 20;
+
+/// One rank's report `index`: its encoded metrics (encode_values) and, for
+/// rank 0, how many checkpoint chunks it sent before (0: no checkpoint).
+struct train_report {
+  int32_t rank = 0;
+  uint64_t index = 0;
+  std::vector<char> metrics;
+  uint32_t chunks = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_report& x) {
+  return f(caf::meta::type_name("train_report"), x.rank, x.index, x.metrics, x.chunks);
+}
+
+/// Chunk `no` of rank 0's checkpoint archive for report `index`.
+struct train_chunk {
+  uint64_t index = 0;
+  uint32_t no = 0;
+  std::vector<char> bytes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_chunk& x) {
+  return f(caf::meta::type_name("train_chunk"), x.index, x.no, x.bytes);
+}
+
+/// What tr_await answers (in the driver's process only).
+struct train_event {
+  enum kind_t : int32_t { report = 0, done = 1, rank_failed = 2, failed = 3 };
+  int32_t kind = report;
+  uint64_t index = 0;
+  /// report: every rank's encoded metrics, in rank order.
+  std::vector<std::vector<char>> metrics;
+  /// report: the persisted checkpoint's directory (empty: none).
+  std::string checkpoint_dir;
+  /// report: why persisting failed (the ranks got it too); rank_failed and
+  /// failed: what happened.
+  std::string failure;
+  /// rank_failed: which rank.
+  int32_t rank = -1;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_event& x) {
+  return f(caf::meta::type_name("train_event"), x.kind, x.index, x.metrics, x.checkpoint_dir,
+           x.failure, x.rank);
+}
+
+} // namespace hvactor::train
+
+CAF_BEGIN_TYPE_ID_BLOCK(hvactor_train, caf::id_block::hvactor_handles::end)
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_report_atom, "tr_report")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_chunk_atom, "tr_chunk")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_done_atom, "tr_done")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_fail_atom, "tr_fail")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_await_atom, "tr_await")
+  CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_report))
+  CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_chunk))
+  CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_event))
+CAF_END_TYPE_ID_BLOCK(hvactor_train)
+
+namespace hvactor::train {
+
+/// The driver's actor that owns one attempt's reports and checkpoints.
+using train_progress = caf::typed_actor<
+  caf::replies_to<tr_chunk_atom, train_chunk>::with<bool>,
+  // Answered once report `index` is recorded: empty, or why it failed.
+  caf::replies_to<tr_report_atom, train_report>::with<std::string>,
+  // The rank's loop returned after `reports` reports.
+  caf::replies_to<tr_done_atom, int32_t, uint64_t>::with<bool>,
+  // The rank's loop threw.
+  caf::reacts_to<tr_fail_atom, int32_t, std::string>,
+  // The trainer: the next event from report `index` on.
+  caf::replies_to<tr_await_atom, uint64_t>::with<train_event>>;
+
+/// Where and how the driver keeps one attempt's checkpoints.
+struct progress_config {
+  int32_t size = 0;
+  std::filesystem::path run_dir;
+  std::optional<int> num_to_keep;
+  /// The job's workers by rank (job_info::workers), monitored.
+  std::vector<caf::actor> workers;
+};
+
+/// Spawns the attempt's progress actor (detached) in `sys`.
+train_progress spawn_train_progress(caf::actor_system& sys, progress_config cfg);
+
+/// The trainer's longest single wait on its progress actor. Events come as
+/// messages; between two waits the trainer only checks that some call is
+/// still running (a rank whose tr_done never reached the driver).
+inline constexpr std::chrono::milliseconds await_bound{5'000};
+
+/// The attempt's progress actor, published on the driver's address (where
+/// the job's store is: `bind`) until destroyed, then told to exit. Under
+/// TLS its port is watched by a connection watchdog of its own, as the
+/// job's ports are by the runtime's. Throws hvactor::error naming the
+/// address when the port cannot be opened.
+class published_progress {
+public:
+  published_progress(caf::actor_system& sys, progress_config cfg, const std::string& bind);
+  ~published_progress();
+
+  published_progress(const published_progress&) = delete;
+  published_progress& operator=(const published_progress&) = delete;
+
+  const train_progress& actor() const noexcept {
+    return actor_;
+  }
+  uint16_t port() const noexcept {
+    return port_;
+  }
+
+private:
+  caf::actor_system& sys_;
+  train_progress actor_;
+  uint16_t port_ = 0;
+  std::unique_ptr<connection_watchdog> watchdog_;
+};
+
+/// The address a driver with `opts` publishes its jobs' actors on: --bind,
+/// else the local address towards the head, else loopback (embedded).
+
+/// Registers the messages above with a config (every system of a process
+/// that loads hvactor::train gets them: process_system.hpp's registrar).
+void register_train_types(caf::actor_system_config& cfg);
+
+/// The first free checkpoint_NNNNNN index under `dir`, and the name.
+int64_t next_checkpoint_index(const std::filesystem::path& dir);
+std::string checkpoint_dir_name(int64_t index);
+
+} // namespace hvactor::train

@@ -1,0 +1,331 @@
+// hvactor::train's driver-side record of one attempt: the ranks' reports,
+// rank 0's checkpoints persisted under the run's directory, and what ended
+// the attempt (internal/train_progress.hpp).
+
+#include "train/internal/train_progress.hpp"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include "hvactor/errors.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/log.hpp"
+#include "base/internal/process_system.hpp"
+#include "base/net/net.hpp"
+#include "train/internal/train_protocol.hpp"
+#include "base/net/transport.hpp"
+
+namespace fs = std::filesystem;
+
+namespace hvactor::train {
+
+namespace {
+
+// A checkpoint's chunks, at most: as many as the store accepts for a
+// chunked value (get_chunked).
+constexpr uint32_t max_chunks = knobs::max_message_bytes / knobs::ship_chunk_bytes * 64;
+
+const std::regex& checkpoint_pattern() {
+  static const std::regex pattern{"checkpoint_([0-9]{6,})"};
+  return pattern;
+}
+
+struct progress_state {
+  progress_config cfg;
+  /// The report being collected, its ranks' metrics and waiting answers.
+  uint64_t next = 0;
+  std::map<int32_t, std::vector<char>> metrics;
+  std::map<int32_t, caf::typed_response_promise<std::string>> answers;
+  uint32_t chunk_count = 0;
+  std::map<uint32_t, std::vector<char>> chunks;
+  /// Report `next`, complete and persisted, until the trainer takes it.
+  std::optional<train_event> complete;
+  /// The report handed over last: a trainer whose wait timed out as it
+  /// was answered asks for it again.
+  std::optional<train_event> last;
+  /// The trainer's waiting tr_await, if any.
+  std::optional<caf::typed_response_promise<train_event>> awaiting;
+  /// Ranks whose loop returned, with their report counts.
+  std::map<int32_t, uint64_t> done;
+  /// What ended the attempt (kind rank_failed or failed), once known.
+  std::optional<train_event> end;
+  static inline const char* name = "train_progress";
+};
+
+using progress_actor = train_progress::stateful_pointer<progress_state>;
+
+fs::path persist(const progress_config& cfg, const std::vector<char>& archive) {
+  auto index = next_checkpoint_index(cfg.run_dir);
+  auto final_dir = cfg.run_dir / checkpoint_dir_name(index);
+  auto partial = cfg.run_dir / (".partial_" + checkpoint_dir_name(index));
+  std::error_code ec;
+  fs::remove_all(partial, ec);
+  extract_archive(archive, partial);
+  fs::rename(partial, final_dir);
+  if (auto keep = cfg.num_to_keep) {
+    // By index: the newest `keep` stay.
+    std::vector<std::pair<int64_t, fs::path>> all;
+    for (fs::directory_iterator it{cfg.run_dir, ec}, end; !ec && it != end; it.increment(ec)) {
+      std::smatch m;
+      auto name = it->path().filename().string();
+      if (std::regex_match(name, m, checkpoint_pattern()))
+        all.emplace_back(std::stoll(m[1]), it->path());
+    }
+    std::sort(all.begin(), all.end());
+    for (size_t k = 0; k + static_cast<size_t>(*keep) < all.size(); ++k)
+      fs::remove_all(all[k].second, ec);
+  }
+  return final_dir;
+}
+
+// The attempt ended: the trainer learns it, and every waiting rank.
+void finish(progress_actor self, train_event end) {
+  auto& st = self->state;
+  if (st.end)
+    return;
+  st.end = std::move(end);
+  for (auto& [rank, answer] : st.answers)
+    answer.deliver(std::string{"the worker group failed: "} + st.end->failure);
+  st.answers.clear();
+  if (st.awaiting && !st.complete) {
+    st.awaiting->deliver(*st.end);
+    st.awaiting.reset();
+  }
+}
+
+// Report `next` from every rank: persist, then wait for the trainer.
+void complete_report(progress_actor self) {
+  auto& st = self->state;
+  train_event ev;
+  ev.index = st.next;
+  for (auto& [rank, m] : st.metrics)
+    ev.metrics.push_back(std::move(m));
+  if (st.chunk_count > 0) {
+    try {
+      std::vector<char> archive;
+      size_t total = 0;
+      for (auto& [no, bytes] : st.chunks)
+        total += bytes.size();
+      archive.reserve(total);
+      for (uint32_t i = 0; i < st.chunk_count; ++i) {
+        auto it = st.chunks.find(i);
+        if (it == st.chunks.end())
+          throw std::runtime_error(fmt::format("chunk {} of {} never came", i, st.chunk_count));
+        archive.insert(archive.end(), it->second.begin(), it->second.end());
+        st.chunks.erase(it);
+      }
+      ev.checkpoint_dir = persist(st.cfg, archive).string();
+    } catch (const std::exception& e) {
+      ev.failure = fmt::format("the driver could not persist the checkpoint of report {}: {}",
+                               st.next + 1, e.what());
+      log::error("train: {}", ev.failure);
+    }
+  }
+  st.metrics.clear();
+  st.chunks.clear();
+  st.chunk_count = 0;
+  st.complete = std::move(ev);
+}
+
+// Hands the complete report to the waiting trainer and answers its ranks.
+void hand_over(progress_actor self) {
+  auto& st = self->state;
+  if (!st.complete || !st.awaiting)
+    return;
+  for (auto& [rank, answer] : st.answers)
+    answer.deliver(st.complete->failure);
+  st.answers.clear();
+  st.last = std::move(*st.complete);
+  st.awaiting->deliver(*st.last);
+  st.awaiting.reset();
+  st.complete.reset();
+  ++st.next;
+}
+
+// A rank returned after `reports` reports while another made one more.
+std::optional<std::string> count_mismatch(const progress_state& st) {
+  for (auto& [finished, count] : st.done)
+    for (auto& [rank, _] : st.metrics)
+      if (count <= st.next && rank != finished)
+        return fmt::format(
+          "train: rank {} returned from the training loop after {} report{}, while rank {} made "
+          "report {}: every worker must call train::report() the same number of times",
+          finished, count, count == 1 ? "" : "s", rank, st.next + 1);
+  return std::nullopt;
+}
+
+caf::error refused(const std::string& what) {
+  return make_error(error_kind::generic, "train::report: " + what);
+}
+
+caf::result<bool> on_chunk(progress_actor self, train_chunk& c) {
+  auto& st = self->state;
+  if (c.index != st.next || st.complete)
+    return refused(fmt::format("a checkpoint chunk for report {} while the driver collects "
+                               "report {}",
+                               c.index + 1, st.next + 1));
+  if (c.bytes.size() > knobs::ship_chunk_bytes || c.no >= max_chunks || st.chunks.count(c.no))
+    return refused(fmt::format("checkpoint chunk {} of report {} is oversized or repeated", c.no,
+                               c.index + 1));
+  st.chunks.emplace(c.no, std::move(c.bytes));
+  return true;
+}
+
+caf::result<std::string> on_report(progress_actor self, train_report& r) {
+  auto& st = self->state;
+  if (st.end)
+    return std::string{"the worker group failed: "} + st.end->failure;
+  if (r.rank < 0 || r.rank >= st.cfg.size || r.index != st.next || st.complete
+      || st.metrics.count(r.rank) || r.metrics.size() > max_metrics_bytes
+      || r.chunks > max_chunks || (r.rank != 0 && r.chunks > 0))
+    return refused(fmt::format("report {} of rank {} refused: the driver collects report {} of "
+                               "{} ranks (at most {} bytes of metrics)",
+                               r.index + 1, r.rank, st.next + 1, st.cfg.size, max_metrics_bytes));
+  if (r.rank == 0)
+    st.chunk_count = r.chunks;
+  st.metrics.emplace(r.rank, std::move(r.metrics));
+  auto answer = self->make_response_promise<std::string>();
+  st.answers.emplace(r.rank, answer);
+  if (auto why = count_mismatch(st)) {
+    finish(self, {.kind = train_event::failed, .failure = *why});
+  } else if (st.metrics.size() == static_cast<size_t>(st.cfg.size)) {
+    complete_report(self);
+    hand_over(self);
+  }
+  return answer;
+}
+
+bool on_done(progress_actor self, int32_t rank, uint64_t reports) {
+  auto& st = self->state;
+  st.done.emplace(rank, reports);
+  if (auto why = count_mismatch(st)) {
+    finish(self, {.kind = train_event::failed, .failure = *why});
+  } else if (st.done.size() == static_cast<size_t>(st.cfg.size) && st.awaiting && !st.end
+             && !st.complete) {
+    st.awaiting->deliver(train_event{.kind = train_event::done, .index = st.next});
+    st.awaiting.reset();
+  }
+  return true;
+}
+
+caf::result<train_event> on_await(progress_actor self, uint64_t index) {
+  auto& st = self->state;
+  if (st.awaiting) // a trainer whose wait timed out asks again: the new ask wins
+    st.awaiting->deliver(make_error(error_kind::generic, "train: a newer tr_await came"));
+  st.awaiting = self->make_response_promise<train_event>();
+  auto answer = *st.awaiting;
+  if (st.last && index + 1 == st.next)
+    st.awaiting->deliver(*st.last);
+  else if (index != st.next)
+    st.awaiting->deliver(make_error(error_kind::generic,
+                                    fmt::format("train: the trainer awaits report {}, the driver "
+                                                "collects report {}",
+                                                index + 1, st.next + 1)));
+  else if (st.complete)
+    hand_over(self);
+  else if (st.end)
+    st.awaiting->deliver(*st.end);
+  else if (st.done.size() == static_cast<size_t>(st.cfg.size))
+    st.awaiting->deliver(train_event{.kind = train_event::done, .index = st.next});
+  else
+    return answer;
+  st.awaiting.reset();
+  return answer;
+}
+
+// A monitored worker went away before its loop returned: its rank failed.
+void on_down(progress_actor self, const caf::down_msg& dm) {
+  auto& ws = self->state.cfg.workers;
+  for (size_t r = 0; r < ws.size(); ++r)
+    if (ws[r].address() == dm.source && !self->state.done.count(static_cast<int32_t>(r)))
+      finish(self, {.kind = train_event::rank_failed,
+                    .failure = fmt::format("rank {} was lost ({})", r, describe(dm.reason)),
+                    .rank = static_cast<int32_t>(r)});
+}
+
+train_progress::behavior_type progress_impl(progress_actor self, progress_config cfg) {
+  self->state.cfg = std::move(cfg);
+  for (auto& w : self->state.cfg.workers)
+    self->monitor(w);
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  return {
+    [self](tr_chunk_atom, train_chunk& c) { return on_chunk(self, c); },
+    [self](tr_report_atom, train_report& r) { return on_report(self, r); },
+    [self](tr_done_atom, int32_t rank, uint64_t reports) { return on_done(self, rank, reports); },
+    [self](tr_fail_atom, int32_t rank, const std::string& what) {
+      finish(self, {.kind = train_event::rank_failed,
+                    .failure = fmt::format("rank {} failed: {}", rank, what),
+                    .rank = rank});
+    },
+    [self](tr_await_atom, uint64_t index) { return on_await(self, index); },
+  };
+}
+
+} // namespace
+
+train_progress spawn_train_progress(caf::actor_system& sys, progress_config cfg) {
+  return sys.spawn<caf::detached>(progress_impl, std::move(cfg));
+}
+
+published_progress::published_progress(caf::actor_system& sys, progress_config cfg,
+                                       const std::string& bind)
+  : sys_(sys), actor_(spawn_train_progress(sys, std::move(cfg))) {
+  auto port = transport::publish(sys_, caf::actor_cast<caf::actor>(actor_), 0, bind);
+  if (!port) {
+    caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+    throw error(fmt::format("train: cannot publish the run's progress actor on {}: {}", bind,
+                            sys_.render(port.error())));
+  }
+  port_ = *port;
+  if (transport::secure(sys_)) {
+    watchdog_ = std::make_unique<connection_watchdog>(connection_watchdog::options{});
+    watchdog_->watch(port_);
+  }
+}
+
+published_progress::~published_progress() {
+  try {
+    if (watchdog_)
+      watchdog_->unwatch(port_);
+    transport::unpublish(sys_, caf::actor_cast<caf::actor>(actor_), port_);
+  } catch (const std::exception& e) {
+    log::warn("train: closing the progress actor's port: {}", e.what());
+  }
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+void register_train_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::hvactor_train>();
+}
+
+namespace {
+
+// Every system of the process carries hvactor::train's messages
+// (process_system.hpp).
+const process_system::registrar train_types{&register_train_types};
+
+} // namespace
+
+int64_t next_checkpoint_index(const fs::path& dir) {
+  int64_t next = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it{dir, ec}, end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    auto name = it->path().filename().string();
+    if (std::regex_match(name, m, checkpoint_pattern()))
+      next = std::max<int64_t>(next, std::stoll(m[1]) + 1);
+  }
+  return next;
+}
+
+std::string checkpoint_dir_name(int64_t index) {
+  return fmt::format("checkpoint_{:06d}", index);
+}
+
+} // namespace hvactor::train

@@ -1,0 +1,411 @@
+// hvactor::train's driver: trainer::fit() starts a worker group per
+// attempt, hands it the shards and the checkpoint to resume from through
+// the job's rendezvous store, follows its reports through the attempt's
+// train_progress actor (which persists rank 0's checkpoints) and restarts a
+// failed group (internal/train_protocol.hpp, internal/train_progress.hpp).
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <ostream>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "hvactor/code_registry.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
+#include "driver/internal/executor_access.hpp"
+#include "driver/internal/job_session.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/log.hpp"
+#include "train/internal/train_progress.hpp"
+#include "train/internal/train_protocol.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace hvactor::train {
+
+checkpoint checkpoint::from_directory(std::string path) {
+  checkpoint c;
+  c.path_ = std::move(path);
+  return c;
+}
+
+std::string result::error_message() const {
+  if (!error)
+    return {};
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+std::ostream& operator<<(std::ostream& out, const result& r) {
+  std::string metrics;
+  for (auto& [k, v] : r.metrics)
+    metrics += fmt::format("{}'{}': {}", metrics.empty() ? "" : ", ", k,
+                           v.is_string() ? "'" + v.as_string() + "'" : v.to_string());
+  out << fmt::format("Result(metrics={{{}}}, path='{}', checkpoint={}", metrics, r.path,
+                     r.checkpoint ? "Checkpoint(path='" + r.checkpoint.path() + "')" : "None");
+  if (r.error)
+    out << fmt::format(", error='{}'", r.error_message());
+  return out << ")";
+}
+
+namespace {
+
+std::string default_name() {
+  auto t = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "hvactor_train_%Y-%m-%d_%H-%M-%S", &tm);
+  return buf;
+}
+
+std::string default_storage() {
+  auto home = env::get("HOME").value_or("");
+  return (home.empty() ? fs::temp_directory_path() : fs::path{home}) / "hvactor_results";
+}
+
+/// The driver's progress output (Ray's trial progress): on a terminal one
+/// live line, rewritten per report; otherwise one plain line per report.
+/// The workers' own output lines come through here too ("(rank N) ..."),
+/// printed above the live line. Called from the fit thread and the job's
+/// coordinator: locked.
+class progress {
+public:
+  progress(int verbose, std::string name, int workers)
+      : verbose_(verbose), name_(std::move(name)), workers_(workers),
+        tty_(::isatty(STDOUT_FILENO) == 1) {
+  }
+
+  void report(int64_t iteration, double elapsed, const metrics& m, int alive) {
+    if (verbose_ <= 0)
+      return;
+    std::string shown;
+    for (auto& [k, v] : m)
+      if (!is_auto(k))
+        shown += fmt::format(" {}={}", k, v.to_string());
+    std::lock_guard<std::mutex> guard{mu_};
+    live_line_ = fmt::format("[{}] iter {} | {:.1f}s |{} | workers {}/{}", name_, iteration,
+                             elapsed, shown.empty() ? " -" : shown, alive, workers_);
+    if (tty_)
+      std::fprintf(stdout, "\r\x1b[K%s", live_line_.c_str());
+    else
+      std::fprintf(stdout, "%s\n", live_line_.c_str());
+    std::fflush(stdout);
+  }
+
+  /// One line a worker wrote to its stdout (1) or stderr (2).
+  void worker_line(int rank, int stream, const std::string& text) {
+    std::lock_guard<std::mutex> guard{mu_};
+    bool redraw = tty_ && !live_line_.empty();
+    if (redraw)
+      std::fputs("\r\x1b[K", stdout);
+    auto* out = stream == 2 ? stderr : stdout;
+    std::fprintf(out, "(rank %d) %s\n", rank, text.c_str());
+    std::fflush(out);
+    if (redraw) {
+      std::fputs(live_line_.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+
+  void note(const std::string& text) {
+    if (verbose_ <= 0)
+      return;
+    end_live();
+    std::lock_guard<std::mutex> guard{mu_};
+    std::fprintf(stdout, "[%s] %s\n", name_.c_str(), text.c_str());
+    std::fflush(stdout);
+  }
+
+  void end_live() {
+    std::lock_guard<std::mutex> guard{mu_};
+    if (tty_ && !live_line_.empty()) {
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
+    live_line_.clear();
+  }
+
+  static bool is_auto(const std::string& k) {
+    return k == "training_iteration" || k == "attempt" || k == "time_total_s"
+           || k == "time_this_iter_s";
+  }
+
+private:
+  std::mutex mu_;
+  int verbose_;
+  std::string name_;
+  int workers_;
+  bool tty_;
+  std::string live_line_;
+};
+
+} // namespace
+
+struct trainer::impl {
+  runtime& rt;
+  std::string loop;
+  trainer_options opts;
+  fs::path run_dir;
+
+  // Across attempts of one fit().
+  result res;
+  int64_t iteration = 0;
+  std::chrono::steady_clock::time_point started, last_report;
+  std::shared_ptr<progress> out;
+
+  void run_attempt(int attempt, const checkpoint& resume);
+  train_spec make_spec(executor& ex, int attempt, const checkpoint& resume);
+  void follow(executor& ex, std::vector<future<void>>& calls, const train_progress& progress,
+              int attempt);
+  void record(train_event& ev, int size, int attempt);
+};
+
+std::string trainer::encode_loop(loop_fn fn) {
+  return hvactor::detail::encode_code_address(reinterpret_cast<const void*>(fn));
+}
+
+trainer::trainer(runtime& rt, std::string loop, trainer_options opts, int) {
+  auto& s = opts.scaling;
+  if (s.num_workers < 1)
+    throw std::invalid_argument(fmt::format("num_workers must be >= 1: Got {}.", s.num_workers));
+  if (s.cpus_per_worker < 1)
+    throw std::invalid_argument(
+      fmt::format("cpus_per_worker must be >= 1: Got {}.", s.cpus_per_worker));
+  if (s.gpus_per_worker && !s.use_gpu)
+    throw std::invalid_argument("gpus_per_worker is set, but use_gpu is False.");
+  if (s.gpus_per_worker && *s.gpus_per_worker < 1)
+    throw std::invalid_argument(
+      fmt::format("gpus_per_worker must be >= 1: Got {}.", *s.gpus_per_worker));
+  if (opts.run.failure.max_failures < -1)
+    throw std::invalid_argument(fmt::format("max_failures must be >= -1 (-1: no limit): Got {}.",
+                                            opts.run.failure.max_failures));
+  if (opts.run.checkpoint.num_to_keep && *opts.run.checkpoint.num_to_keep < 1)
+    throw std::invalid_argument(fmt::format("num_to_keep must be >= 1: Got {}.",
+                                            *opts.run.checkpoint.num_to_keep));
+  if (opts.run.verbose < 0 || opts.run.verbose > 1)
+    throw std::invalid_argument(
+      fmt::format("verbose must be 0 or 1: Got {}.", opts.run.verbose));
+  if (opts.run.name.empty())
+    opts.run.name = default_name();
+  if (opts.run.name.find('/') != std::string::npos || opts.run.name == "."
+      || opts.run.name == "..")
+    throw std::invalid_argument(
+      fmt::format("run name must be a plain directory name: Got '{}'.", opts.run.name));
+  if (opts.run.storage_path.empty())
+    opts.run.storage_path = default_storage();
+  for (auto& [name, _] : opts.datasets)
+    if (name.empty() || name.find('/') != std::string::npos)
+      throw std::invalid_argument(
+        fmt::format("dataset names must be non-empty and without '/': Got '{}'.", name));
+  validate(opts.settings);
+  auto dir = fs::path{opts.run.storage_path} / opts.run.name;
+  impl_.reset(new impl{rt, std::move(loop), std::move(opts), std::move(dir)});
+}
+
+trainer::~trainer() = default;
+
+result trainer::fit() {
+  auto& st = *impl_;
+  auto& o = st.opts;
+  if (o.resume_from_checkpoint) {
+    std::error_code ec;
+    if (!fs::is_directory(o.resume_from_checkpoint.path(), ec))
+      throw std::invalid_argument(fmt::format("resume_from_checkpoint: '{}' is not a directory",
+                                              o.resume_from_checkpoint.path()));
+  }
+  std::error_code ec;
+  fs::create_directories(st.run_dir, ec);
+  if (ec)
+    throw error(fmt::format("train: cannot create '{}': {}", st.run_dir.string(), ec.message()));
+  // A driver killed while it wrote a checkpoint left a partial one.
+  for (fs::directory_iterator it{st.run_dir, ec}, end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().starts_with(".partial_"))
+      fs::remove_all(it->path(), ec);
+  ec.clear();
+  st.res = {};
+  st.res.path = st.run_dir.string();
+  st.iteration = 0;
+  st.started = st.last_report = std::chrono::steady_clock::now();
+  st.out = std::make_shared<progress>(o.run.verbose, o.run.name, o.scaling.num_workers);
+  auto resume = o.resume_from_checkpoint;
+  int failures = 0;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      st.run_attempt(attempt, resume);
+      st.res.error = nullptr;
+      break;
+    } catch (const std::exception& e) {
+      // Before any worker ran, the error is the user's to see (placement,
+      // a dataset that cannot be sent): nothing to restart from.
+      if (attempt == 0 && st.iteration == 0 && !dynamic_cast<const worker_error*>(&e)
+          && !dynamic_cast<const node_lost*>(&e)) {
+        st.out->end_live();
+        throw;
+      }
+      st.res.error = std::current_exception();
+      ++failures;
+      auto limit = o.run.failure.max_failures;
+      if (limit >= 0 && failures > limit) {
+        st.out->note(fmt::format("the worker group failed ({} failure{}, max_failures {}): {}",
+                                 failures, failures == 1 ? "" : "s", limit, e.what()));
+        break;
+      }
+      if (st.res.checkpoint)
+        resume = st.res.checkpoint;
+      st.out->note(fmt::format("the worker group failed (failure {} of {}): {}; restarting {}",
+                               failures, limit < 0 ? "unlimited" : std::to_string(limit),
+                               e.what(),
+                               resume ? "from " + fs::path{resume.path()}.filename().string()
+                                      : "from the start"));
+    }
+  }
+  st.out->end_live();
+  return std::move(st.res);
+}
+
+void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
+  auto& s = opts.scaling;
+  executor_options eo;
+  eo.num_workers = s.num_workers;
+  eo.cpus_per_worker = s.cpus_per_worker;
+  eo.use_gpu = s.use_gpu;
+  eo.gpus_per_worker = s.gpus_per_worker;
+  executor ex{rt, opts.settings, eo};
+  // The workers' output reaches the driver line by line, so that it never
+  // tears the progress line.
+  executor_access::set_output(ex, proto::output_forward,
+                              [out = out](int rank, int stream, const std::string& line) {
+                                out->worker_line(rank, stream, line);
+                              });
+  ex.start();
+  auto spec = make_spec(ex, attempt, resume);
+  // The attempt's record of reports and checkpoints; the workers reach it
+  // where they reach the store.
+  progress_config pc{ex.num_workers(), run_dir, opts.run.checkpoint.num_to_keep,
+                     executor_access::job(ex).workers};
+  published_progress progress{executor_access::session(ex).system(), std::move(pc),
+                              executor_access::session(ex).bind_host()};
+  spec.progress_port = progress.port();
+  auto calls = ex.run_remote(&run_worker, spec);
+  follow(ex, calls, progress.actor(), attempt);
+  ex.shutdown();
+}
+
+// What every worker runs; the shards and the checkpoint to resume from go
+// into the job's store first.
+train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint& resume) {
+  auto& session = executor_access::session(ex);
+  auto scope = executor_access::job(ex).job_id + "/train";
+  auto& sys = session.system();
+  auto store = session.store();
+  auto bound = wait_bound(opts.settings.timeout);
+  // The store is in this process: one request at a time costs no
+  // serialization.
+  set_batch set = [&](std::vector<std::pair<std::string, std::vector<char>>> entries) {
+    for (auto& [key, value] : entries) {
+      auto ok = ask<bool>(sys, store, bound, proto::set_atom_v, scope, key, std::move(value));
+      if (!ok)
+        throw_caf_error(ok.error(), "train: the rendezvous store");
+    }
+  };
+  auto size = ex.num_workers();
+  train_spec spec;
+  spec.loop = loop;
+  spec.scope = scope;
+  for (auto& [name, ds] : opts.datasets) {
+    spec.datasets.push_back(name);
+    for (int r = 0; r < size; ++r)
+      put_chunked(set, keys::data(name, r), ds.shard(r, size, opts.dataset_config).to_bytes());
+  }
+  if (resume) {
+    put_chunked(set, keys::resume, archive_directory(resume.path()));
+    spec.has_resume = true;
+    spec.resume_name = fs::path{resume.path()}.filename().string();
+  }
+  spec.config = encode_values(opts.config);
+  spec.name = opts.run.name;
+  spec.attempt = attempt;
+  spec.report_limit_ms = std::chrono::milliseconds{knobs::train_report_limit}.count();
+  spec.timeout_ms = bound.count();
+  return spec;
+}
+
+// Waits on the progress actor for each report, in order, until every rank
+// returned from the loop or the attempt failed. Every wait is bounded and
+// watches the actor (ask); a report arrives as a message, not by polling.
+void trainer::impl::follow(executor& ex, std::vector<future<void>>& calls,
+                           const train_progress& progress, int attempt) {
+  auto& sys = executor_access::session(ex).system();
+  auto size = ex.num_workers();
+  for (uint64_t next = 0;;) {
+    // A fresh blocking actor per wait: the answer to a wait that timed out
+    // (the actor fails it when the next wait comes) dies with its actor.
+    auto ev = ask<train_event>(sys, progress, await_bound, tr_await_atom_v, next);
+    if (!ev) {
+      if (ev.error() != caf::sec::request_timeout)
+        throw_caf_error(ev.error(), "train: the run's progress actor");
+      // Quiet for a while: still running, unless every call ended without
+      // the driver hearing of it.
+      if (std::all_of(calls.begin(), calls.end(), [](auto& c) { return c.ready(); })) {
+        for (auto& c : calls)
+          c.get(); // throws the worker's error
+        return;
+      }
+      continue;
+    }
+    switch (ev->kind) {
+      case train_event::report:
+        record(*ev, size, attempt);
+        ++next;
+        continue;
+      case train_event::done:
+        for (auto& c : calls)
+          c.get();
+        return;
+      case train_event::rank_failed:
+        if (ev->rank >= 0 && static_cast<size_t>(ev->rank) < calls.size())
+          calls[static_cast<size_t>(ev->rank)].get(); // throws the worker's error
+        throw error("train: " + ev->failure);
+      default:
+        throw error(ev->failure);
+    }
+  }
+}
+
+// Report `ev.index` of every rank: the run's metrics, history, checkpoint
+// and progress line.
+void trainer::impl::record(train_event& ev, int size, int attempt) {
+  std::vector<metrics> ranks;
+  for (auto& bytes : ev.metrics)
+    ranks.push_back(decode_report(bytes).first);
+  if (!ev.checkpoint_dir.empty())
+    res.checkpoint = checkpoint::from_directory(ev.checkpoint_dir);
+  auto now = std::chrono::steady_clock::now();
+  auto m = ranks.at(0);
+  m["training_iteration"] = ++iteration;
+  m["attempt"] = attempt;
+  m["time_total_s"] = std::chrono::duration<double>(now - started).count();
+  m["time_this_iter_s"] = std::chrono::duration<double>(now - last_report).count();
+  last_report = now;
+  res.metrics = m;
+  res.metrics_history.push_back(std::move(m));
+  res.worker_metrics_history.push_back(std::move(ranks));
+  out->report(iteration, std::chrono::duration<double>(now - started).count(), res.metrics,
+              size);
+  if (!ev.failure.empty())
+    throw error("train: " + ev.failure);
+}
+
+} // namespace hvactor::train

@@ -1,0 +1,256 @@
+// hvactor::train in a worker process: the loop's session (context, dataset
+// shards, the checkpoint to resume from, report()).
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include <caf/scoped_actor.hpp>
+
+#include "hvactor/code_registry.hpp"
+#include "hvactor/errors.hpp"
+#include "base/internal/actor_system.hpp"
+#include "base/internal/caf_error.hpp"
+#include "base/internal/knobs.hpp"
+#include "base/internal/log.hpp"
+#include "base/internal/process.hpp"
+#include "base/internal/process_system.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
+#include "train/internal/train_progress.hpp"
+#include "train/internal/train_protocol.hpp"
+#include "base/net/transport.hpp"
+
+namespace fs = std::filesystem;
+
+namespace hvactor::train {
+
+/// One worker's run of the loop.
+struct worker_session {
+  train_spec spec;
+  context ctx;
+  /// The process's actor system (the worker's, shared with hvd's clients).
+  process_system::share sys = process_system::acquire();
+  /// Shards and the checkpoint to resume from.
+  std::unique_ptr<collectives::rendezvous_client> store;
+  /// The driver's record of this attempt: report() goes there.
+  train_progress progress;
+  std::map<std::string, dataset> shards;
+  bool resume_fetched = false;
+  checkpoint resume;
+  fs::path temp_dir;
+  uint64_t next_report = 0;
+
+  std::chrono::milliseconds limit() const {
+    return std::chrono::milliseconds{spec.report_limit_ms};
+  }
+
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds{spec.timeout_ms};
+  }
+
+  // Chunked values, pipelined.
+  get_batch get_many() {
+    // Shards and the resume checkpoint are in the store before the loop runs.
+    return [this](const std::vector<std::string>& keys) {
+      return store->get_many(keys, timeout());
+    };
+  }
+
+  void fill_context() {
+    ctx.world_rank_ = env::get_int(env::rank, 0);
+    ctx.world_size_ = env::get_int(env::size, 1);
+    ctx.local_rank_ = env::get_int(env::local_rank, 0);
+    ctx.local_world_size_ = env::get_int(env::local_size, 1);
+    ctx.node_rank_ = env::get_int(env::cross_rank, 0);
+    ctx.attempt_ = spec.attempt;
+    ctx.config_ = decode_values(spec.config);
+    ctx.name_ = spec.name;
+  }
+
+  // Under this process's scratch dir, which its colocator removes when the
+  // process ends, however it ends.
+  const fs::path& scratch() {
+    if (temp_dir.empty()) {
+      auto root = make_worker_scratch_dir(::getpid());
+      auto dir = root / fmt::format("train-{}", std::random_device{}());
+      fs::create_directories(dir);
+      temp_dir = dir;
+    }
+    return temp_dir;
+  }
+
+  ~worker_session() {
+    if (!temp_dir.empty()) {
+      std::error_code ec;
+      fs::remove_all(temp_dir, ec);
+    }
+  }
+};
+
+namespace {
+
+std::atomic<worker_session*> current{nullptr};
+
+worker_session& session(const char* what) {
+  auto* s = current.load();
+  if (!s)
+    throw std::logic_error(fmt::format("train::{}: only inside a training loop that "
+                                       "train::trainer::fit() runs",
+                                       what));
+  return *s;
+}
+
+} // namespace
+
+context& get_context() {
+  return session("get_context").ctx;
+}
+
+const dataset& get_dataset_shard(const std::string& name) {
+  auto& s = session("get_dataset_shard");
+  if (auto it = s.shards.find(name); it != s.shards.end())
+    return it->second;
+  if (std::find(s.spec.datasets.begin(), s.spec.datasets.end(), name) == s.spec.datasets.end()) {
+    std::string names;
+    for (auto& n : s.spec.datasets)
+      names += (names.empty() ? "'" : ", '") + n + "'";
+    throw std::invalid_argument(fmt::format("train::get_dataset_shard: no dataset '{}' (the "
+                                            "trainer has {})",
+                                            name, names.empty() ? "none" : names));
+  }
+  auto bytes = get_chunked(s.get_many(), keys::data(name, s.ctx.world_rank()));
+  return s.shards.emplace(name, dataset::from_bytes(bytes)).first->second;
+}
+
+checkpoint get_checkpoint() {
+  auto& s = session("get_checkpoint");
+  if (!s.spec.has_resume)
+    return {};
+  if (!s.resume_fetched) {
+    auto bytes = get_chunked(s.get_many(), keys::resume);
+    auto dir = s.scratch() / (s.spec.resume_name.empty() ? "checkpoint" : s.spec.resume_name);
+    extract_archive(bytes, dir);
+    s.resume = checkpoint::from_directory(dir.string());
+    s.resume_fetched = true;
+  }
+  return s.resume;
+}
+
+namespace {
+
+// Receives the answers to `ids` (tr_chunk's), each within `timeout`.
+void receive_acks(caf::blocking_actor& self, std::vector<caf::message_id>& ids,
+                  std::chrono::milliseconds timeout, uint64_t report) {
+  for (auto id : ids) {
+    caf::error err = caf::sec::request_timeout;
+    caf::blocking_actor::accept_one_cond until_one;
+    self.varargs_receive(
+      until_one, id, [&](bool) { err = caf::error{}; }, [&](caf::error& e) { err = std::move(e); },
+      caf::after(wait_bound(timeout)) >> [] {});
+    if (err)
+      throw error(fmt::format("train::report: the checkpoint of report {} did not reach the "
+                              "driver: {}",
+                              report + 1, describe(err)));
+  }
+  ids.clear();
+}
+
+// Rank 0's checkpoint archive to the driver in ship_chunk_bytes chunks,
+// train_chunks_in_flight at a time; the chunk count.
+uint32_t send_checkpoint(worker_session& s, uint64_t i, const std::vector<char>& archive) {
+  auto chunk = knobs::ship_chunk_bytes;
+  auto count = std::max<size_t>(1, (archive.size() + chunk - 1) / chunk);
+  caf::scoped_actor self{*s.sys};
+  std::vector<caf::message_id> ids;
+  for (size_t n = 0; n < count; ++n) {
+    auto begin = archive.begin() + static_cast<ptrdiff_t>(std::min(archive.size(), n * chunk));
+    auto end = archive.begin() + static_cast<ptrdiff_t>(std::min(archive.size(), (n + 1) * chunk));
+    train_chunk c{i, static_cast<uint32_t>(n), std::vector<char>(begin, end)};
+    // Bounded by the receive (receive_acks), as ask() does.
+    ids.push_back(self->request(s.progress, caf::infinite, tr_chunk_atom_v, std::move(c)).id());
+    if (ids.size() == knobs::train_chunks_in_flight)
+      receive_acks(*self, ids, s.timeout(), i);
+  }
+  receive_acks(*self, ids, s.timeout(), i);
+  return static_cast<uint32_t>(count);
+}
+
+} // namespace
+
+void report(const metrics& m, const checkpoint& ckpt) {
+  auto& s = session("report");
+  for (auto& [name, _] : m)
+    if (name.empty())
+      throw std::invalid_argument("train::report: a metric without a name");
+  auto i = s.next_report++;
+  int rank = s.ctx.world_rank();
+  bool with_checkpoint = rank == 0 && static_cast<bool>(ckpt);
+  uint32_t chunks = with_checkpoint ? send_checkpoint(s, i, archive_directory(ckpt.path())) : 0;
+  train_report r{rank, i, encode_report(m, with_checkpoint), chunks};
+  // Answered once every rank reported and the driver recorded it (the
+  // other ranks may still be in their epoch).
+  auto ack = ask<std::string>(*s.sys, s.progress, s.limit(), tr_report_atom_v, std::move(r));
+  if (!ack && ack.error() == caf::sec::request_timeout)
+    throw error(fmt::format(
+      "train::report: report {} of rank {} was not acknowledged within {} ms: every worker "
+      "must call report() the same number of times (or the driver stopped answering)",
+      i + 1, rank, s.spec.report_limit_ms));
+  if (!ack)
+    throw error(fmt::format("train::report: report {} of rank {}: {}", i + 1, rank,
+                            describe(ack.error())));
+  if (!ack->empty())
+    throw error("train::report: " + *ack);
+}
+
+void run_worker(train_spec spec) {
+  worker_session s;
+  s.spec = std::move(spec);
+  s.fill_context();
+  auto host = env::get(env::rendezvous_addr).value_or("");
+  auto port = env::get_int(env::rendezvous_port, 0);
+  if (host.empty() || port <= 0 || port > 65535)
+    throw error("train: the worker has no rendezvous store address (HOROVOD_GLOO_RENDEZVOUS_*)");
+  s.store = std::make_unique<collectives::rendezvous_client>(
+    host, static_cast<uint16_t>(port), s.spec.scope, s.timeout());
+  // The progress actor listens on the store's host (the driver's address).
+  auto found = transport::connect(*s.sys, host, s.spec.progress_port, s.timeout());
+  if (!found)
+    throw error(fmt::format("train: the worker cannot reach the driver's progress actor at {}:{} "
+                            "within {} ms: {}",
+                            host, s.spec.progress_port, s.spec.timeout_ms,
+                            describe(found.error())));
+  s.progress = caf::actor_cast<train_progress>(std::move(*found));
+  auto loop = reinterpret_cast<void (*)(context&)>(
+    const_cast<void*>(hvactor::detail::decode_code_address(s.spec.loop)));
+  worker_session* none = nullptr;
+  if (!current.compare_exchange_strong(none, &s))
+    throw std::logic_error("train: a training loop is already running in this worker");
+  struct reset {
+    ~reset() {
+      current.store(nullptr);
+    }
+  } reset_current;
+  int rank = s.ctx.world_rank();
+  try {
+    loop(s.ctx);
+  } catch (const std::exception& e) {
+    // The driver learns at once; the call's error carries the details.
+    caf::anon_send(s.progress, tr_fail_atom_v, static_cast<int32_t>(rank), std::string{e.what()});
+    throw;
+  } catch (...) {
+    caf::anon_send(s.progress, tr_fail_atom_v, static_cast<int32_t>(rank),
+                   std::string{"unknown exception"});
+    throw;
+  }
+  auto told = ask<bool>(*s.sys, s.progress, s.timeout(), tr_done_atom_v,
+                        static_cast<int32_t>(rank), s.next_report);
+  if (!told)
+    log::warn("train: rank {} could not tell the driver that its loop returned: {}", rank,
+              describe(told.error()));
+}
+
+} // namespace hvactor::train

@@ -38,15 +38,20 @@ decision job_rules::on_start(const std::vector<host_slots>& available, time_poin
     short_since_.reset();
     return decision{decision::action::publish};
   }
+  return wait_or_time_out(available, " (" + cfg_.discovery + ")", now);
+}
+
+decision job_rules::wait_or_time_out(const std::vector<host_slots>& available,
+                                     const std::string& suffix, time_point now) {
   if (!short_since_)
     short_since_ = now;
   if (now - *short_since_ < cfg_.wait)
     return decision{decision::action::wait};
   return failed(error_kind::elastic_timeout,
                 fmt::format("Timed out waiting for minimum number of slots to become available: "
-                            "wanted {}, saw {} on nodes [{}] after {} s ({})",
-                            cfg_.min_workers, slots, describe_hosts(available),
-                            cfg_.timeout_seconds, cfg_.discovery));
+                            "wanted {}, saw {} on nodes [{}] after {} s{}",
+                            cfg_.min_workers, total_slots(available), describe_hosts(available),
+                            cfg_.timeout_seconds, suffix));
 }
 
 decision job_rules::short_of_slots(const world_state& s, time_point now) {
@@ -55,15 +60,7 @@ decision job_rules::short_of_slots(const world_state& s, time_point now) {
                   fmt::format("every host of the elastic job is blacklisted after failures. "
                               "First failure: {}",
                               s.first_failure));
-  if (!short_since_)
-    short_since_ = now;
-  if (now - *short_since_ < cfg_.wait)
-    return decision{decision::action::wait};
-  return failed(error_kind::elastic_timeout,
-                fmt::format("Timed out waiting for minimum number of slots to become available: "
-                            "wanted {}, saw {} on nodes [{}] after {} s",
-                            cfg_.min_workers, total_slots(s.available),
-                            describe_hosts(s.available), cfg_.timeout_seconds));
+  return wait_or_time_out(s.available, "", now);
 }
 
 decision job_rules::next_world(const world_state& s, bool failure, time_point now) {

@@ -102,6 +102,10 @@ public:
 
 private:
   decision short_of_slots(const world_state& s, time_point now);
+  /// Below min_workers since short_since_: wait, or elastic_timeout naming
+  /// the slots seen (`suffix` ends the message).
+  decision wait_or_time_out(const std::vector<host_slots>& available, const std::string& suffix,
+                            time_point now);
 
   rules_config cfg_;
   int resets_ = 0;

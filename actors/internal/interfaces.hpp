@@ -304,14 +304,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, event_atom, "event")
   CAF_ADD_ATOM(hvactor, hvactor::proto, finished_atom, "finished")
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_failed_atom, "call_fail")
-  // The coordinator's timers, one atom each.
+  // The coordinator's timers, one atom each (its private interface,
+  // coordinator_state.hpp: nobody else can send them).
   CAF_ADD_ATOM(hvactor, hvactor::proto, placement_retry_atom, "plc_retry")
   CAF_ADD_ATOM(hvactor, hvactor::proto, registration_due_atom, "reg_due")
   CAF_ADD_ATOM(hvactor, hvactor::proto, launch_finish_atom, "launch_fin")
   CAF_ADD_ATOM(hvactor, hvactor::proto, call_grace_atom, "call_grace")
   CAF_ADD_ATOM(hvactor, hvactor::proto, worker_lost_atom, "wrk_lost")
   CAF_ADD_ATOM(hvactor, hvactor::proto, output_ack_atom, "output_ack")
-  // The elastic coordinator's timers.
+  // The coordinator's timers of elastic jobs.
   CAF_ADD_ATOM(hvactor, hvactor::proto, discover_atom, "discover")
   CAF_ADD_ATOM(hvactor, hvactor::proto, reset_due_atom, "reset_due")
   CAF_ADD_ATOM(hvactor, hvactor::proto, leave_due_atom, "leave_due")
@@ -359,7 +360,9 @@ using node_colocator = caf::typed_actor<
   caf::reacts_to<sigterm_due_atom>,
   caf::reacts_to<sigkill_due_atom>>;
 
-/// Drives one job from the driver process.
+/// Drives one job from the driver process, static or elastic
+/// (coordinator_state.hpp); the timers it sends itself are not part of
+/// this interface.
 using coordinator = caf::typed_actor<
   // Place, spawn, register, hand out env; answers when every worker is
   // ready. Arguments: where workers reach this coordinator ("host:port")

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -413,7 +414,12 @@ int run_parent(const std::string& node_binary, const std::vector<std::string>& c
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic_recovery: %s\n", e.what());
   }
-  hvactor::bench::remove_dir(dir);
+  // HVACTOR_BENCH_KEEP=1 keeps the nodes' logs and work dirs (the path is
+  // printed) for a run worth reading.
+  if (const char* keep = std::getenv("HVACTOR_BENCH_KEEP"); keep && std::string{keep} == "1")
+    std::fprintf(stderr, "elastic_recovery: kept %s\n", dir.c_str());
+  else
+    hvactor::bench::remove_dir(dir);
   return rc;
 }
 

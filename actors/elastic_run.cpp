@@ -191,6 +191,14 @@ void elastic_exited(coord_actor self, const worker_exit& ex) {
   auto& w = i->second;
   if (ex.pid > 0)
     w.pid = ex.pid;
+  // A worker already given up (its connection dropped first): its exit
+  // status still says why it ended.
+  if (is_gone(st, w.id) && !ex.expected)
+    log::info("job {}: {} (already given up) exited: {}{}", st.cfg.job_id, worker_name(w),
+              describe_exit(ex.exit_code, ex.signal),
+              ex.stderr_tail.empty() ? std::string{". It wrote nothing to stderr."}
+                                     : fmt::format(". Last stderr lines:\n  {}",
+                                                   fmt::join(ex.stderr_tail, "\n  ")));
   // Whatever the reason, a worker that exited holds nothing any more: its
   // colocator stops (it releases the worker's reservation on its node), or
   // a host listed again later could not be used (its CPUs stayed

@@ -474,8 +474,13 @@ inline constexpr auto train_report_limit = std::chrono::minutes{30};
 /// pipelined messages reach 1-1.5 GB/s (caf-0.17 notes, section 6).
 inline constexpr size_t train_chunks_in_flight = 8;
 
-/// Device backends poll NCCL and CUDA events this often against the job's
-/// timeout (NCCL calls are nonblocking so that a dead peer never hangs).
+/// Device backends poll NCCL and CUDA streams against the job's timeout
+/// (NCCL calls are nonblocking so that a dead peer never hangs): back to
+/// back, yielding the core between polls, for the first `device_spin` of a
+/// wait (a collective or copy usually completes within it: measured on an
+/// H100, sleeping from the first poll on cost ~100 us per wait), then every
+/// `device_poll`.
+inline constexpr auto device_spin = std::chrono::microseconds{2000};
 inline constexpr auto device_poll = std::chrono::microseconds{50};
 
 } // namespace hvactor::knobs

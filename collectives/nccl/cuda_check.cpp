@@ -1,7 +1,10 @@
 #include "cuda_check.hpp"
 
+#include <thread>
+
 #include <fmt/format.h>
 
+#include "base/internal/knobs.hpp"
 #include "hvactor/errors.hpp"
 
 namespace hvactor::collectives::cuda {
@@ -26,6 +29,13 @@ void check(ncclResult_t rc, const char* what, const topology& t, int device) {
   throw collective_error(fmt::format("{} on {}: {}{}{}", what, where(t, device),
                                      ncclGetErrorString(rc), last && *last ? ": " : "",
                                      last ? last : ""));
+}
+
+void poll_pause::operator()() {
+  if (std::chrono::steady_clock::now() - start_ < knobs::device_spin)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(knobs::device_poll);
 }
 
 ncclDataType_t nccl_type(hvd::dtype t) {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <string>
 
 #include "collectives/internal/backend.hpp"
@@ -22,6 +23,16 @@ void check(cudaError_t rc, const char* what, const topology& t, int device);
 /// Throws collective_error("<what> on <where>: <ncclGetErrorString>
 /// (<ncclGetLastError>)").
 void check(ncclResult_t rc, const char* what, const topology& t, int device);
+
+/// The pause between two polls of one wait: yields the core for the first
+/// knobs::device_spin, then sleeps knobs::device_poll per poll.
+class poll_pause {
+public:
+  void operator()();
+
+private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 
 /// ncclDataType_t of `t`.
 ncclDataType_t nccl_type(hvd::dtype t);

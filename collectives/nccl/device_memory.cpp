@@ -1,11 +1,8 @@
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
 #include "hvactor/errors.hpp"
-#include "base/internal/knobs.hpp"
 
 namespace hvactor::collectives::cuda {
 
@@ -72,6 +69,7 @@ void device_memory::scale(void* data, size_t count, hvd::dtype t, int divisor) {
 void device_memory::wait_stream(const char* what, const std::function<void()>& abort) {
   activate();
   auto deadline = std::chrono::steady_clock::now() + timeout_;
+    poll_pause pause;
   for (;;) {
     auto rc = cudaStreamQuery(stream_);
     if (rc == cudaSuccess)
@@ -89,7 +87,7 @@ void device_memory::wait_stream(const char* what, const std::function<void()>& a
         "collectives",
         what, where(topo_, device_), timeout_.count()));
     }
-    std::this_thread::sleep_for(knobs::device_poll);
+    pause();
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -10,7 +9,6 @@
 #include "cuda_check.hpp"
 #include "device_backend.hpp"
 #include "hvactor/errors.hpp"
-#include "base/internal/knobs.hpp"
 
 namespace hvactor::collectives::cuda {
 
@@ -137,6 +135,7 @@ private:
     if (!comm_)
       return;
     auto deadline = std::chrono::steady_clock::now() + timeout_;
+    poll_pause pause;
     for (;;) {
       ncclResult_t state = ncclSuccess;
       check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError", topo_, device_);
@@ -154,7 +153,7 @@ private:
                                            "rank died or never joined",
                                            what, where(topo_, device_), timeout_.count()));
       }
-      std::this_thread::sleep_for(knobs::device_poll);
+      pause();
     }
   }
 

@@ -115,12 +115,14 @@ void engine::release_locked(std::unique_lock<std::mutex>& lk) {
     cv_.notify_all();
 }
 
-std::shared_ptr<pending_op> engine::submit(operation op, void* data) {
+std::shared_ptr<pending_op> engine::submit(operation op, void* data,
+                                           std::shared_ptr<void> ready) {
   auto p = std::make_shared<pending_op>();
   p->op = std::move(op);
   p->fusible = true;
   p->reduce = true;
   p->data = data;
+  p->ready = std::move(ready);
   bool wake = false;
   {
     std::lock_guard<std::mutex> lk{mu_};

@@ -134,7 +134,10 @@ void engine::execute_batch(std::span<const collectives::fusion_item> batch,
     std::exception_ptr err;
     try {
       auto group = batch.subspan(begin, end - begin);
-      fusion_.run(backend_for(*group[0].op), group);
+      auto& b = backend_for(*group[0].op);
+      for (size_t i = begin; i < end; ++i)
+        b.wait_ready(ops[i]->ready);
+      fusion_.run(b, group);
     } catch (...) {
       err = std::current_exception();
     }

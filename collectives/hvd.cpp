@@ -44,6 +44,8 @@ struct state {
   int connections = 0;
   /// The device backend chosen at init: "nccl", "host-staged", "none: ...".
   std::string gpu = "none: hvd::init() was not called";
+  /// The CUDA device of the device backend; -1 without one.
+  int gpu_device = -1;
   /// What HVACTOR_BIND_TO did at init ("none", "core 1").
   std::string binding = "none";
   /// HOROVOD_THREAD_AFFINITY's core for the engine thread.
@@ -180,6 +182,7 @@ void connect_locked(state& st, const topology& t, const std::string& scope) {
   collectives::restore_device(keep);
   eng->set_device_backend(std::move(dev.device));
   st.gpu = dev.description;
+  st.gpu_device = dev.gpu;
   st.store = std::move(conn.store);
   st.engine = std::move(eng);
   st.timeline = std::move(timeline);
@@ -430,8 +433,11 @@ void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
                               cuda_stream s) {
   auto& eng = device_engine("allreduce_async");
-  collectives::wait_for_stream(s);
-  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true), data)};
+  // The GPU orders the collective after the caller's work; the caller (a
+  // gradient hook during backward) goes on queueing kernels meanwhile.
+  auto ready = collectives::record_ready(s);
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true), data,
+                           std::move(ready))};
 }
 
 } // namespace detail
@@ -457,6 +463,10 @@ std::string backend_info() {
 
 std::string gpu_backend() {
   return global().gpu;
+}
+
+int gpu_device() {
+  return gpu_available() ? global().gpu_device : -1;
 }
 
 } // namespace hvactor::hvd

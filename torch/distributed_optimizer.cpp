@@ -14,6 +14,7 @@
 #include "torch/grad_schedule.hpp"
 #include "hvactor/errors.hpp"
 #include "torch/tensor_check.hpp"
+#include "torch/tensor_path.hpp"
 
 namespace hvactor::hvd {
 
@@ -22,11 +23,14 @@ namespace {
 constexpr const char* who = "hvd::distributed_optimizer";
 
 // One gradient's allreduce in flight: the handle and, with fp16
-// compression, the float16 copy that travels (kept alive until finished).
+// compression, the float16 copy that travels; for a CUDA gradient in a job
+// without a device backend, the CPU copy that travels (all kept alive
+// until finished).
 struct grad_in_flight {
   handle h;
   torch::Tensor grad;
   torch::Tensor wire;
+  torch::Tensor staged;
 };
 
 // How every gradient travels, fixed at construction.
@@ -58,8 +62,22 @@ grad_in_flight start_grad(torch::Tensor& p, const wire_plan& plan, const std::st
     buf = &out.wire;
   }
   auto type = detail::dtype_of_tensor(*buf, "distributed_optimizer");
-  out.h = detail::allreduce_async(buf->data_ptr(), static_cast<size_t>(buf->numel()), type,
-                                  plan.reduction, name);
+  auto count = static_cast<size_t>(buf->numel());
+  switch (detail::path_of(*buf, "distributed_optimizer")) {
+    case detail::tensor_path::host:
+      out.h = detail::allreduce_async(buf->data_ptr(), count, type, plan.reduction, name);
+      break;
+    case detail::tensor_path::device:
+      // Ordered on the GPU after backward's kernels on the current stream;
+      // this hook returns at once (the overlap with the rest of backward).
+      out.h = detail::device_allreduce_async(buf->data_ptr(), count, type, plan.reduction, name,
+                                             detail::stream_of(*buf));
+      break;
+    case detail::tensor_path::via_cpu:
+      out.staged = buf->to(torch::kCPU);
+      out.h = detail::allreduce_async(out.staged.data_ptr(), count, type, plan.reduction, name);
+      break;
+  }
   return out;
 }
 
@@ -67,6 +85,8 @@ grad_in_flight start_grad(torch::Tensor& p, const wire_plan& plan, const std::st
 void finish_grad(grad_in_flight& f, const wire_plan& plan) {
   synchronize(f.h);
   torch::NoGradGuard no_grad;
+  if (f.staged.defined())
+    (f.wire.defined() ? f.wire : f.grad).copy_(f.staged);
   if (f.wire.defined())
     f.grad.copy_(f.wire);
   if (plan.predivide != 1.0)

@@ -1,6 +1,7 @@
 #include "torch/optimizer_state.hpp"
 
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <typeinfo>
 #include <vector>
@@ -101,8 +102,17 @@ void load_optimizer(torch::optim::Optimizer& opt, const std::string& blob, std::
                     std::string_view source) {
   std::istringstream in{blob};
   torch::serialize::InputArchive archive;
-  archive.load_from(in);
   auto& groups = opt.param_groups();
+  // The state's tensors land on this rank's parameters' device: root's
+  // momentum buffers on its cuda:0 become this rank's on its own GPU.
+  std::optional<torch::Device> device;
+  for (auto& g : groups)
+    if (!device && !g.params().empty())
+      device = g.params().front().device();
+  if (device)
+    archive.load_from(in, *device);
+  else
+    archive.load_from(in);
   auto me = is_initialized() ? rank() : 0;
   auto count = read_int(archive, "hvactor/param_groups");
   if (count != static_cast<int64_t>(groups.size()))

@@ -169,10 +169,6 @@ void check_broadcast(const desc_table& table, int root, std::string_view call) {
 }
 
 dtype dtype_of_tensor(const torch::Tensor& t, const char* call) {
-  if (t.is_cuda())
-    throw std::invalid_argument(fmt::format("hvd::{}: CUDA tensors need a CUDA build of LibTorch "
-                                            "(Debian's libtorch is CPU-only); pass a CPU tensor",
-                                            call));
   switch (t.scalar_type()) {
     case torch::kFloat:
       return dtype::float32;

@@ -58,9 +58,8 @@ void check_allgather(const desc_table& table, std::string_view call);
 /// naming both ranks, the tensor's index and both shapes.
 void check_broadcast(const desc_table& table, int root, std::string_view call);
 
-/// hvd's dtype for `t`. Throws std::invalid_argument naming `call` (e.g.
-/// "allreduce") for CUDA tensors (Debian's LibTorch is CPU-only) and for
-/// scalar types hvd does not carry.
+/// hvd's dtype for `t` (on any device). Throws std::invalid_argument
+/// naming `call` (e.g. "allreduce") for scalar types hvd does not carry.
 dtype dtype_of_tensor(const torch::Tensor& t, const char* call);
 
 /// "hvd::<op>" or "hvd::<op> '<name>'".

@@ -3,7 +3,9 @@
 #include "hvactor/errors.hpp"
 #include "torch/optimizer_state.hpp"
 #include "torch/tensor_check.hpp"
+#include "torch/tensor_path.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -26,15 +28,81 @@ void on_contiguous(torch::Tensor& t, F&& fn) {
   t.copy_(tmp);
 }
 
+// An in-place collective on `t` along its path: `host(c)` on a contiguous
+// CPU tensor, `device(c, stream)` on a contiguous CUDA tensor, and for a
+// CUDA tensor without a device backend `host` on a CPU copy, copied back.
+template <class Host, class Device>
+void in_place(torch::Tensor& t, const char* call, Host&& host, Device&& device) {
+  switch (detail::path_of(t, call)) {
+    case detail::tensor_path::host:
+      on_contiguous(t, host);
+      return;
+    case detail::tensor_path::device:
+      on_contiguous(t, [&](torch::Tensor& c) { device(c, detail::stream_of(c)); });
+      return;
+    case detail::tensor_path::via_cpu: {
+      auto c = t.to(torch::kCPU).contiguous();
+      host(c);
+      t.copy_(c);
+      return;
+    }
+  }
+}
+
+size_t elements(const torch::Tensor& t) {
+  return static_cast<size_t>(t.numel());
+}
+
 } // namespace
 
 void allreduce(torch::Tensor& t, op o) {
   auto type = detail::dtype_of_tensor(t, "allreduce");
   torch::NoGradGuard no_grad;
-  on_contiguous(t, [&](torch::Tensor& c) {
-    detail::allreduce(c.data_ptr(), static_cast<size_t>(c.numel()), type, o, {});
-  });
+  in_place(
+    t, "allreduce",
+    [&](torch::Tensor& c) { detail::allreduce(c.data_ptr(), elements(c), type, o, {}); },
+    [&](torch::Tensor& c, cuda_stream s) {
+      detail::device_allreduce(c.data_ptr(), elements(c), type, o, s);
+    });
 }
+
+namespace {
+
+// allgather of a contiguous CUDA tensor on the device backend, which
+// gathers equal sizes: rows that differ between ranks travel padded to the
+// longest rank's, and the padding is cut out after.
+torch::Tensor gather_on_device(const torch::Tensor& c, const detail::desc_table& table,
+                               const std::vector<int64_t>& shape, dtype type) {
+  std::vector<int64_t> rows;
+  for (auto& rank_descs : table)
+    rows.push_back(rank_descs.front().sizes.empty() ? 1 : rank_descs.front().sizes[0]);
+  auto longest = *std::max_element(rows.begin(), rows.end());
+  int64_t inner = 1; // elements per row
+  for (int64_t d = 1; d < c.dim(); ++d)
+    inner *= c.size(d);
+  auto out = torch::empty(shape, c.options());
+  bool equal = std::all_of(rows.begin(), rows.end(), [&](int64_t r) { return r == longest; });
+  if (equal) {
+    detail::device_allgather(c.data_ptr(), out.data_ptr(), elements(c), type,
+                             detail::stream_of(c));
+    return out;
+  }
+  auto padded = torch::zeros({longest * inner}, c.options());
+  padded.narrow(0, 0, c.numel()).copy_(c.reshape({-1}));
+  auto all = torch::empty({static_cast<int64_t>(rows.size()) * longest * inner}, c.options());
+  detail::device_allgather(padded.data_ptr(), all.data_ptr(), elements(padded), type,
+                           detail::stream_of(padded));
+  auto flat = out.view({-1});
+  int64_t at = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    flat.narrow(0, at, rows[r] * inner)
+      .copy_(all.narrow(0, static_cast<int64_t>(r) * longest * inner, rows[r] * inner));
+    at += rows[r] * inner;
+  }
+  return out;
+}
+
+} // namespace
 
 torch::Tensor allgather(const torch::Tensor& t, const std::string& name) {
   auto call = detail::call_name("allgather", name);
@@ -61,14 +129,18 @@ torch::Tensor allgather(const torch::Tensor& t, const std::string& name) {
       throw collective_error(
         fmt::format("{}: the gathered shape [{}] holds more than 2^63 bytes", call,
                     fmt::join(shape, ", ")));
-  auto out = torch::empty(shape, c.options());
-  auto bytes = detail::allgather(c.data_ptr(), static_cast<size_t>(c.numel()), type);
+  auto path = detail::path_of(c, "allgather");
+  if (path == detail::tensor_path::device)
+    return gather_on_device(c, table, shape, type);
+  auto host = path == detail::tensor_path::host ? c : c.to(torch::kCPU);
+  auto out = torch::empty(shape, host.options());
+  auto bytes = detail::allgather(host.data_ptr(), elements(host), type);
   if (bytes.size() != static_cast<size_t>(bytes_out))
     throw collective_error(fmt::format("{}: received {} bytes, but the ranks' shapes make {}",
                                        call, bytes.size(), bytes_out));
   if (!bytes.empty())
     std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
-  return out;
+  return path == detail::tensor_path::host ? out : out.to(c.device());
 }
 
 namespace {
@@ -82,9 +154,12 @@ void check_root(int root, const char* call) {
 // Broadcasts tensors whose descriptions every rank has checked.
 void broadcast_checked(torch::Tensor& t, int root) {
   auto type = detail::dtype_of_tensor(t, "broadcast");
-  on_contiguous(t, [&](torch::Tensor& c) {
-    detail::broadcast(c.data_ptr(), static_cast<size_t>(c.numel()), type, root);
-  });
+  in_place(
+    t, "broadcast",
+    [&](torch::Tensor& c) { detail::broadcast(c.data_ptr(), elements(c), type, root); },
+    [&](torch::Tensor& c, cuda_stream s) {
+      detail::device_broadcast(c.data_ptr(), elements(c), type, root, s);
+    });
 }
 
 } // namespace

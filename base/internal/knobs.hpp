@@ -103,6 +103,13 @@ inline constexpr const char* bind_to = "HVACTOR_BIND_TO";
 /// Horovod's: a comma-separated core id per local rank ("1,33"); the
 /// engine's thread of local rank i runs on the i-th core only.
 inline constexpr const char* thread_affinity = "HOROVOD_THREAD_AFFINITY";
+/// How device collectives run (Horovod's HOROVOD_GPU_OPERATIONS, read at
+/// hvd::init): unset or "auto": NCCL when it can serve the job, else the
+/// host-staged path; "NCCL": NCCL or an init error saying why not; "GLOO":
+/// the host-staged path (device -> host, Gloo, host -> device); "NONE": no
+/// device backend (device calls fail; LibTorch's CUDA tensors travel
+/// through CPU copies). Case-insensitive.
+inline constexpr const char* gpu_operations = "HVACTOR_GPU_OPERATIONS";
 /// NCCL's own switches that decide whether two ranks may share one GPU.
 inline constexpr const char* nccl_multi_rank_gpu = "NCCL_MULTI_RANK_GPU_ENABLE";
 inline constexpr const char* nccl_hostid = "NCCL_HOSTID";

@@ -39,6 +39,11 @@ bool gpu_available();
 /// "nccl", "host-staged", or "none: <why>" (after init()).
 std::string gpu_backend();
 
+/// The CUDA device index this rank's GPU collectives run on (local_rank %
+/// visible devices), or -1 when it has no device backend. Device buffers
+/// passed to hvd must live on it.
+int gpu_device();
+
 namespace detail {
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s);
 void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s);
@@ -73,7 +78,10 @@ handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::stri
 
 /// Queues an in-place allreduce of device memory; fused with the other
 /// queued device allreduces like host tensors (HOROVOD_FUSION_THRESHOLD).
-/// The work on `stream` before this call is waited for first.
+/// The GPU runs it after the work queued on `stream` before this call (a
+/// CUDA event recorded there): the caller is not blocked, so a gradient
+/// hook goes on queueing backward's kernels. synchronize() returns when the
+/// result is in place.
 template <element T>
 handle allreduce_async(device_span<T> x, op o, std::string name, cuda_stream stream) {
   return detail::device_allreduce_async(x.data, x.size, dtype_of<T>(), o, std::move(name),

@@ -122,6 +122,13 @@ public:
   virtual void finish() {
   }
 
+  /// Orders the work queued from now on after `ready`, a CUDA event the
+  /// caller recorded on its stream (device backends: the GPU waits, not
+  /// the host); host backends have nothing to order.
+  virtual void wait_ready(const std::shared_ptr<void>& ready) {
+    (void)ready;
+  }
+
 private:
   std::vector<char> scratch_;
 };

@@ -19,6 +19,8 @@ struct device_setup {
   std::unique_ptr<backend> device;
   /// "nccl", "host-staged", or "none: <why>".
   std::string description;
+  /// The CUDA device the backend runs on; -1 without one.
+  int gpu = -1;
 };
 
 /// Runs on every rank inside hvd::init, after the host engine is up: ranks
@@ -37,5 +39,11 @@ void restore_device(int device);
 /// Blocks until the work queued on `stream` finished (so a device
 /// collective reads what the caller's kernels wrote); no-op without CUDA.
 void wait_for_stream(hvd::cuda_stream stream);
+
+/// A CUDA event recorded on `stream` now, on the caller's current device
+/// (destroyed with the last owner): what an async device collective waits
+/// for on the GPU instead of blocking the caller (a gradient hook) until
+/// its stream drained. Null without CUDA.
+std::shared_ptr<void> record_ready(hvd::cuda_stream stream);
 
 } // namespace hvactor::collectives

@@ -49,6 +49,9 @@ struct pending_op {
   /// runs the same batches whichever call each made.
   bool reduce = false;
   void* data = nullptr;
+  /// Device allreduces: a CUDA event recorded on the caller's stream when
+  /// it submitted (the data is ready once it fired); null otherwise.
+  std::shared_ptr<void> ready;
   /// A joined rank's part in an allreduce it did not submit: the zeros.
   std::vector<char> zeros;
   /// Any other operation: runs on the backend of op.device.
@@ -124,7 +127,8 @@ public:
            const std::function<void(collectives::backend&)>& fn);
 
   /// Queues an in-place allreduce of `data` as `op` says.
-  std::shared_ptr<pending_op> submit(collectives::operation op, void* data);
+  std::shared_ptr<pending_op> submit(collectives::operation op, void* data,
+                                     std::shared_ptr<void> ready = nullptr);
 
   /// Installs the backend of device tensors (NCCL or host-staged); the host
   /// backend keeps negotiating every batch.

@@ -30,6 +30,7 @@ public:
   void* scratch(size_t bytes) override;
   void scale(void* data, size_t count, hvd::dtype t, int divisor) override;
   void finish() override;
+  void wait_ready(const std::shared_ptr<void>& ready) override;
 
   cudaStream_t stream() const noexcept {
     return stream_;

@@ -91,6 +91,14 @@ void device_memory::wait_stream(const char* what, const std::function<void()>& a
   }
 }
 
+void device_memory::wait_ready(const std::shared_ptr<void>& ready) {
+  if (!ready)
+    return;
+  activate();
+  check(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(ready.get()), 0),
+        "cudaStreamWaitEvent (the caller's stream)", topo_, device_);
+}
+
 void device_memory::finish() {
   wait_stream("GPU collective", {});
 }

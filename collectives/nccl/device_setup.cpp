@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -46,6 +47,22 @@ void wait_for_stream(hvd::cuda_stream stream) {
   }
 }
 
+std::shared_ptr<void> record_ready(hvd::cuda_stream stream) {
+  cudaEvent_t ev = nullptr;
+  auto rc = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (rc == cudaSuccess) {
+    rc = cudaEventRecord(ev, reinterpret_cast<cudaStream_t>(stream));
+    if (rc != cudaSuccess)
+      cudaEventDestroy(ev);
+  }
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    throw error(fmt::format("hvd: recording an event on the caller's CUDA stream failed: {} ({})",
+                            cudaGetErrorString(rc), cudaGetErrorName(rc)));
+  }
+  return {ev, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
+}
+
 int current_device() {
   int device = -1;
   if (cudaGetDevice(&device) != cudaSuccess) {
@@ -73,6 +90,18 @@ bool env_is(const char* name, const char* value) {
   return v && std::strcmp(v, value) == 0;
 }
 
+// HVACTOR_GPU_OPERATIONS, upper-cased: "AUTO", "NCCL", "GLOO" or "NONE".
+std::string gpu_operations() {
+  const char* v = std::getenv(env::gpu_operations);
+  std::string s = v && *v ? v : "auto";
+  for (auto& c : s)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (s != "AUTO" && s != "NCCL" && s != "GLOO" && s != "NONE")
+    throw error(fmt::format("hvd::init: {}='{}' must be auto, NCCL, GLOO or NONE",
+                                            env::gpu_operations, v));
+  return s;
+}
+
 ncclUniqueId exchange_id(const topology& t, rendezvous_client* client, const std::string& key,
                          std::chrono::milliseconds timeout) {
   ncclUniqueId id{};
@@ -97,6 +126,9 @@ ncclUniqueId exchange_id(const topology& t, rendezvous_client* client, const std
 device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
                            rendezvous_client* client, const std::string& prefix,
                            std::chrono::milliseconds timeout) {
+  auto choice = gpu_operations();
+  if (choice == "NONE")
+    return {nullptr, fmt::format("none: {}=NONE", env::gpu_operations)};
   auto probe = probe_devices();
   int device = -1;
   std::string mine;
@@ -128,18 +160,28 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
       shared = fmt::format("ranks {} and {} share GPU {}", it->second, r, all[r].substr(3));
   }
   bool multi_rank_ok = env_is(env::nccl_multi_rank_gpu, "1") && nccl_version() >= 23000;
-  if (!shared.empty() && !multi_rank_ok && std::getenv(env::nccl_hostid) == nullptr) {
+  bool nccl_refuses = !shared.empty() && !multi_rank_ok && std::getenv(env::nccl_hostid) == nullptr;
+  if (nccl_refuses && choice == "NCCL")
+    throw error(fmt::format("hvd::init: {}=NCCL, but {}: NCCL {} refuses two ranks on one GPU",
+                            env::gpu_operations, shared, nccl_version()));
+  if (choice == "GLOO") {
+    log::debug("hvd: {}=GLOO: device collectives take the host-staged path", env::gpu_operations);
+    return {cuda::make_staged_backend(t, device, eng.host_backend(), timeout), "host-staged",
+            device};
+  }
+  if (nccl_refuses) {
     if (t.rank == 0)
       log::info("hvd: {}; NCCL {} refuses two ranks on one GPU (NCCL < 2.30, or "
                 "NCCL_MULTI_RANK_GPU_ENABLE unset), so device collectives take the host-staged "
                 "path (device -> host, Gloo, host -> device)",
                 shared, nccl_version());
-    return {cuda::make_staged_backend(t, device, eng.host_backend(), timeout), "host-staged"};
+    return {cuda::make_staged_backend(t, device, eng.host_backend(), timeout), "host-staged",
+            device};
   }
   auto id = exchange_id(t, client, prefix + "/nccl-id", timeout);
   auto b = cuda::make_nccl_backend(t, device, id, timeout);
   log::debug("hvd: NCCL {} on GPU {} ({})", nccl_version(), device, mine.substr(3));
-  return {std::move(b), "nccl"};
+  return {std::move(b), "nccl", device};
 }
 
 } // namespace hvactor::collectives

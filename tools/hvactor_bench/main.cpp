@@ -121,6 +121,11 @@ int main(int argc, char** argv) {
     // One rank of the raw Gloo peer (started by run_peer()).
     if (argc > 1 && std::string{argv[1]} == "__peer-gloo")
       return hvactor::bench_tool::run_gloo_peer(argc, argv);
+#ifdef HVACTOR_BENCH_CUDA
+    // The raw NCCL peer (--device gpu --peer nccl).
+    if (argc > 1 && std::string{argv[1]} == "__peer-nccl")
+      return hvactor::bench_tool::run_nccl_peer(argc, argv);
+#endif
     // The echo actor of control-plane --peer caf.
     if (argc > 1 && std::string{argv[1]} == "__peer-caf")
       hvactor::bench_tool::serve_caf_echo();

@@ -74,6 +74,15 @@ std::vector<process_spec> peer_processes(const peer_request& req, const fs::path
   } else {
     for (int r = 0; r < req.ranks; ++r) {
       process_spec s;
+      if (req.name == "nccl") {
+        // One process drives every GPU (ncclCommInitAll).
+        s.executable = (self_dir() / "hvactor-bench").string();
+        s.args = {s.executable, "__peer-nccl"};
+        s.args.insert(s.args.end(), method.begin(), method.end());
+        s.args.insert(s.args.end(), {"--size", std::to_string(req.ranks)});
+        specs.push_back(std::move(s));
+        break;
+      }
       if (req.name == "gloo") {
         s.executable = (self_dir() / "hvactor-bench").string();
         s.args = {s.executable, "__peer-gloo"};
@@ -160,6 +169,13 @@ std::string helper_path(const std::string& file) {
 std::string peer_missing(const std::string& name) {
   if (name == "gloo")
     return {};
+  if (name == "nccl") {
+#ifdef HVACTOR_BENCH_CUDA
+    return {};
+#else
+    return "--peer nccl: this hvactor-bench was built without CUDA/NCCL";
+#endif
+  }
   if (name == "mpi") {
     if (mpirun().empty())
       return "--peer mpi needs Open MPI's mpirun on PATH (Debian: apt-get install openmpi-bin "
@@ -193,7 +209,7 @@ std::string peer_missing(const std::string& name) {
                          python());
     return {};
   }
-  return "--peer " + name + ": not a peer (mpi, gloo, torch)";
+  return "--peer " + name + ": not a peer (mpi, gloo, torch, nccl)";
 }
 
 peer_point run_peer(const peer_request& req) {

@@ -17,7 +17,7 @@ namespace hvactor::bench_tool {
 
 /// The names --peer accepts.
 inline const std::vector<std::string>& peer_names() {
-  static const std::vector<std::string> names{"mpi", "gloo", "torch"};
+  static const std::vector<std::string> names{"mpi", "gloo", "torch", "nccl"};
   return names;
 }
 
@@ -57,5 +57,9 @@ peer_point run_peer(const peer_request& req);
 
 /// `hvactor-bench __peer-gloo ...`: one rank of the raw Gloo peer.
 int run_gloo_peer(int argc, char** argv);
+
+/// `hvactor-bench __peer-nccl ...`: the raw NCCL peer, one process over
+/// --size GPUs (CUDA builds; peer_nccl.cpp).
+int run_nccl_peer(int argc, char** argv);
 
 } // namespace hvactor::bench_tool

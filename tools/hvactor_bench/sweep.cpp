@@ -73,7 +73,8 @@ void declare_sweep_options(cxxopts::Options& p) {
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
     ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
      cxxopts::value<std::string>()->default_value("cpu"))
-    ("peer", "also measure each size through mpi, gloo and/or torch (comma-separated), "
+    ("peer", "also measure each size through mpi, gloo and/or torch (host buffers) or nccl "
+             "(--device gpu; comma-separated), "
              "interleaved, with their time and ratio columns", cxxopts::value<std::string>())
     ("json", "write every sample and the machine's description here", cxxopts::value<std::string>())
     ("csv", "write one row per size here", cxxopts::value<std::string>())
@@ -134,19 +135,29 @@ void read_device_and_peers(const cxxopts::ParseResult& o, config& c) {
       auto comma = std::min(list.find(',', pos), list.size());
       auto name = list.substr(pos, comma - pos);
       if (std::find(peer_names().begin(), peer_names().end(), name) == peer_names().end())
-        throw std::invalid_argument("--peer " + list + ": '" + name + "' is not a peer (mpi, gloo, torch)");
+        throw std::invalid_argument("--peer " + list + ": '" + name + "' is not a peer (mpi, gloo, torch, nccl)");
       if (std::find(c.peers.begin(), c.peers.end(), name) == c.peers.end())
         c.peers.push_back(name);
       pos = comma + 1;
     }
-    if (c.gpu)
-      throw std::invalid_argument("--peer measures host buffers: not with --device gpu");
+    for (auto& name : c.peers)
+      if ((name == "nccl") != c.gpu)
+        throw std::invalid_argument(c.gpu ? "--device gpu measures device buffers: its peer is "
+                                            "nccl (mpi, gloo and torch measure host buffers)"
+                                          : "--peer nccl measures device buffers: add --device gpu");
     if (c.where.num_hosts > 1)
       throw std::invalid_argument("--peer runs its ranks on this machine: use -np N (one node), "
                                   "not --num-hosts > 1");
     for (auto& name : c.peers)
       if (auto why = peer_missing(name); !why.empty())
         throw std::invalid_argument(why);
+#ifdef HVACTOR_BENCH_CUDA
+    int gpus = collectives::probe_devices().count;
+    if (std::find(c.peers.begin(), c.peers.end(), "nccl") != c.peers.end() && c.where.np > gpus)
+      throw std::invalid_argument(fmt::format("--peer nccl needs a GPU per rank (NCCL refuses two "
+                                              "ranks on one GPU): -np {} on {} GPU(s)",
+                                              c.where.np, gpus));
+#endif
   }
 }
 

@@ -63,7 +63,22 @@ struct worker_state {
   std::unique_ptr<hvd::distributed_optimizer> opt;
   torch::Tensor data, target;
   std::vector<torch::Tensor> initial;
+  bool gpu = false;
 };
+
+/// --device gpu: the GPU hvd's device collectives run on, else the one of
+/// local_rank modulo the visible devices (torch's own count).
+torch::Device worker_device(bool gpu) {
+  if (!gpu)
+    return torch::kCPU;
+  if (!torch::cuda::is_available())
+    throw std::runtime_error(fmt::format("hvactor-bench train --device gpu: rank {} sees no CUDA "
+                                         "device through LibTorch",
+                                         hvd::rank()));
+  int index = hvd::gpu_available() ? hvd::gpu_device()
+                                   : hvd::local_rank() % static_cast<int>(torch::cuda::device_count());
+  return {torch::kCUDA, static_cast<torch::DeviceIndex>(index)};
+}
 
 std::unique_ptr<worker_state>& state() {
   static std::unique_ptr<worker_state> st;
@@ -73,7 +88,7 @@ std::unique_ptr<worker_state>& state() {
 /// `threads` 0: the node's cores shared by `share` workers (0: by this
 /// run's workers on the node).
 train_setup_info train_setup(std::string model_name, int64_t batch, int64_t image_size,
-                             int32_t threads, int32_t share, bool fp16) {
+                             int32_t threads, int32_t share, bool fp16, bool gpu) {
   hvd::init();
   state().reset();
   if (threads <= 0) {
@@ -85,6 +100,9 @@ train_setup_info train_setup(std::string model_name, int64_t batch, int64_t imag
   auto st = std::make_unique<worker_state>();
   torch::manual_seed(42 + hvd::rank()); // broadcast_parameters makes them equal
   st->net = make_model(model_name, image_size);
+  auto device = worker_device(gpu);
+  st->gpu = gpu;
+  st->net.module->to(device);
   auto params = st->net.module->parameters();
   hvd::broadcast_parameters(params, 0);
   for (auto& p : params)
@@ -96,14 +114,17 @@ train_setup_info train_setup(std::string model_name, int64_t batch, int64_t imag
     *st->sgd, 1, hvd::op::average, true, fp16 ? hvd::compression::fp16 : hvd::compression::none);
   std::vector<int64_t> shape{batch};
   shape.insert(shape.end(), st->net.input_shape.begin(), st->net.input_shape.end());
-  st->data = torch::randn(shape);
-  st->target = torch::randint(0, st->net.classes, {batch}, torch::kLong);
+  st->data = torch::randn(shape, torch::TensorOptions().device(device));
+  st->target = torch::randint(0, st->net.classes, {batch},
+                              torch::TensorOptions().dtype(torch::kLong).device(device));
   st->net.module->train();
   train_setup_info info;
   for (auto& p : params)
     info.params += p.numel();
   info.threads = threads;
   info.path = hvd::backend_info();
+  if (gpu)
+    info.path = fmt::format("{} (GPU collectives: {})", device.str(), hvd::gpu_backend());
   state() = std::move(st);
   return info;
 }
@@ -120,6 +141,8 @@ double train_batches(int32_t batches) {
     loss.backward();
     st->opt->step();
   }
+  if (st->gpu) // the last step's update kernels are part of the batch
+    torch::cuda::synchronize();
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
@@ -131,9 +154,9 @@ train_final_state train_finish() {
     out.finite = true;
     auto params = st->net.module->parameters();
     for (size_t i = 0; i < params.size(); ++i) {
-      auto p = params[i].detach().contiguous();
+      auto p = params[i].detach().to(torch::kCPU).contiguous();
       out.finite = out.finite && torch::isfinite(p).all().item<bool>();
-      out.moved = out.moved || !torch::equal(p, st->initial[i]);
+      out.moved = out.moved || !torch::equal(p, st->initial[i].to(torch::kCPU));
       auto* bytes = static_cast<const unsigned char*>(p.data_ptr());
       for (size_t b = 0; b < static_cast<size_t>(p.numel()) * p.element_size(); ++b)
         h = (h ^ bytes[b]) * 1099511628211ull;
@@ -151,7 +174,7 @@ struct config {
   std::string model = "resnet50";
   int64_t batch = 32, image_size = 224;
   int warmup = 10, per_iter = 10, iters = 10;
-  bool fp16 = false, check = false;
+  bool fp16 = false, check = false, gpu = false;
   int threads = 0;
   /// --bind-to: auto, core or none.
   std::string bind = "auto";
@@ -184,6 +207,8 @@ void declare_train_options(cxxopts::Options& p) {
     ("num-batches-per-iter", "batches per timed iteration", cxxopts::value<int>()->default_value("10"))
     ("num-iters", "timed iterations", cxxopts::value<int>()->default_value("10"))
     ("fp16-allreduce", "reduce gradients as float16 (hvd::compression::fp16)")
+    ("device", "cpu | gpu: the model, the batch and the gradients on the CPU or on each "
+               "worker's GPU (a LibTorch with CUDA)", cxxopts::value<std::string>()->default_value("cpu"))
     ("scaling", "run each of these world sizes (comma-separated, e.g. 1,2,4) and print the "
                 "scaling efficiency against the smallest", cxxopts::value<std::string>())
     ("threads", "torch threads per worker (0: the node's cores / its workers; with --scaling, "
@@ -233,7 +258,7 @@ void check_sizes(const config& c) {
 config parse(const std::vector<std::string>& args) {
   cxxopts::Options p{"hvactor-bench train",
                      "Horovod's synthetic benchmark: data-parallel training on random data "
-                     "through hvd::distributed_optimizer (LibTorch, CPU), img/sec per worker "
+                     "through hvd::distributed_optimizer (LibTorch, CPU or GPU), img/sec per worker "
                      "and in total"};
   declare_train_options(p);
   auto o = parse_words(p, args, 2);
@@ -252,6 +277,13 @@ config parse(const std::vector<std::string>& args) {
   c.iters = o["num-iters"].as<int>();
   c.threads = o["threads"].as<int>();
   c.fp16 = o.count("fp16-allreduce") > 0;
+  auto device = o["device"].as<std::string>();
+  if (device != "cpu" && device != "gpu")
+    throw std::invalid_argument("--device must be cpu or gpu (got '" + device + "')");
+  c.gpu = device == "gpu";
+  if (c.gpu && !torch::cuda::is_available())
+    throw std::invalid_argument("--device gpu: LibTorch sees no CUDA device here (a LibTorch "
+                                "built without CUDA, or no GPU)");
   c.bind = o["bind-to"].as<std::string>();
   if (c.bind != "core" && c.bind != "none" && c.bind != "auto")
     throw std::invalid_argument("--bind-to must be auto, core or none (got '" + c.bind + "')");
@@ -305,7 +337,7 @@ result run_one(hvactor::runtime& rt, const config& c, const layout& where) {
   // that the efficiency compares the same compute per worker.
   int32_t share = c.scaling.empty() ? 0 : c.scaling.back();
   auto info = ex.run(&train_setup, c.model, c.batch, c.image_size, int32_t{c.threads}, share,
-                     c.fp16);
+                     c.fp16, c.gpu);
   r.params = info.at(0).params;
   r.threads = info.at(0).threads;
   r.path = info.at(0).path;

@@ -1,0 +1,279 @@
+// The LibTorch adapter on CUDA tensors, in real worker processes (ctest
+// `torch_gpu_test`, label gpu). Exits 77 (skipped, with the reason) where
+// LibTorch sees no CUDA device: always with Debian's CPU-only LibTorch.
+//
+// Every path a CUDA tensor can take: NCCL (1 rank), hvd's host-staged path
+// (2 ranks sharing one GPU, or HVACTOR_GPU_OPERATIONS=GLOO), and CPU copies
+// made by the adapter when the job has no device backend
+// (HVACTOR_GPU_OPERATIONS=NONE). A training step through
+// distributed_optimizer on the GPU must match one process training on the
+// CPU on the whole batch within 1e-5.
+
+#define DOCTEST_CONFIG_IMPLEMENT
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+// LibTorch first: it defines glog's CHECK, which must not replace doctest's.
+#include <hvactor/torch.hpp>
+#include <hvactor/torch_state.hpp>
+#undef CHECK
+#include <doctest/doctest.h>
+#include <hvactor/hvactor.hpp>
+
+namespace hvd = hvactor::hvd;
+using namespace std::chrono_literals;
+
+namespace {
+
+hvactor::runtime* rt = nullptr;
+
+torch::Device gpu() {
+  return {torch::kCUDA, static_cast<torch::DeviceIndex>(hvd::gpu_available() ? hvd::gpu_device() : 0)};
+}
+
+template <class... A>
+auto run_on(int workers, const std::string& ops, auto fn, A... args) {
+  hvactor::executor ex{*rt, hvactor::executor::create_settings({.timeout = 60s}),
+                       {.num_workers = workers,
+                        .extra_env_vars = {{"HVACTOR_GPU_OPERATIONS", ops}}}};
+  ex.start();
+  auto all = ex.run(fn, args...);
+  ex.shutdown();
+  return all;
+}
+
+// In a worker: every tensor collective on CUDA tensors; returns the
+// backend, then one number per check (the test knows each expected value).
+std::vector<std::string> cuda_tensor_ops() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  std::vector<std::string> out{hvd::gpu_backend()};
+  auto num = [&](const torch::Tensor& t) { out.push_back(std::to_string(t.item<double>())); };
+  auto a = torch::full({1000, 3}, float(r + 1), torch::TensorOptions().device(gpu()));
+  hvd::allreduce(a, hvd::op::sum);
+  num(a.sum()); // 3000 n(n+1)/2
+  auto t = torch::arange(6, torch::TensorOptions().dtype(torch::kDouble).device(gpu()))
+             .reshape({2, 3})
+             .t(); // non-contiguous
+  t.add_(r);
+  hvd::allreduce(t, hvd::op::average);
+  num(t[2][1]); // 5 + (n-1)/2
+  auto g = hvd::allgather(torch::full({r + 1, 2}, int64_t{r},
+                                      torch::TensorOptions().dtype(torch::kLong).device(gpu())));
+  out.push_back(g.device().str());
+  num(torch::tensor(double(g.size(0)))); // n(n+1)/2 rows
+  num(g.sum());                          // sum of 2 r (r+1)
+  num(g[g.size(0) - 1][0]);              // n - 1: rank order kept
+  auto even = hvd::allgather(torch::full({2}, float(r), torch::TensorOptions().device(gpu())));
+  num(even.sum()); // 2 * n(n-1)/2
+  auto b = torch::full({4}, float(r * 10), torch::TensorOptions().device(gpu()));
+  hvd::broadcast(b, n - 1);
+  num(b[3]); // 10 (n-1)
+  // Mixed in one step: a CPU and a CUDA tensor, each on its own path.
+  auto cpu = torch::full({5}, float(r + 1));
+  auto dev = torch::full({5}, float(r + 1), torch::TensorOptions().device(gpu()));
+  hvd::allreduce(cpu, hvd::op::sum);
+  hvd::allreduce(dev, hvd::op::sum);
+  num((cpu - dev.cpu()).abs().sum()); // 0
+  hvd::shutdown();
+  return out;
+}
+
+// Rank r's samples: x = (r/2 + i/10, i/5 - r), y = (x0 + 2 x1, x0 - x1).
+std::pair<torch::Tensor, torch::Tensor> shard_of(int rank) {
+  constexpr int shard = 8;
+  auto x = torch::empty({shard, 2});
+  for (int i = 0; i < shard; ++i) {
+    x[i][0] = rank * 0.5f + i * 0.1f;
+    x[i][1] = i * 0.2f - rank;
+  }
+  auto y = torch::stack({x.select(1, 0) + 2 * x.select(1, 1), x.select(1, 0) - x.select(1, 1)}, 1);
+  return {x, y};
+}
+
+struct mlpImpl : torch::nn::Module {
+  mlpImpl() : fc1(register_module("fc1", torch::nn::Linear(2, 16))),
+               fc2(register_module("fc2", torch::nn::Linear(16, 2))) {
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fc2(torch::tanh(fc1(x)));
+  }
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(mlp);
+
+std::vector<float> flat(mlp& m) {
+  std::vector<torch::Tensor> ps;
+  for (auto& p : m->parameters())
+    ps.push_back(p.detach().to(torch::kCPU).flatten());
+  auto w = torch::cat(ps);
+  return {w.data_ptr<float>(), w.data_ptr<float>() + w.numel()};
+}
+
+// In a worker: the MLP on the GPU, seeded by rank, broadcast from 0 (its
+// parameters and SGD's momentum state), then `steps` steps of SGD with
+// momentum through the distributed optimizer (linear in the gradients, so
+// the reference is exact up to rounding); fp16: compression::fp16.
+std::vector<float> train_on_gpu(int steps, bool fp16) {
+  hvd::init();
+  torch::manual_seed(hvd::rank() + 1); // different on every rank until broadcast
+  mlp m;
+  m->to(gpu());
+  hvd::broadcast_parameters(m->parameters(), 0);
+  torch::optim::SGD sgd(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  hvd::distributed_optimizer opt(sgd, {.wire = fp16 ? hvd::compression::fp16
+                                                    : hvd::compression::none});
+  hvd::broadcast_optimizer_state(opt, 0);
+  auto [x, y] = shard_of(hvd::rank());
+  x = x.to(gpu());
+  y = y.to(gpu());
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    torch::mse_loss(m->forward(x), y).backward();
+    opt.step();
+  }
+  auto out = flat(m);
+  hvd::shutdown();
+  return out;
+}
+
+// The reference: one process on the CPU, rank 0's initial weights, the
+// whole batch.
+std::vector<float> train_single_cpu(int ranks, int steps) {
+  torch::manual_seed(1);
+  mlp m;
+  torch::optim::SGD sgd(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  std::vector<torch::Tensor> xs, ys;
+  for (int r = 0; r < ranks; ++r) {
+    auto [x, y] = shard_of(r);
+    xs.push_back(x);
+    ys.push_back(y);
+  }
+  auto x = torch::cat(xs), y = torch::cat(ys);
+  for (int s = 0; s < steps; ++s) {
+    sgd.zero_grad();
+    torch::mse_loss(m->forward(x), y).backward();
+    sgd.step();
+  }
+  return flat(m);
+}
+
+float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size())
+    return INFINITY;
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+// In a worker: momentum state made on each rank's GPU, broadcast from
+// root 0; returns the sum of every rank's momentum buffers and their device.
+std::vector<std::string> optimizer_state_on_gpu() {
+  hvd::init();
+  torch::manual_seed(hvd::rank() + 7);
+  torch::nn::Linear l(3, 2);
+  l->to(gpu());
+  torch::optim::SGD sgd(l->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::mse_loss(l(torch::ones({4, 3}, gpu())), torch::zeros({4, 2}, gpu())).backward();
+  sgd.step();
+  hvd::broadcast_optimizer_state(sgd, 0);
+  double sum = 0;
+  std::string where;
+  for (auto& [key, state] : sgd.state()) {
+    auto& buf = static_cast<torch::optim::SGDParamState&>(*state).momentum_buffer();
+    sum += buf.sum().item<double>();
+    where = buf.device().str();
+  }
+  hvd::shutdown();
+  return {std::to_string(sum), where};
+}
+
+void check_ops(const std::vector<std::vector<std::string>>& all, int n, const char* backend) {
+  for (auto& out : all) {
+    REQUIRE(out.size() == 10);
+    CHECK(out[0] == backend);
+    CHECK(std::stod(out[1]) == doctest::Approx(3000.0 * n * (n + 1) / 2));
+    CHECK(std::stod(out[2]) == doctest::Approx(5 + (n - 1) / 2.0));
+    CHECK(out[3].rfind("cuda", 0) == 0);
+    CHECK(std::stod(out[4]) == n * (n + 1) / 2);
+    double want = 0;
+    for (int r = 0; r < n; ++r)
+      want += 2.0 * r * (r + 1);
+    CHECK(std::stod(out[5]) == want);
+    CHECK(std::stod(out[6]) == n - 1);
+    CHECK(std::stod(out[7]) == n * (n - 1));
+    CHECK(std::stod(out[8]) == 10.0 * (n - 1));
+    CHECK(std::stod(out[9]) == 0);
+  }
+}
+
+} // namespace
+
+TEST_SUITE("torch_gpu") {
+
+TEST_CASE("gpu: CUDA tensors through NCCL at one rank: allreduce, allgather, broadcast, mixed "
+          "with a CPU tensor") {
+  check_ops(run_on(1, "auto", &cuda_tensor_ops), 1, "nccl");
+}
+
+TEST_CASE("gpu: CUDA tensors on two ranks sharing one GPU take the host-staged path") {
+  auto all = run_on(2, "auto", &cuda_tensor_ops);
+  auto backend = all[0][0] == "nccl" ? "nccl" : "host-staged";
+  check_ops(all, 2, backend);
+}
+
+TEST_CASE("gpu: HVACTOR_GPU_OPERATIONS=GLOO stages through the host; NONE makes the adapter copy "
+          "CUDA tensors to the CPU and back") {
+  check_ops(run_on(1, "GLOO", &cuda_tensor_ops), 1, "host-staged");
+  check_ops(run_on(2, "NONE", &cuda_tensor_ops), 2, "none: HVACTOR_GPU_OPERATIONS=NONE");
+}
+
+TEST_CASE("gpu: distributed_optimizer trains on the GPU (1 and 2 ranks, every device path) equal "
+          "to one process on the CPU within 1e-5") {
+  constexpr int steps = 10;
+  for (int n : {1, 2}) {
+    auto reference = train_single_cpu(n, steps);
+    for (const char* ops : {"auto", "GLOO", "NONE"}) {
+      auto per_rank = run_on(n, ops, &train_on_gpu, steps, false);
+      for (size_t r = 0; r < per_rank.size(); ++r) {
+        INFO(n << " ranks, HVACTOR_GPU_OPERATIONS=" << ops << ", rank " << r);
+        CHECK(max_difference(per_rank[r], reference) < 1e-5f);
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu: fp16 compression of CUDA gradients stays close to the reference") {
+  auto reference = train_single_cpu(2, 10);
+  auto per_rank = run_on(2, "auto", &train_on_gpu, 10, true);
+  for (auto& p : per_rank)
+    CHECK(max_difference(p, reference) < 1e-2f);
+  CHECK(max_difference(per_rank[0], per_rank[1]) == 0);
+}
+
+TEST_CASE("gpu: broadcast_optimizer_state puts root's momentum buffers on each rank's own GPU") {
+  auto all = run_on(2, "auto", &optimizer_state_on_gpu);
+  CHECK(all[0][0] == all[1][0]);
+  for (auto& out : all)
+    CHECK(out[1].rfind("cuda", 0) == 0);
+}
+
+} // TEST_SUITE
+
+int main(int argc, char** argv) {
+  // In a worker process this never returns: workers run this same binary.
+  hvactor::runtime runtime{argc, argv, {.num_cpus = 4, .node_id = "torch-gpu-test-node"}};
+  rt = &runtime;
+  if (!torch::cuda::is_available()) {
+    std::printf("SKIPPED: LibTorch sees no CUDA device (CUDA build of LibTorch: %s)\n",
+                torch::cuda::device_count() >= 0 && torch::hasCUDA() ? "yes" : "no");
+    return 77;
+  }
+  doctest::Context ctx;
+  ctx.applyCommandLine(argc, argv);
+  return ctx.run();
+}

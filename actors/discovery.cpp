@@ -25,7 +25,7 @@ constexpr std::chrono::milliseconds script_limit = knobs::discovery_script_limit
 constexpr size_t max_quoted = 120;
 
 /// `text` for a message: control bytes escaped, long lines cut.
-std::string quoted(const std::string& text) {
+std::string escaped(const std::string& text) {
   std::string out;
   for (unsigned char c : text.substr(0, max_quoted)) {
     if (c < 0x20 || c == 0x7f) {
@@ -76,7 +76,7 @@ std::vector<host_slots> parse_host_slots(const std::string& text) {
       continue;
     auto fail = [&](const std::string& why) {
       throw std::invalid_argument("host discovery output line " + std::to_string(line_no) + " '"
-                                  + quoted(raw) + "': " + why);
+                                  + escaped(raw) + "': " + why);
     };
     host_slots entry;
     auto colon = line.find(':');

@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 // LibTorch first: it defines glog's CHECK, which must not replace doctest's.
@@ -121,6 +122,19 @@ std::vector<double> tensor_ops() {
   return out;
 }
 
+// The key of `p`'s entry in Optimizer::state(): LibTorch 1.x keys it by the
+// TensorImpl's address printed as text, 2.x by the address itself.
+template <class Key>
+Key state_key(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;
+    text << p.unsafeGetTensorImpl();
+    return text.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
 // In a worker: SGD with momentum; only rank 0 has state (one step) before
 // broadcast_optimizer_state; returns a hash of the serialized state.
 std::vector<double> optimizer_state() {
@@ -141,8 +155,7 @@ std::vector<double> optimizer_state() {
   // The momentum buffers' values, which rank 0 alone computed.
   std::vector<double> sums;
   for (auto& p : l->parameters()) {
-    auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
-    auto i = sgd.state().find(key);
+    auto i = sgd.state().find(state_key<std::decay_t<decltype(sgd.state())>::key_type>(p));
     sums.push_back(i == sgd.state().end()
                      ? -1.0
                      : static_cast<torch::optim::SGDParamState&>(*i->second)

@@ -78,13 +78,31 @@ foreach(_hv_tool IN ITEMS hvactor-node hvactor-run)
   endif()
 endforeach()
 
-# --- the LibTorch adapter's library -------------------------------------------
-# hvactor-bench-train (libexec/hvactor) links it; its header and CMake target
-# are not part of the package.
+# --- the LibTorch adapter ------------------------------------------------------
+# find_package(hvactor COMPONENTS torch) gives hvactor::torch: its headers,
+# its library and an export set of its own (hvactorTorchTargets.cmake), which
+# the package config loads only when the component is asked for, after
+# finding the LibTorch it was built against (find_dependency(Torch)).
+set(HVACTOR_CONFIG_TORCH_DIR "")
 if(TARGET hvactor_torch)
   set_property(TARGET hvactor_torch APPEND PROPERTY INSTALL_RPATH "$ORIGIN")
+  set_target_properties(hvactor_torch PROPERTIES EXPORT_NAME torch)
   install(TARGETS hvactor_torch
-          LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT hvactor_runtime NAMELINK_SKIP)
+          EXPORT hvactorTorchTargets
+          LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+            COMPONENT hvactor_runtime
+            NAMELINK_COMPONENT hvactor_development
+          INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+  install(DIRECTORY "${PROJECT_SOURCE_DIR}/torch/hvactor"
+          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+          COMPONENT hvactor_development
+          FILES_MATCHING PATTERN "*.hpp")
+  install(EXPORT hvactorTorchTargets
+          NAMESPACE hvactor::
+          FILE hvactorTorchTargets.cmake
+          DESTINATION "${HVACTOR_INSTALL_CMAKEDIR}"
+          COMPONENT hvactor_development)
+  set(HVACTOR_CONFIG_TORCH_DIR "${Torch_DIR}")
 endif()
 foreach(_hv_tool IN ITEMS hvactor-bench hvactor-up hvactor-down)
   if(TARGET ${_hv_tool})

@@ -3,7 +3,10 @@
 #
 # Installs an already-built hvactor build tree into a temporary prefix, then
 # configures and builds the consumer project (tests/install/consumer) against
-# it with find_package(hvactor), runs it, and removes everything again.
+# it with find_package(hvactor), runs it, and removes everything again. When
+# the tree has the LibTorch adapter, it also builds tests/install/
+# torch_consumer with find_package(hvactor COMPONENTS torch) and runs it on
+# two ranks under the installed hvactor-run.
 # Exits non-zero on any failure. Registered with ctest as install_find_package.
 set -euo pipefail
 
@@ -59,7 +62,10 @@ while [[ ${#queue[@]} -gt 0 ]]; do
 done
 while read -r h; do
   rel=${h#"$include_dir/"}
-  if ! grep -qx "$rel" "$reachable" && [[ "$rel" != hvactor/torch.hpp ]]; then
+  case "$rel" in
+    hvactor/torch.hpp | hvactor/torch_state.hpp | hvactor/distributed_optimizer.hpp) continue ;;
+  esac
+  if ! grep -qx "$rel" "$reachable"; then
     echo "installed header $rel is not part of the public API (not reachable from hvactor.hpp)" >&2
     exit 1
   fi
@@ -85,5 +91,25 @@ echo "== running consumer"
 out=$(PATH="$prefix/bin:$PATH" timeout -k 10 300 "$exe" 2>&1) || { rc=$?; echo "$out"; echo "consumer exited with $rc" >&2; exit 1; }
 echo "$out"
 grep -q "consumer ok" <<<"$out" || { echo "consumer did not print 'consumer ok'" >&2; exit 1; }
+
+if [[ -f "$config_dir/hvactorTorchTargets.cmake" ]]; then
+  echo "== the LibTorch adapter: configuring torch_consumer (find_package(hvactor COMPONENTS torch))"
+  for h in torch.hpp torch_state.hpp distributed_optimizer.hpp; do
+    [[ -f "$include_dir/hvactor/$h" ]] || { echo "missing installed header hvactor/$h" >&2; exit 1; }
+  done
+  torch_src="$(dirname "$consumer_src")/torch_consumer"
+  cmake -S "$torch_src" -B "$work/torch-consumer-build" \
+    -DCMAKE_BUILD_TYPE="$config" \
+    -DCMAKE_PREFIX_PATH="$prefix" \
+    -Dhvactor_DIR="$config_dir"
+  cmake --build "$work/torch-consumer-build" --config "$config" -j "$(nproc 2>/dev/null || echo 2)"
+  texe="$work/torch-consumer-build/hvactor_torch_consumer"
+  [[ -x "$texe" ]] || texe="$work/torch-consumer-build/$config/hvactor_torch_consumer"
+  echo "== running torch_consumer on 2 ranks under the installed hvactor-run"
+  out=$(cd "$work" && timeout -k 10 300 "$prefix/bin/hvactor-run" -np 2 -- "$texe" 2>&1) \
+    || { rc=$?; echo "$out"; echo "hvactor-run -np 2 torch_consumer exited with $rc" >&2; exit 1; }
+  echo "$out"
+  grep -q "torch consumer ok" <<<"$out" || { echo "torch_consumer did not print 'torch consumer ok'" >&2; exit 1; }
+fi
 
 echo "== install_find_package: OK"

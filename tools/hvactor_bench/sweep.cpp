@@ -236,6 +236,8 @@ std::vector<size_t> sizes_of(const config& c) {
 std::string peer_title(const std::string& name) {
   return name == "mpi" ? "Open MPI (hvactor-bench-mpi under mpirun)"
        : name == "gloo" ? "raw Gloo (its own context, TCP on 127.0.0.1)"
+       : name == "nccl" ? "raw NCCL (one process over the ranks' GPUs, ncclCommInitAll; each call "
+                          "synchronized)"
                         : "torch.distributed, gloo backend (python3-torch)";
 }
 

@@ -16,8 +16,10 @@ void divide(void* data, size_t count, int divisor) {
       x[i] *= factor;
   } else {
     // Integers truncate toward zero, as the device kernel does.
+    // In int64: a divisor beyond a small type's range (300 ranks of
+    // uint8) must not wrap.
     for (size_t i = 0; i < count; ++i)
-      x[i] /= static_cast<T>(divisor);
+      x[i] = static_cast<T>(static_cast<int64_t>(x[i]) / divisor);
   }
 }
 
@@ -57,6 +59,20 @@ void backend::scale(void* data, size_t count, hvd::dtype t, int divisor) {
       return divide<int32_t>(data, count, divisor);
     case hvd::dtype::int64:
       return divide<int64_t>(data, count, divisor);
+    case hvd::dtype::uint8:
+      return divide<uint8_t>(data, count, divisor);
+    case hvd::dtype::int8:
+      return divide<int8_t>(data, count, divisor);
+    case hvd::dtype::int16:
+      return divide<int16_t>(data, count, divisor);
+    case hvd::dtype::boolean: // no average of bools (refused by hvd::allreduce)
+      return;
+    case hvd::dtype::bfloat16: {
+      auto* x = static_cast<hvd::bfloat16*>(data);
+      for (size_t i = 0; i < count; ++i)
+        x[i] = hvd::bfloat16(static_cast<float>(x[i]) / static_cast<float>(divisor));
+      return;
+    }
   }
 }
 

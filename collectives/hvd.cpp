@@ -125,6 +125,16 @@ collectives::operation async_allreduce(size_t count, dtype t, op o, std::string 
           .name = std::move(name)};
 }
 
+// A reduction that means nothing for the type, refused before anything is
+// queued (on every rank alike: each makes the same call).
+void check_reduction(dtype t, op o, const char* call) {
+  if (t == dtype::boolean && o == op::average)
+    throw std::invalid_argument(fmt::format("hvd::{}: bool tensors reduce with op::sum or op::max "
+                                            "(or), op::min or op::product (and); op::average is "
+                                            "not defined for them",
+                                            call));
+}
+
 void check_root(int root) {
   const auto& tp = global().topo;
   if (root < 0 || root >= tp.size)
@@ -310,11 +320,13 @@ namespace detail {
 // buffers to the engine, which runs it on the backend of its memory.
 
 void allreduce(void* data, size_t count, dtype t, op o, const std::string& name) {
+  check_reduction(t, o, "allreduce");
   current("allreduce").allreduce(
     {.kind = op_kind::allreduce, .type = t, .count = count, .reduction = o, .name = name}, data);
 }
 
 handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name) {
+  check_reduction(t, o, "allreduce_async");
   auto& eng = current("allreduce_async");
   return handle{eng.submit(async_allreduce(count, t, o, std::move(name), false), data)};
 }
@@ -405,6 +417,7 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
 }
 
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s) {
+  check_reduction(t, o, "allreduce");
   keep_device keep;
   auto& eng = device_engine("allreduce");
   collectives::wait_for_stream(s);
@@ -432,6 +445,7 @@ void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s
 
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
                               cuda_stream s) {
+  check_reduction(t, o, "allreduce_async");
   auto& eng = device_engine("allreduce_async");
   // The GPU orders the collective after the caller's work; the caller (a
   // gradient hook during backward) goes on queueing kernels meanwhile.

@@ -104,7 +104,7 @@ op_list name_check::decode(std::string_view in, int from_rank) {
     op.root = static_cast<int>(static_cast<int32_t>(take(rest, 4)));
     op.count = static_cast<size_t>(take(rest, 8));
     auto length = static_cast<size_t>(take(rest, 4));
-    if (op.kind > op_kind::setup || op.type > hvd::dtype::int64
+    if (op.kind > op_kind::setup || op.type > hvd::last_dtype
         || op.reduction > hvd::op::product || rest.size() < length)
       throw malformed();
     op.name.assign(rest.substr(0, length));

@@ -10,7 +10,7 @@ namespace hvactor::collectives {
 
 namespace {
 
-constexpr int64_t dtypes = static_cast<int64_t>(hvd::dtype::int64) + 1;
+constexpr int64_t dtypes = static_cast<int64_t>(hvd::last_dtype) + 1;
 
 std::string dtype_name(int64_t t) {
   if (t < 0 || t >= dtypes)

@@ -19,9 +19,33 @@ half::operator float() const {
   return gloo::cpu_half2float(h);
 }
 
+bfloat16::bfloat16(float value) {
+  uint32_t u = 0;
+  std::memcpy(&u, &value, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u) { // NaN: keep it quiet and a NaN
+    bits = static_cast<uint16_t>((u >> 16) | 0x40);
+    return;
+  }
+  u += 0x7fffu + ((u >> 16) & 1u); // round to nearest, ties to even
+  bits = static_cast<uint16_t>(u >> 16);
+}
+
+bfloat16::operator float() const {
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f = 0;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
 size_t size_of(dtype t) {
   switch (t) {
+    case dtype::uint8:
+    case dtype::int8:
+    case dtype::boolean:
+      return 1;
     case dtype::float16:
+    case dtype::int16:
+    case dtype::bfloat16:
       return 2;
     case dtype::float32:
     case dtype::int32:
@@ -45,6 +69,16 @@ const char* to_string(dtype t) {
       return "int32";
     case dtype::int64:
       return "int64";
+    case dtype::uint8:
+      return "uint8";
+    case dtype::int8:
+      return "int8";
+    case dtype::int16:
+      return "int16";
+    case dtype::bfloat16:
+      return "bfloat16";
+    case dtype::boolean:
+      return "bool";
   }
   return "?";
 }

@@ -180,9 +180,20 @@ dtype dtype_of_tensor(const torch::Tensor& t, const char* call) {
       return dtype::int64;
     case torch::kHalf:
       return dtype::float16;
+    case torch::kBFloat16:
+      return dtype::bfloat16;
+    case torch::kShort:
+      return dtype::int16;
+    case torch::kChar:
+      return dtype::int8;
+    case torch::kByte:
+      return dtype::uint8;
+    case torch::kBool:
+      return dtype::boolean;
     default:
       throw std::invalid_argument(fmt::format("hvd::{}: tensors of {} are not supported (float, "
-                                              "double, int32, int64, half)",
+                                              "double, half, bfloat16, int64, int32, int16, int8, "
+                                              "uint8, bool)",
                                               call, c10::toString(t.scalar_type())));
   }
 }

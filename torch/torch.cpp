@@ -57,11 +57,22 @@ size_t elements(const torch::Tensor& t) {
 
 void allreduce(torch::Tensor& t, op o) {
   auto type = detail::dtype_of_tensor(t, "allreduce");
+  if (type == dtype::boolean && o == op::average) // before any copy is made
+    throw std::invalid_argument("hvd::allreduce: bool tensors reduce with op::sum or op::max "
+                                "(or), op::min or op::product (and); op::average is not defined "
+                                "for them");
   torch::NoGradGuard no_grad;
   in_place(
     t, "allreduce",
     [&](torch::Tensor& c) { detail::allreduce(c.data_ptr(), elements(c), type, o, {}); },
     [&](torch::Tensor& c, cuda_stream s) {
+      if (type == dtype::int16) { // NCCL has no int16: reduced as int32
+        auto wide = c.to(torch::kInt);
+        detail::device_allreduce(wide.data_ptr(), elements(wide), dtype::int32, o,
+                                 detail::stream_of(wide));
+        c.copy_(wide);
+        return;
+      }
       detail::device_allreduce(c.data_ptr(), elements(c), type, o, s);
     });
 }

@@ -5,9 +5,41 @@
 
 namespace hvactor::hvd::elastic {
 
+namespace {
+
+// The named values as one pickle (a dict str -> IValue): tensors are
+// written with their data, CUDA ones through the CPU.
+std::vector<char> pickled(const std::map<std::string, torch::IValue>& values) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  for (auto& [name, v] : values)
+    dict.insert(name, v);
+  return torch::pickle_save(torch::IValue(dict));
+}
+
+// Unpickles `blob`; a tensor lands on the device of `here`'s value of its
+// name when that is a tensor too.
+std::map<std::string, torch::IValue> unpickled(const std::vector<char>& blob,
+                                               const std::map<std::string, torch::IValue>& here) {
+  std::map<std::string, torch::IValue> out;
+  auto dict = torch::pickle_load(blob).toGenericDict();
+  for (const auto& entry : dict) {
+    auto name = entry.key().toStringRef();
+    auto v = entry.value();
+    auto mine = here.find(name);
+    if (v.isTensor() && mine != here.end() && mine->second.isTensor())
+      v = v.toTensor().to(mine->second.toTensor().device());
+    out.emplace(name, std::move(v));
+  }
+  return out;
+}
+
+} // namespace
+
 torch_state::torch_state(std::shared_ptr<torch::nn::Module> module, torch::optim::Optimizer& opt,
-                         std::map<std::string, int64_t> scalars, int)
-  : module_(std::move(module)), opt_(opt), scalars_(std::move(scalars)) {
+                         std::map<std::string, int64_t> scalars,
+                         std::map<std::string, torch::IValue> values, int)
+  : module_(std::move(module)), opt_(opt), scalars_(std::move(scalars)),
+    values_(std::move(values)) {
   save();
 }
 
@@ -25,6 +57,7 @@ void torch_state::save() {
     saved_tensors_.push_back(t.detach().clone());
   saved_optimizer_ = hvd::detail::save_optimizer(opt_, "hvd::elastic::torch_state::save");
   saved_scalars_ = scalars_;
+  saved_values_ = pickled(values_);
 }
 
 void torch_state::restore() {
@@ -35,6 +68,7 @@ void torch_state::restore() {
   hvd::detail::load_optimizer(opt_, saved_optimizer_, "hvd::elastic::torch_state::restore",
                               "the last commit");
   scalars_ = saved_scalars_;
+  values_ = unpickled(saved_values_, values_);
 }
 
 void torch_state::sync() {
@@ -49,6 +83,9 @@ void torch_state::sync() {
     blob = hvactor::detail::pack(scalars_);
   detail::broadcast_bytes(blob);
   scalars_ = std::get<0>(hvactor::detail::unpack<std::map<std::string, int64_t>>(blob));
+  auto values = hvd::rank() == 0 ? pickled(values_) : std::vector<char>{};
+  detail::broadcast_bytes(values);
+  values_ = unpickled(values, values_);
   save();
 }
 

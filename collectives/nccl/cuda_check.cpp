@@ -50,6 +50,19 @@ ncclDataType_t nccl_type(hvd::dtype t) {
       return ncclInt64;
     case hvd::dtype::float16:
       return ncclFloat16;
+    case hvd::dtype::uint8:
+    case hvd::dtype::boolean: // reduced with max (or) and min (and): nccl_backend.cpp
+      return ncclUint8;
+    case hvd::dtype::int8:
+      return ncclInt8;
+    case hvd::dtype::bfloat16:
+      return ncclBfloat16;
+    case hvd::dtype::int16:
+      // NCCL has no 16-bit integer type: gathers and broadcasts move bytes
+      // (nccl_backend.cpp); an int16 reduction has no NCCL form.
+      throw collective_error("hvd: NCCL has no int16 reduction; reduce int16 device memory as "
+                             "int32 (LibTorch's CUDA tensors do so), or run with "
+                             "HVACTOR_GPU_OPERATIONS=GLOO");
   }
   throw std::invalid_argument("hvd: unknown dtype");
 }

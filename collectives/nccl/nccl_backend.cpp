@@ -44,10 +44,14 @@ public:
   void allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) override {
     activate();
     require_usable("allreduce");
+    if (t == hvd::dtype::boolean) // 0/1 bytes: a sum could store 2 in a bool
+      o = o == hvd::op::sum || o == hvd::op::max ? hvd::op::max : hvd::op::min;
     call("ncclAllReduce", ncclAllReduce(data, data, count, nccl_type(t), nccl_op(o), comm_,
                                         stream_));
   }
 
+  // Gathers, broadcasts and exchanges move bytes (ncclUint8): every dtype,
+  // int16 too, which NCCL has no type for.
   void allgatherv(const void* in, void* out, std::span<const size_t> counts,
                   hvd::dtype t) override {
     activate();
@@ -56,7 +60,7 @@ public:
     bool equal = std::all_of(counts.begin(), counts.end(),
                              [&](size_t c) { return c == counts[0]; });
     if (equal) {
-      call("ncclAllGather", ncclAllGather(in, out, counts[0], nccl_type(t), comm_, stream_));
+      call("ncclAllGather", ncclAllGather(in, out, counts[0] * elem, ncclUint8, comm_, stream_));
       return;
     }
     // Different sizes: one broadcast per root, grouped.
@@ -65,7 +69,7 @@ public:
     for (size_t r = 0; r < counts.size(); ++r) {
       auto* dst = static_cast<char*>(out) + offset * elem;
       const void* src = static_cast<int>(r) == topo_.rank ? in : dst;
-      call("ncclBroadcast", ncclBroadcast(src, dst, counts[r], nccl_type(t), static_cast<int>(r),
+      call("ncclBroadcast", ncclBroadcast(src, dst, counts[r] * elem, ncclUint8, static_cast<int>(r),
                                           comm_, stream_));
       offset += counts[r];
     }
@@ -75,7 +79,8 @@ public:
   void broadcast(void* data, size_t count, hvd::dtype t, int root) override {
     activate();
     require_usable("broadcast");
-    call("ncclBroadcast", ncclBroadcast(data, data, count, nccl_type(t), root, comm_, stream_));
+    call("ncclBroadcast", ncclBroadcast(data, data, count * size_of(t), ncclUint8, root, comm_,
+                                        stream_));
   }
 
   void barrier() override {
@@ -97,11 +102,11 @@ public:
       auto sends = static_cast<size_t>(send_counts[r]);
       auto recvs = static_cast<size_t>(recv_counts[r]);
       if (sends > 0)
-        call("ncclSend", ncclSend(static_cast<const char*>(in) + sent * elem, sends,
-                                  nccl_type(t), peer, comm_, stream_));
+        call("ncclSend", ncclSend(static_cast<const char*>(in) + sent * elem, sends * elem,
+                                  ncclUint8, peer, comm_, stream_));
       if (recvs > 0)
-        call("ncclRecv", ncclRecv(static_cast<char*>(out) + received * elem, recvs,
-                                  nccl_type(t), peer, comm_, stream_));
+        call("ncclRecv", ncclRecv(static_cast<char*>(out) + received * elem, recvs * elem,
+                                  ncclUint8, peer, comm_, stream_));
       sent += sends;
       received += recvs;
     }

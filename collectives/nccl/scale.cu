@@ -1,6 +1,7 @@
 // op::average on device memory: divide by the number of ranks after a sum.
 // Integer types truncate toward zero, as the host path does.
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -12,11 +13,17 @@ namespace hvactor::collectives::cuda {
 
 namespace {
 
-template <class T>
-__global__ void divide(T* x, size_t n, T divisor) {
+template <class T, class D>
+__global__ void divide(T* x, size_t n, D divisor) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{blockDim.x} * gridDim.x)
-    x[i] = x[i] / divisor;
+    x[i] = static_cast<T>(x[i] / divisor);
+}
+
+__global__ void divide_bf16(__nv_bfloat16* x, size_t n, float divisor) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{blockDim.x} * gridDim.x)
+    x[i] = __float2bfloat16(__bfloat162float(x[i]) / divisor);
 }
 
 __global__ void divide_half(__half* x, size_t n, float divisor) {
@@ -51,6 +58,21 @@ bool launch_scale(void* data, size_t n, hvd::dtype t, int divisor, cudaStream_t 
       break;
     case hvd::dtype::float16:
       divide_half<<<blocks, 256, 0, stream>>>(static_cast<__half*>(data), n, float(divisor));
+      break;
+    case hvd::dtype::bfloat16:
+      divide_bf16<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data), n, float(divisor));
+      break;
+    case hvd::dtype::boolean: // no average of bools (refused by hvd::allreduce)
+      return false;
+    // Small integers divide in int (no wrap of a divisor beyond their range).
+    case hvd::dtype::uint8:
+      divide<<<blocks, 256, 0, stream>>>(static_cast<uint8_t*>(data), n, int(divisor));
+      break;
+    case hvd::dtype::int8:
+      divide<<<blocks, 256, 0, stream>>>(static_cast<int8_t*>(data), n, int(divisor));
+      break;
+    case hvd::dtype::int16:
+      divide<<<blocks, 256, 0, stream>>>(static_cast<int16_t*>(data), n, int(divisor));
       break;
   }
   return true;

@@ -71,19 +71,25 @@ float apply(hvd::op o, float a, float b) {
   }
 }
 
-void reduce_half_portable(void* out, void* copy, const void* const* srcs, int n, size_t count,
-                          hvd::op o) {
-  auto* dst = static_cast<hvd::half*>(out);
-  auto* dup = static_cast<hvd::half*>(copy);
+// H: hvd::half or hvd::bfloat16 (bfloat16 as well: float steps, rounded).
+template <class H>
+void reduce_16_portable(void* out, void* copy, const void* const* srcs, int n, size_t count,
+                        hvd::op o) {
+  auto* dst = static_cast<H*>(out);
+  auto* dup = static_cast<H*>(copy);
   for (size_t i = 0; i < count; ++i) {
-    hvd::half acc = static_cast<const hvd::half*>(srcs[0])[i];
+    H acc = static_cast<const H*>(srcs[0])[i];
     for (int k = 1; k < n; ++k)
-      acc = hvd::half(apply(o, static_cast<float>(acc),
-                            static_cast<float>(static_cast<const hvd::half*>(srcs[k])[i])));
+      acc = H(apply(o, static_cast<float>(acc), static_cast<float>(static_cast<const H*>(srcs[k])[i])));
     dst[i] = acc;
     if (dup)
       dup[i] = acc;
   }
+}
+
+void reduce_half_portable(void* out, void* copy, const void* const* srcs, int n, size_t count,
+                          hvd::op o) {
+  reduce_16_portable<hvd::half>(out, copy, srcs, n, count, o);
 }
 
 template <int Op>
@@ -160,6 +166,16 @@ void reduce(void* out, void* copy, const void* const* srcs, int n, size_t count,
       return reduce_op<int32_t>(out, copy, srcs, n, count, o);
     case hvd::dtype::int64:
       return reduce_op<int64_t>(out, copy, srcs, n, count, o);
+    case hvd::dtype::uint8:
+      return reduce_op<uint8_t>(out, copy, srcs, n, count, o);
+    case hvd::dtype::int8:
+      return reduce_op<int8_t>(out, copy, srcs, n, count, o);
+    case hvd::dtype::int16:
+      return reduce_op<int16_t>(out, copy, srcs, n, count, o);
+    case hvd::dtype::bfloat16:
+      return reduce_16_portable<hvd::bfloat16>(out, copy, srcs, n, count, o);
+    case hvd::dtype::boolean: // + and * of bools, stored back as bool: or, and
+      return reduce_op<bool>(out, copy, srcs, n, count, o);
   }
 }
 

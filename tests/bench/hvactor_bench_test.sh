@@ -171,7 +171,8 @@ mkdir -p "$T/adir.svg"
 check_bad "--plot $T/adir.svg: is a directory" allreduce --plot "$T/adir.svg"
 check_bad "--json $T/no/such/r.json: the folder $T/no/such does not exist" allreduce --json "$T/no/such/r.json"
 check_bad "--csv $T/adir.svg: is a directory" broadcast --csv "$T/adir.svg"
-check_bad "'nccl' is not a peer" allreduce --peer gloo,nccl
+check_bad "'rccl' is not a peer" allreduce --peer gloo,rccl
+check_bad "--peer nccl measures device buffers: add --device gpu" allreduce --peer gloo,nccl
 check_bad "--peer runs its ranks on this machine" allreduce --num-hosts 2 --per-host 1 --peer gloo
 check_bad "--device must be cpu or gpu" allreduce --device tpu
 check_bad "--bind-to must be auto, core or none (got 'socket')" allreduce --bind-to socket

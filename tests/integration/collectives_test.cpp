@@ -57,8 +57,11 @@ private:
 };
 
 template <class T>
+inline constexpr bool is_16bit_float = std::is_same_v<T, hvd::half> || std::is_same_v<T, hvd::bfloat16>;
+
+template <class T>
 double as_double(T x) {
-  if constexpr (std::is_same_v<T, hvd::half>)
+  if constexpr (is_16bit_float<T>)
     return static_cast<float>(x);
   else
     return static_cast<double>(x);
@@ -66,8 +69,8 @@ double as_double(T x) {
 
 template <class T>
 T from_int(int64_t v) {
-  if constexpr (std::is_same_v<T, hvd::half>)
-    return hvd::half(static_cast<float>(v));
+  if constexpr (is_16bit_float<T>)
+    return T(static_cast<float>(v));
   else
     return static_cast<T>(v);
 }
@@ -81,7 +84,10 @@ template <class T>
 bool close(double got, double want) {
   if constexpr (std::is_integral_v<T>)
     return got == want;
-  double tol = std::is_same_v<T, hvd::half> ? 1e-3 : std::is_same_v<T, float> ? 1e-6 : 1e-12;
+  double tol = std::is_same_v<T, hvd::bfloat16> ? 1e-2
+               : std::is_same_v<T, hvd::half>   ? 1e-3
+               : std::is_same_v<T, float>       ? 1e-6
+                                                : 1e-12;
   return std::abs(got - want) <= tol * std::max(1.0, std::abs(want));
 }
 
@@ -130,6 +136,26 @@ double reference(int n, size_t i, hvd::op o, bool integer) {
   return integer ? static_cast<double>(acc / n) : static_cast<double>(acc) / n;
 }
 
+/// reference() in T's own arithmetic where it differs: uint8 wraps
+/// (negative inputs become large), so its sums, products, minima and
+/// averages are those of the wrapped values.
+template <class T>
+double reference_as(int n, size_t i, hvd::op o) {
+  if constexpr (std::is_same_v<T, uint8_t>) {
+    auto acc = static_cast<uint8_t>(input(0, i, o));
+    for (int r = 1; r < n; ++r) {
+      auto v = static_cast<uint8_t>(input(r, i, o));
+      acc = o == hvd::op::min       ? std::min(acc, v)
+            : o == hvd::op::max     ? std::max(acc, v)
+            : o == hvd::op::product ? static_cast<uint8_t>(acc * v)
+                                    : static_cast<uint8_t>(acc + v);
+    }
+    return o == hvd::op::average ? static_cast<double>(acc / n) : static_cast<double>(acc);
+  } else {
+    return reference(n, i, o, std::is_integral_v<T>);
+  }
+}
+
 template <class T>
 void check_allreduce(problems& found, hvd::op o, size_t count) {
   std::vector<T> x(count);
@@ -139,7 +165,7 @@ void check_allreduce(problems& found, hvd::op o, size_t count) {
   std::string what = std::string{"allreduce "} + type_name<T>() + " x " + std::to_string(count)
                      + " " + hvd::to_string(o);
   for (size_t i = 0; i < count; ++i) {
-    double want = reference(hvd::size(), i, o, std::is_integral_v<T>);
+    double want = reference_as<T>(hvd::size(), i, o);
     if (!close<T>(as_double(x[i]), want))
       found.add(at(what.c_str(), i, as_double(x[i]), want));
   }
@@ -161,8 +187,40 @@ std::string allreduce_every_dtype_and_op() {
       check_allreduce<int32_t>(found, o, count);
       check_allreduce<int64_t>(found, o, count);
       check_allreduce<hvd::half>(found, o, count);
+      check_allreduce<hvd::bfloat16>(found, o, count);
+      check_allreduce<int16_t>(found, o, count);
+      check_allreduce<int8_t>(found, o, count);
+      check_allreduce<uint8_t>(found, o, count);
     }
   }
+  return found.report();
+}
+
+/// bool: sum and max are "or", product and min "and", on any backend; an
+/// average is refused before anything is sent, so the ranks stay in step.
+std::string bool_reductions() {
+  session s;
+  problems found;
+  int r = hvd::rank(), n = hvd::size();
+  bool any[3] = {r == 0, false, r == n - 1};
+  hvd::allreduce(std::span<bool>(any, 3), hvd::op::sum);
+  if (!any[0] || any[1] || !any[2])
+    found.add("rank " + std::to_string(r) + ": bool sum is not 'or'");
+  bool all[2] = {true, r != 0};
+  hvd::allreduce(std::span<bool>(all, 2), hvd::op::product);
+  if (!all[0] || all[1])
+    found.add("rank " + std::to_string(r) + ": bool product is not 'and'");
+  try {
+    hvd::allreduce(std::span<bool>(all, 2), hvd::op::average);
+    found.add("the average of bools did not throw");
+  } catch (const std::invalid_argument& e) {
+    if (std::string{e.what()}.find("op::average is not defined") == std::string::npos)
+      found.add(std::string{"average of bools: "} + e.what());
+  }
+  auto h = hvd::allreduce_async(std::span<bool>(any, 3), hvd::op::max, "flags");
+  hvd::synchronize(h);
+  if (!any[0] || any[1] || !any[2])
+    found.add("rank " + std::to_string(r) + ": async bool max is not 'or'");
   return found.report();
 }
 
@@ -207,7 +265,9 @@ void check_broadcast(problems& found, int root) {
   hvd::broadcast(std::span<T>(x), root);
   std::string what = std::string{"broadcast "} + type_name<T>() + " from " + std::to_string(root);
   for (size_t i = 0; i < x.size(); ++i) {
-    double want = root * 100 + static_cast<double>(i % 100); // exact in half
+    // Root's value as T holds it (exact in half; rounded in bfloat16,
+    // wrapped in uint8 and int8): a broadcast moves bits.
+    double want = as_double(from_int<T>(root * 100 + static_cast<int64_t>(i % 100)));
     if (as_double(x[i]) != want)
       found.add(at(what.c_str(), i, as_double(x[i]), want));
   }
@@ -220,6 +280,9 @@ std::string broadcast_from_roots() {
     check_broadcast<float>(found, root);
     check_broadcast<int64_t>(found, root);
     check_broadcast<hvd::half>(found, root);
+    check_broadcast<hvd::bfloat16>(found, root);
+    check_broadcast<uint8_t>(found, root);
+    check_broadcast<int16_t>(found, root);
   }
   // An invalid root is refused locally, before anything is sent ...
   std::vector<float> x(4, 1.0f);
@@ -247,7 +310,7 @@ void check_allgather(problems& found, const std::vector<int>& counts, const char
   std::vector<double> want;
   for (int r = 0; r < hvd::size(); ++r)
     for (int i = 0; i < counts[static_cast<size_t>(r)]; ++i)
-      want.push_back(r * 100 + i);
+      want.push_back(as_double(from_int<T>(r * 100 + i)));
   std::string what = std::string{"allgather "} + type_name<T>() + " " + label;
   if (got.size() != want.size()) {
     found.add("rank " + std::to_string(me) + ": " + what + " returned " +
@@ -273,6 +336,10 @@ std::string allgather_in_rank_order() {
   check_allgather<float>(found, growing, "r+1");
   check_allgather<int64_t>(found, growing, "r+1");
   check_allgather<hvd::half>(found, growing, "r+1");
+  check_allgather<hvd::bfloat16>(found, growing, "r+1");
+  check_allgather<uint8_t>(found, growing, "r+1");
+  check_allgather<int8_t>(found, equal, "equal");
+  check_allgather<int16_t>(found, growing, "r+1");
   check_allgather<double>(found, one_empty, "rank 1 empty");
   check_allgather<int32_t>(found, all_empty, "all empty");
   // Into a caller's buffer (equal counts): the same order, nothing else
@@ -555,6 +622,12 @@ TEST_CASE("allreduce gives the same results with Gloo's ring, bcube or gather al
       // Over Gloo: shared memory would take every allreduce otherwise.
       {{"HVACTOR_GLOO_ALLREDUCE", algorithm}, {"HVACTOR_SHM", "0"}});
   }
+}
+
+TEST_CASE("bool reduces as or (sum, max) and and (product, min); its average is refused") {
+  on_2_and_4_ranks([](hvactor::executor& ex, int n) {
+    check_clean(ex.run(&bool_reductions), static_cast<size_t>(n));
+  });
 }
 
 TEST_CASE("integer average truncates toward zero") {

@@ -82,6 +82,47 @@ std::vector<std::string> cuda_tensor_ops() {
   return out;
 }
 
+// In a worker: bfloat16, int16 (NCCL has no int16: reduced as int32),
+// uint8 and bool CUDA tensors; one "ok"/"FAIL" line per check.
+std::vector<std::string> cuda_small_types() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  auto on = [](torch::ScalarType t) { return torch::TensorOptions().dtype(t).device(gpu()); };
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  auto bf = torch::full({1000}, 0.5 * (r + 1), on(torch::kBFloat16));
+  hvd::allreduce(bf, hvd::op::average);
+  expect(bf[999].item<float>() == 0.25f * (n + 1), "bfloat16 average");
+  auto i16 = torch::full({7}, -300 * (r + 1), on(torch::kShort));
+  hvd::allreduce(i16, hvd::op::sum);
+  expect(i16[6].item<int64_t>() == -300 * n * (n + 1) / 2, "int16 sum");
+  auto u8 = torch::full({9}, r + 250, on(torch::kByte));
+  hvd::allreduce(u8, hvd::op::max);
+  expect(u8[0].item<int64_t>() == 250 + n - 1, "uint8 max");
+  auto any = torch::full({3}, r == n - 1, on(torch::kBool));
+  hvd::allreduce(any, hvd::op::sum);
+  expect(any.all().item<bool>(), "bool or");
+  auto g = hvd::allgather(torch::full({r + 1, 2}, int64_t{r}, on(torch::kShort)));
+  expect(g.size(0) == n * (n + 1) / 2 && g[g.size(0) - 1][1].item<int64_t>() == n - 1,
+         "int16 allgather");
+  auto b = torch::full({5}, float(r) + 0.5f, on(torch::kBFloat16));
+  hvd::broadcast(b, n - 1);
+  expect(b[4].item<float>() == float(n - 1) + 0.5f, "bfloat16 broadcast");
+  auto h16 = torch::full({4}, 3 * (r + 1), on(torch::kShort));
+  auto hf = torch::full({2, 3}, float(r), on(torch::kFloat)).t(); // non-contiguous
+  auto th = hvd::allreduce_async(h16, hvd::op::sum, "h16");
+  auto tf = hvd::allreduce_async(hf, hvd::op::max, "hf");
+  hvd::synchronize(th);
+  hvd::synchronize(tf);
+  expect(h16[3].item<int64_t>() == 3 * n * (n + 1) / 2 && hf[2][1].item<float>() == float(n - 1),
+         "allreduce_async int16 and non-contiguous");
+  auto x = torch::full({n, 2}, float(r), on(torch::kFloat));
+  auto y = hvd::alltoall(x);
+  expect(y.is_cuda() && y[n - 1][0].item<float>() == float(n - 1), "alltoall on CUDA");
+  hvd::shutdown();
+  return out;
+}
+
 // Rank r's samples: x = (r/2 + i/10, i/5 - r), y = (x0 + 2 x1, x0 - x1).
 std::pair<torch::Tensor, torch::Tensor> shard_of(int rank) {
   constexpr int shard = 8;
@@ -230,6 +271,17 @@ TEST_CASE("gpu: HVACTOR_GPU_OPERATIONS=GLOO stages through the host; NONE makes 
           "CUDA tensors to the CPU and back") {
   check_ops(run_on(1, "GLOO", &cuda_tensor_ops), 1, "host-staged");
   check_ops(run_on(2, "NONE", &cuda_tensor_ops), 2, "none: HVACTOR_GPU_OPERATIONS=NONE");
+}
+
+TEST_CASE("gpu: bfloat16, int16, uint8 and bool CUDA tensors on NCCL and the host-staged path") {
+  for (int n : {1, 2})
+    for (auto& lines : run_on(n, "auto", &cuda_small_types)) {
+      REQUIRE(lines.size() == 8);
+      for (auto& line : lines) {
+        INFO(n << " ranks: " << line);
+        CHECK(line.rfind("ok ", 0) == 0);
+      }
+    }
 }
 
 TEST_CASE("gpu: distributed_optimizer trains on the GPU (1 and 2 ranks, every device path) equal "

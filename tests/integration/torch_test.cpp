@@ -872,14 +872,20 @@ TEST_CASE("torch_state::restore() puts back the param groups' options of the las
   CHECK(adam.state().empty());
 }
 
-TEST_CASE("a CUDA-less LibTorch and bad options give clear errors") {
+TEST_CASE("bad options give clear errors") {
   torch::nn::Linear l(2, 2);
   torch::optim::SGD sgd(l->parameters(), 0.1);
   CHECK_THROWS_WITH_AS(hvd::distributed_optimizer(sgd, 0),
                        doctest::Contains("backward_passes_per_step must be >= 1: Got 0."),
                        std::invalid_argument);
   auto bools = torch::zeros({2}, torch::kBool);
-  CHECK_THROWS_WITH_AS(hvd::allreduce(bools), doctest::Contains("not supported"),
+  CHECK_THROWS_WITH_AS(hvd::allreduce(bools), doctest::Contains("op::average is not defined"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hvd::alltoall(torch::tensor(1.0)), doctest::Contains("0-dimensional"),
+                       std::invalid_argument);
+  auto complex = torch::zeros({2}, torch::kComplexFloat);
+  CHECK_THROWS_WITH_AS(hvd::allreduce(complex, hvd::op::sum),
+                       doctest::Contains("tensors of ComplexFloat are not supported"),
                        std::invalid_argument);
 }
 
@@ -1054,6 +1060,158 @@ TEST_CASE("broadcast_optimizer_state on an optimizer without state creates it as
     CHECK(rank[3] == 1.0); // b's momentum buffer
   }
   CHECK(out[0] == out[1]);
+}
+
+namespace {
+
+// In a worker: the small and 16-bit types, and bool. Returns one line per
+// check ("ok ..." or what went wrong).
+std::vector<std::string> small_types() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  auto u8 = torch::full({5}, r + 100, torch::kByte); // wraps past 255 on purpose
+  hvd::allreduce(u8, hvd::op::sum);
+  expect(u8[0].item<int64_t>() == (100 * n + n * (n - 1) / 2) % 256, "uint8 sum wraps");
+  auto i8 = torch::full({3}, -r - 1, torch::kChar);
+  hvd::allreduce(i8, hvd::op::min);
+  expect(i8[2].item<int64_t>() == -n, "int8 min");
+  auto i16 = torch::full({2, 2}, 1000 * (r + 1), torch::kShort);
+  hvd::allreduce(i16, hvd::op::average);
+  expect(i16[1][1].item<int64_t>() == 1000 * (n + 1) / 2, "int16 average");
+  auto bf = torch::full({4}, 0.5 * (r + 1), torch::kBFloat16);
+  hvd::allreduce(bf, hvd::op::sum);
+  expect(bf[3].item<float>() == 0.5f * n * (n + 1) / 2, "bfloat16 sum");
+  auto any = torch::full({3}, r == 1, torch::kBool), all = torch::full({3}, r != 1, torch::kBool);
+  hvd::allreduce(any, hvd::op::max);
+  hvd::allreduce(all, hvd::op::min);
+  expect(any.all().item<bool>() && !all.any().item<bool>(), "bool or / and");
+  auto g = hvd::allgather(torch::full({r + 1}, r % 2 == 0, torch::kBool));
+  expect(g.scalar_type() == torch::kBool && g.size(0) == n * (n + 1) / 2 && !g[1].item<bool>(),
+         "bool allgather");
+  auto b = torch::full({3}, 7 * r, torch::kShort);
+  hvd::broadcast(b, n - 1);
+  expect(b[0].item<int64_t>() == 7 * (n - 1), "int16 broadcast");
+  hvd::shutdown();
+  return out;
+}
+
+// In a worker: tensor allreduce_async (a non-contiguous one too),
+// grouped_allreduce, and alltoall with equal and uneven splits.
+std::vector<std::string> async_and_alltoall() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  auto a = torch::full({100}, float(r + 1));
+  auto b = torch::arange(6, torch::kDouble).reshape({2, 3}).t().add(r); // non-contiguous
+  auto ha = hvd::allreduce_async(a, hvd::op::sum, "a");
+  auto hb = hvd::allreduce_async(b, hvd::op::average, "b");
+  hvd::synchronize(hb);
+  hvd::synchronize(ha);
+  expect(a[99].item<float>() == float(n * (n + 1) / 2), "async sum");
+  expect(b[2][1].item<double>() == 5 + (n - 1) / 2.0, "async average, non-contiguous");
+  std::vector<torch::Tensor> group{torch::full({3}, int64_t{r}, torch::kLong),
+                                   torch::full({2, 2}, float(r), torch::kFloat)};
+  hvd::grouped_allreduce(group, hvd::op::max);
+  expect(group[0][2].item<int64_t>() == n - 1 && group[1][1][1].item<float>() == float(n - 1),
+         "grouped max");
+  // Equal parts: rank r sends row block i (value 10 r + i) to rank i.
+  auto x = torch::empty({2 * n, 3});
+  for (int i = 0; i < n; ++i)
+    x.narrow(0, 2 * i, 2).fill_(10 * r + i);
+  auto y = hvd::alltoall(x);
+  bool equal_ok = y.size(0) == 2 * n && y.size(1) == 3;
+  for (int i = 0; i < n && equal_ok; ++i)
+    equal_ok = y[2 * i][0].item<float>() == float(10 * i + r);
+  expect(equal_ok, "alltoall equal parts");
+  // Uneven: rank r sends i + 1 rows to rank i.
+  std::vector<int64_t> splits;
+  for (int i = 0; i < n; ++i)
+    splits.push_back(i + 1);
+  auto u = torch::full({n * (n + 1) / 2, 2}, int64_t{r}, torch::kLong);
+  std::vector<int64_t> got;
+  auto v = hvd::alltoall(u, splits, &got);
+  expect(v.size(0) == n * (r + 1) && got == std::vector<int64_t>(n, r + 1)
+           && v[v.size(0) - 1][1].item<int64_t>() == n - 1,
+         "alltoall uneven splits");
+  hvd::shutdown();
+  return out;
+}
+
+// In a worker: a torch_state with named values of several types, changed
+// and restored, then rank 0's synced everywhere.
+std::vector<std::string> named_values() {
+  hvd::init();
+  int r = hvd::rank();
+  torch::nn::Linear l(2, 2);
+  torch::optim::SGD sgd(l->parameters(), 0.1);
+  hvd::elastic::torch_state st{l, sgd, {{"epoch", 3}},
+                               {{"best", torch::IValue(0.25)},
+                                {"tag", torch::IValue(std::string{"start"})},
+                                {"ema", torch::IValue(torch::full({2}, 1.0))}}};
+  st.value("best") = torch::IValue(9.0 + r);
+  st.value("ema").toTensor().fill_(5.0 + r);
+  st.restore();
+  std::vector<std::string> out;
+  out.push_back(std::to_string(st.value("best").toDouble()));
+  out.push_back(std::to_string(st.value("ema").toTensor()[0].item<double>()));
+  st.value("tag") = torch::IValue("rank " + std::to_string(r));
+  st.value("steps") = torch::IValue(c10::List<int64_t>({r, r + 1}));
+  st.sync();
+  out.push_back(st.value("tag").toStringRef());
+  out.push_back(std::to_string(st.value("steps").toIntList().get(1)));
+  out.push_back(std::to_string(st["epoch"]));
+  hvd::shutdown();
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("uint8, int8, int16, bfloat16 and bool tensors: allreduce with their ops, allgather, "
+          "broadcast") {
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 3}};
+  ex.start();
+  for (auto& lines : ex.run(&small_types)) {
+    REQUIRE(lines.size() == 7);
+    for (auto& line : lines) {
+      INFO(line);
+      CHECK(line.rfind("ok ", 0) == 0);
+    }
+  }
+  ex.shutdown();
+}
+
+TEST_CASE("tensor allreduce_async, grouped_allreduce and alltoall (equal and uneven splits)") {
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 3}};
+  ex.start();
+  for (auto& lines : ex.run(&async_and_alltoall)) {
+    REQUIRE(lines.size() == 5);
+    for (auto& line : lines) {
+      INFO(line);
+      CHECK(line.rfind("ok ", 0) == 0);
+    }
+  }
+  ex.shutdown();
+}
+
+TEST_CASE("torch_state keeps named values of any type: restore() puts them back, sync() gives "
+          "every rank rank 0's") {
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 2}};
+  ex.start();
+  for (auto& out : ex.run(&named_values)) {
+    REQUIRE(out.size() == 5);
+    CHECK(std::stod(out[0]) == 0.25);
+    CHECK(std::stod(out[1]) == 1.0);
+    CHECK(out[2] == "rank 0");
+    CHECK(out[3] == "1");
+    CHECK(out[4] == "3");
+  }
+  ex.shutdown();
 }
 
 } // TEST_SUITE

@@ -2,8 +2,10 @@
 
 /// hvd on LibTorch (horovod.torch for C++): collectives on torch::Tensor,
 /// parameter and optimizer-state broadcast, and a distributed optimizer.
-/// Built when CMake finds LibTorch (Debian's libtorch-dev); link
-/// hvactor::torch. CPU tensors; Debian's LibTorch has no CUDA.
+/// Built when CMake finds LibTorch (Debian's libtorch-dev 1.13, or a
+/// LibTorch 2.x with or without CUDA); link hvactor::torch. CPU and CUDA
+/// tensors of float, double, half, bfloat16, int64, int32, int16, int8,
+/// uint8 and bool.
 
 #include <torch/torch.h>
 
@@ -13,10 +15,57 @@
 
 namespace hvactor::hvd {
 
-/// Reduces `t` across ranks in place (any shape; float, double, int32,
-/// int64, half). A non-contiguous tensor is reduced through a contiguous
-/// copy. Throws std::invalid_argument for other dtypes and CUDA tensors.
+/// Reduces `t` across ranks in place (any shape, CPU or CUDA). A
+/// non-contiguous tensor is reduced through a contiguous copy. bool: sum and
+/// max are "or", product and min "and", average an error. Throws
+/// std::invalid_argument for other dtypes (complex, ...).
 void allreduce(torch::Tensor& t, op o = op::average);
+
+/// A tensor allreduce in flight (allreduce_async on a torch::Tensor):
+/// synchronize() it before the tensor is read. Move-only.
+class tensor_handle {
+public:
+  tensor_handle() = default;
+  /// True once the operation finished (successfully or not).
+  bool ready() const {
+    return h_.ready();
+  }
+  /// The name it was submitted under.
+  const std::string& name() const {
+    return h_.name();
+  }
+
+private:
+  friend tensor_handle allreduce_async(torch::Tensor&, op, std::string);
+  friend void synchronize(tensor_handle&);
+  handle h_;
+  torch::Tensor target_; // the caller's tensor
+  torch::Tensor travel_; // what travels, when it is a copy of target_
+};
+
+/// Starts an in-place allreduce of `t` (Horovod's allreduce_async_): fused
+/// with the other queued allreduces, on `t`'s device (CPU or CUDA, as
+/// allreduce). `t` must stay alive and unchanged until synchronize(h).
+/// `name` identifies it across ranks (empty: "allreduce.<n>").
+tensor_handle allreduce_async(torch::Tensor& t, op o = op::average, std::string name = {});
+
+/// Waits for `h`, writes the result into its tensor where a copy travelled
+/// (non-contiguous, CPU-staged or int16 on NCCL), and rethrows its error.
+void synchronize(tensor_handle& h);
+
+/// Reduces every tensor of `ts` in place as one fused group (Horovod's
+/// grouped_allreduce_); waits for all, then rethrows the first error.
+void grouped_allreduce(std::vector<torch::Tensor>& ts, op o = op::average);
+
+/// Horovod's alltoall: sends `splits[i]` rows (dimension 0) of `t` to rank
+/// i, in order (empty `splits`: size() equal parts, so the first dimension
+/// must divide by size()), and returns the rows every rank sent here,
+/// concatenated in rank order; `received_splits`, when given, gets how many
+/// came from each rank. Every dimension but the first must match across
+/// ranks (checked first, a collective_error on every rank otherwise). CUDA
+/// tensors travel through the CPU and come back on their device.
+torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& splits = {},
+                       std::vector<int64_t>* received_splits = nullptr);
 
 /// Every rank's `t` concatenated along dimension 0, in rank order; the
 /// first dimension may differ between ranks, the others must not. The ranks

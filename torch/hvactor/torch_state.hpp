@@ -1,12 +1,14 @@
 #pragma once
 
 /// hvd::elastic::torch_state (horovod.torch.elastic.TorchState): a module,
-/// its optimizer and named integer scalars (epoch, batch, ...) that survive
-/// a change of the world. commit() keeps a copy in memory (parameters,
-/// buffers, the optimizer's state and every param group's options, the
-/// scalars); restore() puts it back after a peer died, options included, as
+/// its optimizer, named integer scalars (epoch, batch, ...) and named values
+/// of any type (Horovod's **kwargs: a tensor, a double, a string, a list, a
+/// dict, ... as LibTorch's IValue holds them) that survive a change of the
+/// world. commit() keeps a copy in memory (parameters, buffers, the
+/// optimizer's state and every param group's options, the scalars, the
+/// values); restore() puts it back after a peer died, options included, as
 /// Horovod's load_state_dict does; sync() broadcasts rank 0's to every rank
-/// (broadcast_parameters, broadcast_optimizer_state).
+/// (broadcast_parameters, broadcast_optimizer_state; the values pickled).
 
 #include <cstdint>
 #include <map>
@@ -26,8 +28,9 @@ public:
   /// shared module; both must outlive the state.
   template <class Model>
   torch_state(Model& model, torch::optim::Optimizer& opt,
-              std::map<std::string, int64_t> scalars = {})
-    : torch_state(module_of(model), opt, std::move(scalars), 0) {
+              std::map<std::string, int64_t> scalars = {},
+              std::map<std::string, torch::IValue> values = {})
+    : torch_state(module_of(model), opt, std::move(scalars), std::move(values), 0) {
   }
 
   /// The named scalar (created at 0 when new).
@@ -38,13 +41,25 @@ public:
     return scalars_;
   }
 
+  /// The named value (created as None when new): any type an IValue holds.
+  /// A tensor value is copied at commit() and comes back from rank 0 at
+  /// sync() on the device of this rank's value of that name (rank 0's device
+  /// when it had none).
+  torch::IValue& value(const std::string& name) {
+    return values_[name];
+  }
+  const std::map<std::string, torch::IValue>& values() const noexcept {
+    return values_;
+  }
+
   void save() override;
   void restore() override;
   void sync() override;
 
 private:
   torch_state(std::shared_ptr<torch::nn::Module> module, torch::optim::Optimizer& opt,
-              std::map<std::string, int64_t> scalars, int);
+              std::map<std::string, int64_t> scalars, std::map<std::string, torch::IValue> values,
+              int);
 
   template <class M>
   static std::shared_ptr<torch::nn::Module> module_of(torch::nn::ModuleHolder<M>& holder) {
@@ -64,6 +79,8 @@ private:
   std::vector<torch::Tensor> saved_tensors_;
   std::string saved_optimizer_;
   std::map<std::string, int64_t> saved_scalars_;
+  std::map<std::string, torch::IValue> values_;
+  std::vector<char> saved_values_; // pickled at save()
 };
 
 } // namespace hvactor::hvd::elastic

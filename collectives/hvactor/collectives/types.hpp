@@ -26,15 +26,38 @@ struct half {
   }
 };
 
+/// bfloat16 (the upper half of an IEEE 754 binary32), stored as its bits
+/// (the layout of CUDA's __nv_bfloat16 and LibTorch's c10::BFloat16).
+/// Reductions run in float, rounded back to nearest even.
+struct bfloat16 {
+  uint16_t bits = 0;
+  bfloat16() = default;
+  /// Round-to-nearest-even conversion from float (NaN stays NaN).
+  explicit bfloat16(float value);
+  /// Exact conversion to float.
+  explicit operator float() const;
+  friend bool operator==(bfloat16 a, bfloat16 b) {
+    return a.bits == b.bits;
+  }
+};
+
 /// Element types the collectives carry.
-enum class dtype { float16, float32, float64, int32, int64 };
+/// `boolean` is bool (one byte, 0 or 1): sum and max reduce it as "or",
+/// product and min as "and"; its average is refused.
+enum class dtype { float16, float32, float64, int32, int64, uint8, int8, int16, bfloat16, boolean };
+
+/// The last dtype: values past it on the wire are malformed.
+inline constexpr dtype last_dtype = dtype::boolean;
 
 template <class T>
 inline constexpr bool is_element_v =
   std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t>
-  || std::is_same_v<T, int64_t> || std::is_same_v<T, half>;
+  || std::is_same_v<T, int64_t> || std::is_same_v<T, half> || std::is_same_v<T, uint8_t>
+  || std::is_same_v<T, int8_t> || std::is_same_v<T, int16_t> || std::is_same_v<T, bfloat16>
+  || std::is_same_v<T, bool>;
 
-/// A type hvd collectives accept: float, double, int32_t, int64_t, half.
+/// A type hvd collectives accept: float, double, int32_t, int64_t, half,
+/// uint8_t, int8_t, int16_t, bfloat16, bool.
 template <class T>
 concept element = is_element_v<std::remove_const_t<T>>;
 
@@ -49,6 +72,16 @@ constexpr dtype dtype_of() {
     return dtype::int32;
   else if constexpr (std::is_same_v<U, int64_t>)
     return dtype::int64;
+  else if constexpr (std::is_same_v<U, uint8_t>)
+    return dtype::uint8;
+  else if constexpr (std::is_same_v<U, int8_t>)
+    return dtype::int8;
+  else if constexpr (std::is_same_v<U, int16_t>)
+    return dtype::int16;
+  else if constexpr (std::is_same_v<U, bfloat16>)
+    return dtype::bfloat16;
+  else if constexpr (std::is_same_v<U, bool>)
+    return dtype::boolean;
   else
     return dtype::float16;
 }

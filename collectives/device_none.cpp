@@ -1,7 +1,11 @@
 // Builds without CUDA/NCCL: no device backend, so every hvd call on device
 // memory throws "built without CUDA/NCCL" (hvd.cpp).
 
+#include <fmt/format.h>
+
+#include "base/internal/knobs.hpp"
 #include "collectives/internal/device_setup.hpp"
+#include "hvactor/errors.hpp"
 #include "collectives/internal/devices.hpp"
 #include "hvactor/hvd.hpp"
 
@@ -17,6 +21,10 @@ device_probe probe_devices() {
 
 device_setup setup_devices(const topology&, hvd::detail::engine&, rendezvous_client*,
                            const std::string&, std::chrono::milliseconds) {
+  auto choice = gpu_operations();
+  if (choice == "NCCL" || choice == "GLOO")
+    throw error(fmt::format("hvd::init: {}={}, but hvactor was built without CUDA/NCCL",
+                            env::gpu_operations, choice));
   return {nullptr, "none: built without CUDA/NCCL"};
 }
 

@@ -31,6 +31,11 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
                            rendezvous_client* client, const std::string& prefix,
                            std::chrono::milliseconds timeout);
 
+/// HVACTOR_GPU_OPERATIONS, upper-cased: "AUTO" (also unset or empty),
+/// "NCCL", "GLOO" or "NONE"; hvactor::error naming the value otherwise
+/// (device_choice.cpp).
+std::string gpu_operations();
+
 /// The calling thread's current CUDA device (-1 without CUDA); device
 /// backends switch it to their GPU, and hvd's calls put it back.
 int current_device();

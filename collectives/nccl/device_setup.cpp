@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -90,18 +89,6 @@ bool env_is(const char* name, const char* value) {
   return v && std::strcmp(v, value) == 0;
 }
 
-// HVACTOR_GPU_OPERATIONS, upper-cased: "AUTO", "NCCL", "GLOO" or "NONE".
-std::string gpu_operations() {
-  const char* v = std::getenv(env::gpu_operations);
-  std::string s = v && *v ? v : "auto";
-  for (auto& c : s)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (s != "AUTO" && s != "NCCL" && s != "GLOO" && s != "NONE")
-    throw error(fmt::format("hvd::init: {}='{}' must be auto, NCCL, GLOO or NONE",
-                                            env::gpu_operations, v));
-  return s;
-}
-
 ncclUniqueId exchange_id(const topology& t, rendezvous_client* client, const std::string& key,
                          std::chrono::milliseconds timeout) {
   ncclUniqueId id{};
@@ -149,9 +136,14 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
   std::vector<std::string> all;
   eng.run({.kind = op_kind::setup, .name = "gpu devices"},
           [&](backend&) { all = eng.gather_strings(mine); });
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r].rfind("none ", 0) == 0)
-      return {nullptr, fmt::format("none: rank {} has no usable GPU ({})", r, all[r].substr(5))};
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].rfind("none ", 0) != 0)
+      continue;
+    auto why = fmt::format("rank {} has no usable GPU ({})", r, all[r].substr(5));
+    if (choice != "AUTO") // asked for by name: an error, not a silent fallback
+      throw error(fmt::format("hvd::init: {}={}, but {}", env::gpu_operations, choice, why));
+    return {nullptr, "none: " + why};
+  }
   std::map<std::string, size_t> owner;
   std::string shared;
   for (size_t r = 0; r < all.size() && shared.empty(); ++r) {

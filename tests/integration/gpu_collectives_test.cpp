@@ -142,6 +142,38 @@ TEST_CASE("without a usable GPU a device call fails saying why, and host collect
   CHECK(out[3] == "2");
 }
 
+TEST_CASE("HVACTOR_GPU_OPERATIONS: a bad value fails hvd::init saying so; NCCL or GLOO asked for "
+          "where a rank has no GPU fail it saying why; NONE gives no device backend") {
+  auto init_error = [](const std::string& value) -> std::string {
+    hvactor::executor ex{*rt, hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = 2, .extra_env_vars = {{"HVACTOR_GPU_OPERATIONS", value}}}};
+    ex.start();
+    std::string what = "no error";
+    try {
+      ex.run(&device_call_without_gpu);
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    ex.shutdown();
+    return what;
+  };
+  CHECK(init_error("sideways").find("HVACTOR_GPU_OPERATIONS='sideways' must be auto, NCCL, GLOO "
+                                    "or NONE") != std::string::npos);
+  if (hvactor::collectives::probe_devices().count > 0) {
+    MESSAGE("this machine has a GPU: NCCL/GLOO/NONE are covered by torch_gpu_test");
+    return;
+  }
+  auto nccl = init_error("nccl");
+  INFO(nccl);
+  if (hvactor::collectives::built_with_cuda())
+    CHECK(nccl.find("HVACTOR_GPU_OPERATIONS=NCCL, but rank 0 has no usable GPU") != std::string::npos);
+  else
+    CHECK(nccl.find("HVACTOR_GPU_OPERATIONS=NCCL, but hvactor was built without CUDA/NCCL")
+          != std::string::npos);
+  CHECK(init_error("GLOO").find("HVACTOR_GPU_OPERATIONS=GLOO, but") != std::string::npos);
+  CHECK(init_error("NONE") == "no error");
+}
+
 #ifdef HVACTOR_TEST_CUDA
 TEST_CASE("gpu: NCCL at one rank reduces, fuses, gathers and broadcasts device memory") {
   auto out = run_on(1, &device_collectives);

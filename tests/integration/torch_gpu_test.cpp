@@ -19,6 +19,8 @@
 // LibTorch first: it defines glog's CHECK, which must not replace doctest's.
 #include <hvactor/torch.hpp>
 #include <hvactor/torch_state.hpp>
+
+#include "torch_shards.hpp"
 #undef CHECK
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
@@ -123,17 +125,7 @@ std::vector<std::string> cuda_small_types() {
   return out;
 }
 
-// Rank r's samples: x = (r/2 + i/10, i/5 - r), y = (x0 + 2 x1, x0 - x1).
-std::pair<torch::Tensor, torch::Tensor> shard_of(int rank) {
-  constexpr int shard = 8;
-  auto x = torch::empty({shard, 2});
-  for (int i = 0; i < shard; ++i) {
-    x[i][0] = rank * 0.5f + i * 0.1f;
-    x[i][1] = i * 0.2f - rank;
-  }
-  auto y = torch::stack({x.select(1, 0) + 2 * x.select(1, 1), x.select(1, 0) - x.select(1, 1)}, 1);
-  return {x, y};
-}
+using hvactor::test::shard_of;
 
 struct mlpImpl : torch::nn::Module {
   mlpImpl() : fc1(register_module("fc1", torch::nn::Linear(2, 16))),

@@ -18,6 +18,7 @@
 #include <hvactor/torch_state.hpp>
 
 #include "torch/grad_schedule.hpp"
+#include "torch_shards.hpp"
 #undef CHECK
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
@@ -29,18 +30,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int shard = 8;
-
-// Rank r's samples: x = (r/2 + i/10, i/5 - r), y = (x0 + 2 x1, x0 - x1).
-std::pair<torch::Tensor, torch::Tensor> shard_of(int rank) {
-  auto x = torch::empty({shard, 2});
-  for (int i = 0; i < shard; ++i) {
-    x[i][0] = rank * 0.5f + i * 0.1f;
-    x[i][1] = i * 0.2f - rank;
-  }
-  auto y = torch::stack({x.select(1, 0) + 2 * x.select(1, 1), x.select(1, 0) - x.select(1, 1)}, 1);
-  return {x, y};
-}
+using hvactor::test::shard_of;
 
 std::vector<float> flat(torch::nn::Linear& l) {
   auto w = torch::cat({l->weight.detach().flatten(), l->bias.detach().flatten()});

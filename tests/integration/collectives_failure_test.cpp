@@ -425,6 +425,38 @@ int check_blame_over_gloo(int rounds) {
   return named;
 }
 
+/// Over Gloo, 4 ranks: rank 3 dies at once, rank 0 is busy (alive, its
+/// program never calls the collective; its engine still negotiates), ranks
+/// 1 and 2 allreduce after 1 s. Ranks 1 and 2 report their failure's kind,
+/// how long the call ran (ms) and its text.
+std::string wait_on_stalled_peer(std::string dir) {
+  session s;
+  int me = hvd::rank();
+  if (me == 3)
+    ::raise(SIGKILL);
+  if (me == 0) {
+    std::this_thread::sleep_for(40s); // busy; shutdown() ends it
+    return "busy";
+  }
+  std::this_thread::sleep_for(1s); // rank 3's connections are closed by now
+  std::vector<float> x(size_t{1} << 20, 1.0f);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string outcome;
+  try {
+    hvd::allreduce(std::span<float>(x), hvd::op::sum);
+    outcome = "none\n0\nno error";
+  } catch (const std::exception& e) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+    outcome = std::string{dynamic_cast<const hvactor::collective_error*>(&e) ? "collective_error"
+                                                                              : "other"}
+              + "\n" + std::to_string(ms) + "\n" + e.what();
+  }
+  write_file(std::filesystem::path(dir) / ("rank-" + std::to_string(me)), outcome);
+  return outcome;
+}
+
 } // namespace
 
 TEST_SUITE("hvd collective failures") {
@@ -573,6 +605,41 @@ TEST_CASE("over Gloo, when rank 1 of 3 is SIGKILLed again and again, no survivor
   int named = check_blame_over_gloo(8);
   MESSAGE(named << " of 16 survivor errors named rank 1");
   CHECK(named >= 8);
+}
+
+TEST_CASE("over Gloo, with one rank dead and one busy elsewhere, the others fail within 5 s, not "
+          "after the 20 s timeout, and never blame a live rank") {
+  temp_dir dir{"busy"};
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                       {.num_workers = 4, .extra_env_vars = {{"HVACTOR_SHM", "0"}}}};
+  ex.start();
+  auto pids = ex.worker_pids();
+  try {
+    ex.run(&wait_on_stalled_peer, dir.path.string());
+  } catch (const hvactor::worker_error&) {
+  }
+  auto report_of = [&](int r) { return dir.path / ("rank-" + std::to_string(r)); };
+  hvactor::test::wait_until(
+    [&] { return std::filesystem::exists(report_of(1)) && std::filesystem::exists(report_of(2)); },
+    30s);
+  for (int r : {1, 2}) {
+    CAPTURE(r);
+    std::istringstream in{read_file(report_of(r))};
+    std::string kind, what;
+    int64_t ms = -1;
+    in >> kind >> ms;
+    in.ignore(1);
+    std::getline(in, what, '\0');
+    CAPTURE(what);
+    CHECK(kind == "collective_error");
+    CHECK(ms >= 0);
+    CHECK(ms < 5000); // the timeout is 20 s
+    CHECK((contains(what, "peer rank 3") || contains(what, "not known")));
+    for (int live : {0, 1, 2})
+      CHECK_FALSE(contains(what, "peer rank " + std::to_string(live)));
+  }
+  CHECK_NOTHROW(ex.shutdown());
+  CHECK(hvactor::test::all_gone(pids, 5s));
 }
 
 TEST_CASE("after hvd::init a write to a socket whose peer closed returns EPIPE instead of "

@@ -15,18 +15,8 @@
 
 namespace hvactor::hvd {
 
-namespace {
-
-constexpr const char* bool_average =
-  "hvd::allreduce_async: bool tensors reduce with op::sum or op::max (or), op::min or "
-  "op::product (and); op::average is not defined for them";
-
-} // namespace
-
 tensor_handle allreduce_async(torch::Tensor& t, op o, std::string name) {
-  auto type = detail::dtype_of_tensor(t, "allreduce_async");
-  if (type == dtype::boolean && o == op::average)
-    throw std::invalid_argument(bool_average);
+  auto type = detail::dtype_of_tensor(t, "allreduce_async"); // hvd refuses a bool average
   torch::NoGradGuard no_grad;
   tensor_handle out;
   out.target_ = t;

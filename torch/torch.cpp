@@ -56,11 +56,7 @@ size_t elements(const torch::Tensor& t) {
 } // namespace
 
 void allreduce(torch::Tensor& t, op o) {
-  auto type = detail::dtype_of_tensor(t, "allreduce");
-  if (type == dtype::boolean && o == op::average) // before any copy is made
-    throw std::invalid_argument("hvd::allreduce: bool tensors reduce with op::sum or op::max "
-                                "(or), op::min or op::product (and); op::average is not defined "
-                                "for them");
+  auto type = detail::dtype_of_tensor(t, "allreduce"); // hvd refuses a bool average
   torch::NoGradGuard no_grad;
   in_place(
     t, "allreduce",

@@ -13,13 +13,13 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
-#include <gloo/types.h>
 
 #include "gloo_store.hpp"
+#include "gloo_types.hpp"
+#include "peer_abort.hpp"
 #include "collectives/shm/reduce.hpp"
 #include "base/internal/knobs.hpp"
 #include "hvactor/errors.hpp"
@@ -28,77 +28,23 @@ namespace hvactor::collectives {
 
 namespace {
 
-using reduce_fn = void (*)(void*, const void*, const void*, size_t);
+using gloo_types::reduction;
+using gloo_types::with_type;
 
-// Calls f.template operator()<T>() with T the Gloo element type of `t`.
-template <class F>
-decltype(auto) with_type(hvd::dtype t, F&& f) {
-  switch (t) {
-    case hvd::dtype::float16:
-      return f.template operator()<::gloo::float16>();
-    case hvd::dtype::float32:
-      return f.template operator()<float>();
-    case hvd::dtype::float64:
-      return f.template operator()<double>();
-    case hvd::dtype::int32:
-      return f.template operator()<int32_t>();
-    case hvd::dtype::uint8:
-      return f.template operator()<uint8_t>();
-    case hvd::dtype::int8:
-      return f.template operator()<int8_t>();
-    case hvd::dtype::int16:
-      return f.template operator()<int16_t>();
-    case hvd::dtype::bfloat16:
-      return f.template operator()<hvd::bfloat16>();
-    case hvd::dtype::boolean:
-      return f.template operator()<bool>();
-    case hvd::dtype::int64:
-      break;
+// Gloo's barrier with a buffer of hvactor's (Gloo makes its own otherwise).
+struct barrier_options : ::gloo::BarrierOptions {
+  barrier_options(const std::shared_ptr<::gloo::Context>& ctx,
+                  std::unique_ptr<::gloo::transport::UnboundBuffer> own)
+    : BarrierOptions(ctx) {
+    buffer = std::move(own);
   }
-  return f.template operator()<int64_t>();
-}
+};
 
-// bfloat16, which Gloo has no type for: each step in float, rounded back.
-template <hvd::op O>
-void bf16_reduce(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<hvd::bfloat16*>(c);
-  auto* x = static_cast<const hvd::bfloat16*>(a);
-  auto* y = static_cast<const hvd::bfloat16*>(b);
-  for (size_t i = 0; i < n; ++i) {
-    float p = static_cast<float>(x[i]), q = static_cast<float>(y[i]);
-    float r = O == hvd::op::min       ? std::min(p, q)
-              : O == hvd::op::max     ? std::max(p, q)
-              : O == hvd::op::product ? p * q
-                                      : p + q;
-    out[i] = hvd::bfloat16(r);
-  }
-}
-
-template <class T>
-reduce_fn reduction(hvd::op o) {
-  if constexpr (std::is_same_v<T, hvd::bfloat16>) {
-    switch (o) {
-      case hvd::op::min:
-        return &bf16_reduce<hvd::op::min>;
-      case hvd::op::max:
-        return &bf16_reduce<hvd::op::max>;
-      case hvd::op::product:
-        return &bf16_reduce<hvd::op::product>;
-      default:
-        return &bf16_reduce<hvd::op::sum>;
-    }
-  } else {
-    switch (o) {
-      case hvd::op::min:
-        return &::gloo::min<T>;
-      case hvd::op::max:
-        return &::gloo::max<T>;
-      case hvd::op::product:
-        return &::gloo::product<T>;
-      default:
-        return &::gloo::sum<T>;
-    }
-  }
+size_t elements(std::span<const int64_t> counts) {
+  size_t n = 0;
+  for (auto c : counts)
+    n += static_cast<size_t>(c);
+  return n;
 }
 
 std::string seconds(std::chrono::milliseconds ms) {
@@ -128,7 +74,7 @@ public:
                 opts.setAlgorithm(algorithm == allreduce_algorithm::bcube
                                     ? ::gloo::AllreduceOptions::Algorithm::BCUBE
                                     : ::gloo::AllreduceOptions::Algorithm::RING);
-                opts.setOutput(static_cast<T*>(data), count);
+                opts.template setOutput<T>(buf(data, count * sizeof(T)));
                 opts.setReduceFunction(reduction<T>(o));
                 opts.setTag(next_tag());
                 opts.setTimeout(timeout_);
@@ -147,8 +93,8 @@ public:
     std::vector<size_t> counts(n, count);
     with_type(t, [&]<class T>() {
       ::gloo::AllgathervOptions opts(ctx_);
-      opts.setInput(static_cast<T*>(data), count);
-      opts.setOutput(reinterpret_cast<T*>(gathered_.data()), std::move(counts));
+      opts.template setInput<T>(buf(data, bytes));
+      opts.template setOutput<T>(buf(gathered_.data(), n * bytes), std::move(counts));
       opts.setTag(next_tag());
       opts.setTimeout(timeout_);
       ::gloo::allgatherv(opts);
@@ -170,9 +116,9 @@ public:
             [&] {
               with_type(t, [&]<class T>() {
                 ::gloo::AllgathervOptions opts(ctx_);
-                opts.setInput(const_cast<T*>(static_cast<const T*>(in)), counts[topo_.rank]);
-                opts.setOutput(static_cast<T*>(out),
-                               std::vector<size_t>(counts.begin(), counts.end()));
+                opts.template setInput<T>(buf(in, counts[topo_.rank] * sizeof(T)));
+                opts.template setOutput<T>(buf(out, total * sizeof(T)),
+                                           std::vector<size_t>(counts.begin(), counts.end()));
                 opts.setTag(next_tag());
                 opts.setTimeout(timeout_);
                 ::gloo::allgatherv(opts);
@@ -188,7 +134,7 @@ public:
             [&] {
               with_type(t, [&]<class T>() {
                 ::gloo::BroadcastOptions opts(ctx_);
-                opts.setOutput(static_cast<T*>(data), count);
+                opts.template setOutput<T>(buf(data, count * sizeof(T)));
                 opts.setRoot(root);
                 opts.setTag(next_tag());
                 opts.setTimeout(timeout_);
@@ -200,7 +146,7 @@ public:
   void barrier() override {
     guarded([] { return std::string{"hvd::barrier"}; },
             [&] {
-              ::gloo::BarrierOptions opts(ctx_);
+              barrier_options opts(ctx_, buf(nullptr, 0));
               opts.setTag(next_tag());
               opts.setTimeout(timeout_);
               ::gloo::barrier(opts);
@@ -217,10 +163,10 @@ public:
                 auto* src = const_cast<T*>(static_cast<const T*>(in));
                 auto* dst = static_cast<T*>(out);
                 ::gloo::AlltoallvOptions opts(ctx_);
-                opts.setInput(src ? src : dummy,
-                              std::vector<int64_t>(send_counts.begin(), send_counts.end()));
-                opts.setOutput(dst ? dst : dummy,
-                               std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+                opts.template setInput<T>(buf(src ? src : dummy, elements(send_counts) * sizeof(T)),
+                                          std::vector<int64_t>(send_counts.begin(), send_counts.end()));
+                opts.template setOutput<T>(buf(dst ? dst : dummy, elements(recv_counts) * sizeof(T)),
+                                           std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
                 opts.setTag(next_tag());
                 opts.setTimeout(timeout_);
                 ::gloo::alltoallv(opts);
@@ -233,6 +179,12 @@ public:
   }
 
 private:
+  // Every buffer Gloo sends from or receives into is hvactor's, so that a
+  // peer's announced failure stops this rank's waits (peer_abort.hpp).
+  std::unique_ptr<::gloo::transport::UnboundBuffer> buf(const void* ptr, size_t bytes) {
+    return abort_->buffer(*ctx_, const_cast<void*>(ptr), bytes);
+  }
+
   uint32_t next_tag() {
     return tag_++;
   }
@@ -248,6 +200,8 @@ private:
     try {
       f();
       return;
+    } catch (const peer_announced_failure& e) {
+      fail_announced(describe(), e);
     } catch (const ::gloo::IoException& e) {
       fail(describe(), e.what());
     } catch (const ::gloo::EnforceNotMet& e) {
@@ -288,9 +242,32 @@ private:
       "The peer process probably died or stalls; the collectives stay unusable until "
       "hvd::shutdown() and hvd::init()");
     broken_ = gloo_text;
-    announce(culprit);
+    announce(culprit, true);
+    close_and_throw(msg, culprit);
+  }
+
+  // This rank stopped waiting because another failed first and said so.
+  [[noreturn]] void fail_announced(const std::string& what, const peer_announced_failure& e) {
+    int culprit = e.culprit != topo_.rank ? e.culprit : -1;
+    auto who = culprit >= 0
+                 ? fmt::format("peer rank {} failed first (rank {} saw it and told every rank)",
+                               culprit, e.announcer)
+                 : fmt::format("rank {} failed first and told every rank; which rank is at "
+                               "fault is not known",
+                               e.announcer);
+    auto msg = fmt::format("{} failed on rank {} of {} ({}): {}. {}", what, topo_.rank, topo_.size,
+                           topo_.host, who,
+                           "A peer process probably died or stalls; the collectives stay "
+                           "unusable until hvd::shutdown() and hvd::init()");
+    broken_ = e.what();
+    announce(culprit, false);
+    close_and_throw(msg, culprit);
+  }
+
+  [[noreturn]] void close_and_throw(const std::string& msg, int culprit) {
     // Closing every connection now makes the ranks that still wait on this
     // one fail at once instead of after their timeout.
+    failure_watch_.reset();
     ctx_.reset();
     throw collective_error(msg, culprit);
   }
@@ -322,13 +299,20 @@ private:
     return -1;
   }
 
-  void announce(int culprit) {
+  // `first`: this rank saw the failure itself, and tells every rank to stop
+  // waiting (watch_failures) besides whom it blames.
+  void announce(int culprit, bool first) {
     if (client_ == nullptr)
       return;
     auto text = std::to_string(culprit);
     try {
       client_->set(failed_key(topo_.rank), std::vector<char>(text.begin(), text.end()),
                    knobs::store_round_trip);
+      if (first) {
+        auto note = announcement(topo_.rank, culprit);
+        client_->set(prefix_ + "/failed", std::vector<char>(note.begin(), note.end()),
+                     knobs::store_round_trip);
+      }
     } catch (const std::exception&) {
       // The peers then blame this rank, which is closing on them: the best
       // they can know without the store.
@@ -369,6 +353,20 @@ private:
     guarded([&] { return std::string{"hvd::init (Gloo connectFullMesh)"}; },
             [&] { ctx_->connectFullMesh(prefixed, device_); });
     learn_peer_addresses(client, prefix);
+    watch_failures(client);
+  }
+
+  // The first rank whose call fails announces it under "<prefix>/failed";
+  // every other rank then stops its Gloo waits at once.
+  void watch_failures(rendezvous_client& client) {
+    auto abort = abort_;
+    int me = topo_.rank;
+    failure_watch_ = client.watch(prefix_ + "/failed", [abort, me](const std::vector<char>& v) {
+      int announcer = -1, culprit = -1;
+      if (parse_announcement(std::string(v.begin(), v.end()), announcer, culprit)
+          && announcer != me)
+        abort->raise(announcer, culprit);
+    });
   }
 
   // Every rank announces itself and waits for all others, so that a missing
@@ -427,6 +425,9 @@ private:
   allreduce_algorithm_policy algorithm_;
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<::gloo::rendezvous::Context> ctx_;
+  // Shared with the watch's callback, which may run as the backend goes.
+  std::shared_ptr<peer_abort> abort_ = std::make_shared<peer_abort>();
+  std::shared_ptr<void> failure_watch_;
   std::map<std::string, int> peers_;
   // Outlives the backend (hvd keeps it for the session); asked on failure.
   rendezvous_client* client_ = nullptr;

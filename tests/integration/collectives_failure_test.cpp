@@ -457,6 +457,34 @@ std::string wait_on_stalled_peer(std::string dir) {
   return outcome;
 }
 
+
+/// Three ranks over Gloo: rank 0 freezes (SIGSTOP: alive, its connections
+/// open, it never answers); rank 2 gives up on it after a 2 s Gloo timeout,
+/// rank 1 would wait 20 s. Ranks 1 and 2 report their failure's kind, when
+/// it came (ms since the epoch) and its text.
+std::string wait_on_frozen_peer(std::string dir) {
+  if (std::atoi(std::getenv("HOROVOD_RANK")) == 2)
+    ::setenv("HOROVOD_GLOO_TIMEOUT_SECONDS", "2", 1);
+  session s;
+  int me = hvd::rank();
+  if (me == 0) {
+    ::raise(SIGSTOP); // the test continues it once the others reported
+    return "frozen";
+  }
+  std::vector<float> x(16, 1.0f);
+  std::string outcome;
+  try {
+    hvd::allreduce(std::span<float>(x), hvd::op::sum);
+    outcome = "none\n0\nno error";
+  } catch (const std::exception& e) {
+    outcome = std::string{dynamic_cast<const hvactor::collective_error*>(&e) ? "collective_error"
+                                                                              : "other"}
+              + "\n" + std::to_string(epoch_ms()) + "\n" + e.what();
+  }
+  write_file(std::filesystem::path(dir) / ("rank-" + std::to_string(me)), outcome);
+  return outcome;
+}
+
 } // namespace
 
 TEST_SUITE("hvd collective failures") {
@@ -637,6 +665,50 @@ TEST_CASE("over Gloo, with one rank dead and one busy elsewhere, the others fail
     CHECK((contains(what, "peer rank 3") || contains(what, "not known")));
     for (int live : {0, 1, 2})
       CHECK_FALSE(contains(what, "peer rank " + std::to_string(live)));
+  }
+  CHECK_NOTHROW(ex.shutdown());
+  CHECK(hvactor::test::all_gone(pids, 5s));
+}
+
+TEST_CASE("over Gloo, once one rank's call failed (a peer frozen past its timeout), every other "
+          "rank's call fails within a second, not after its own longer timeout") {
+  // The same path stops a rank that Gloo leaves waiting on a send to a
+  // peer that died (a parked send is never told of the close).
+  temp_dir dir{"frozen"};
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                       {.num_workers = 3, .extra_env_vars = {{"HVACTOR_SHM", "0"}}}};
+  ex.start();
+  auto pids = ex.worker_pids();
+  auto futures = ex.run_remote(&wait_on_frozen_peer, dir.path.string());
+  auto report_of = [&](int r) { return dir.path / ("rank-" + std::to_string(r)); };
+  hvactor::test::wait_until(
+    [&] { return std::filesystem::exists(report_of(1)) && std::filesystem::exists(report_of(2)); },
+    40s);
+  for (auto pid : pids)
+    ::kill(pid, SIGCONT);
+  std::map<int, int64_t> at;
+  std::map<int, std::string> text;
+  for (int r : {1, 2}) {
+    CAPTURE(r);
+    std::istringstream in{read_file(report_of(r))};
+    std::string kind;
+    in >> kind >> at[r];
+    in.ignore(1);
+    std::getline(in, text[r], '\0');
+    CAPTURE(text[r]);
+    CHECK(kind == "collective_error");
+  }
+  CAPTURE(text[1]);
+  // Rank 2 failed first (its timeout); rank 1 stopped at its announcement.
+  CHECK(contains(text[2], "did not answer within 2 s"));
+  CHECK(contains(text[1], "rank 2 failed first and told every rank"));
+  CHECK(at[1] - at[2] < 1500);
+  CHECK(at[1] - at[2] > -1500);
+  for (auto& f : futures) {
+    try {
+      f.get();
+    } catch (const std::exception&) {
+    }
   }
   CHECK_NOTHROW(ex.shutdown());
   CHECK(hvactor::test::all_gone(pids, 5s));

@@ -1,0 +1,113 @@
+#include "peer_abort.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace hvactor::collectives {
+
+peer_announced_failure::peer_announced_failure(int announcer, int culprit)
+  : std::runtime_error(fmt::format("rank {} announced that the collectives failed", announcer)),
+    announcer(announcer), culprit(culprit) {}
+
+/// Gloo's buffer behind the same interface: sends and receives go to it;
+/// a wait that returns aborted, or starts after the abort, throws.
+class abortable_buffer : public ::gloo::transport::UnboundBuffer {
+public:
+  abortable_buffer(std::unique_ptr<::gloo::transport::UnboundBuffer> inner, peer_abort& owner)
+    : UnboundBuffer(inner->ptr, inner->size), inner_(std::move(inner)), owner_(owner) {
+    owner_.add(this);
+  }
+
+  ~abortable_buffer() override {
+    owner_.remove(this);
+  }
+
+  bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
+    owner_.check();
+    bool done = inner_->waitRecv(rank, timeout);
+    if (!done)
+      owner_.check();
+    return done;
+  }
+
+  bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
+    owner_.check();
+    bool done = inner_->waitSend(rank, timeout);
+    if (!done)
+      owner_.check();
+    return done;
+  }
+
+  void abortWaitRecv() override {
+    inner_->abortWaitRecv();
+  }
+
+  void abortWaitSend() override {
+    inner_->abortWaitSend();
+  }
+
+  void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->send(dst, slot, offset, nbytes);
+  }
+
+  void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->recv(src, slot, offset, nbytes);
+  }
+
+  void recv(std::vector<int> srcs, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->recv(std::move(srcs), slot, offset, nbytes);
+  }
+
+private:
+  std::unique_ptr<::gloo::transport::UnboundBuffer> inner_;
+  peer_abort& owner_;
+};
+
+std::unique_ptr<::gloo::transport::UnboundBuffer>
+peer_abort::buffer(::gloo::Context& ctx, void* ptr, size_t bytes) {
+  return std::make_unique<abortable_buffer>(ctx.createUnboundBuffer(ptr, bytes), *this);
+}
+
+void peer_abort::raise(int announcer, int culprit) {
+  std::lock_guard<std::mutex> lock{mutex_};
+  if (raised_.load())
+    return;
+  announcer_ = announcer;
+  culprit_ = culprit;
+  raised_.store(true);
+  // A wait in progress returns aborted (and throws); one not begun yet
+  // finds its flag set, or sees raised_ first.
+  for (auto* b : live_) {
+    b->abortWaitSend();
+    b->abortWaitRecv();
+  }
+}
+
+void peer_abort::check() const {
+  if (!raised_.load(std::memory_order_acquire))
+    return;
+  std::lock_guard<std::mutex> lock{mutex_};
+  throw peer_announced_failure(announcer_, culprit_);
+}
+
+void peer_abort::add(abortable_buffer* b) {
+  std::lock_guard<std::mutex> lock{mutex_};
+  live_.push_back(b);
+}
+
+void peer_abort::remove(abortable_buffer* b) {
+  std::lock_guard<std::mutex> lock{mutex_};
+  live_.erase(std::find(live_.begin(), live_.end(), b));
+}
+
+std::string announcement(int announcer, int culprit) {
+  return fmt::format("{} {}", announcer, culprit);
+}
+
+bool parse_announcement(const std::string& text, int& announcer, int& culprit) {
+  return std::sscanf(text.c_str(), "%d %d", &announcer, &culprit) == 2;
+}
+
+} // namespace hvactor::collectives

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+namespace hvactor::collectives {
+
+/// Thrown out of a Gloo call on this rank when another rank announced that
+/// the collectives failed (`announcer` ranks it, blaming `culprit`, -1 for
+/// not known).
+class peer_announced_failure : public std::runtime_error {
+public:
+  peer_announced_failure(int announcer, int culprit);
+  int announcer;
+  int culprit;
+};
+
+class abortable_buffer;
+
+/// Stops this rank's Gloo calls once a peer announced a failure. Gloo wakes
+/// a rank's waits when a peer's connection closes, except one: a send that
+/// failed to write (EPIPE) before the pair saw the close stays parked and is
+/// never told (tcp::Pair::signalException alerts only the older bound
+/// buffers of its transmit queue), so that rank waits out its whole timeout
+/// while the others have failed at once. Every buffer hvactor hands Gloo
+/// is an abortable_buffer registered here; raise() makes each of their
+/// waits, now or later, throw peer_announced_failure.
+class peer_abort {
+public:
+  /// Wraps Gloo's own buffer for `ptr` (size `bytes`) in `ctx`.
+  std::unique_ptr<::gloo::transport::UnboundBuffer>
+  buffer(::gloo::Context& ctx, void* ptr, size_t bytes);
+
+  /// From any thread; the first announcement wins.
+  void raise(int announcer, int culprit);
+
+  /// Throws peer_announced_failure once raise() was called.
+  void check() const;
+
+private:
+  friend class abortable_buffer;
+  void add(abortable_buffer* b);
+  void remove(abortable_buffer* b);
+
+  std::atomic<bool> raised_{false};
+  int announcer_ = -1;
+  int culprit_ = -1;
+  mutable std::mutex mutex_;
+  std::vector<abortable_buffer*> live_;
+};
+
+/// The value announced under "<prefix>/failed": "<announcer> <culprit>".
+std::string announcement(int announcer, int culprit);
+
+/// Reads announcement()'s text; false for anything else.
+bool parse_announcement(const std::string& text, int& announcer, int& culprit);
+
+} // namespace hvactor::collectives

@@ -223,7 +223,9 @@ void publish(coord_actor self, const elastic::world_plan& plan, bool failure) {
   auto scope = elastic_scope(st);
   if (old >= 0)
     caf::anon_send(store, close_atom_v, gen_scope(st, old),
-                   fmt::format("generation {} of the elastic job superseded it", gen));
+                   fmt::format("generation {} of the elastic job superseded it{}", gen,
+                               failure ? std::string{": "} + proto::superseded_after_failure
+                                       : std::string{}));
   bool added = false;
   std::vector<int32_t> seats;
   std::vector<int32_t> fresh;

@@ -166,12 +166,14 @@ struct watch_state {
 
 std::shared_ptr<void>
 rendezvous_client::watch(const std::string& key,
-                         std::function<void(const std::vector<char>&)> on_set) {
+                         std::function<void(const std::vector<char>&)> on_set,
+                         std::function<void(const std::string&)> on_closed) {
   auto store = impl_->store;
   auto scope = scope_;
   auto sys = impl_->sys; // the watch may outlive this client
   auto watcher = impl_->sys->spawn([=](caf::stateful_actor<watch_state>* self) -> caf::behavior {
     auto ask = [=] {
+      auto asked = std::chrono::steady_clock::now();
       self->request(store, knobs::store_watch_period + knobs::store_round_trip, proto::get_atom_v,
                     scope, key, caf::timespan{knobs::store_watch_period})
         .then(
@@ -180,11 +182,20 @@ rendezvous_client::watch(const std::string& key,
             self->quit();
           },
           [=](caf::error& err) {
-            if (err.category() == error_category
-                && err.code() == static_cast<uint8_t>(error_kind::rendezvous_timeout))
+            bool in_hvactor = err.category() == error_category
+                              && err.code() == static_cast<uint8_t>(error_kind::rendezvous_timeout);
+            // The store answers a waiting get early only when its scope
+            // was closed: the key can never be set then (asking again
+            // would spin).
+            bool expired = std::chrono::steady_clock::now() - asked
+                           >= knobs::store_watch_period / 2;
+            if (in_hvactor && expired) {
               self->send(self, int32_t{0}); // not set yet: ask again
-            else
-              self->quit(err);
+              return;
+            }
+            if (in_hvactor && on_closed)
+              on_closed(describe(err));
+            self->quit(err);
           });
     };
     ask();

@@ -19,6 +19,7 @@
 
 #include "gloo_store.hpp"
 #include "gloo_types.hpp"
+#include "collectives/internal/rendezvous_protocol.hpp"
 #include "peer_abort.hpp"
 #include "collectives/shm/reduce.hpp"
 #include "base/internal/knobs.hpp"
@@ -246,10 +247,12 @@ private:
     close_and_throw(msg, culprit);
   }
 
-  // This rank stopped waiting because another failed first and said so.
+  // This rank stopped waiting because another failed first and said so,
+  // or the elastic driver ended the generation after a failure.
   [[noreturn]] void fail_announced(const std::string& what, const peer_announced_failure& e) {
     int culprit = e.culprit != topo_.rank ? e.culprit : -1;
-    auto who = culprit >= 0
+    auto who = e.announcer < 0 ? std::string{e.what()}
+               : culprit >= 0
                  ? fmt::format("peer rank {} failed first (rank {} saw it and told every rank)",
                                culprit, e.announcer)
                  : fmt::format("rank {} failed first and told every rank; which rank is at "
@@ -357,16 +360,24 @@ private:
   }
 
   // The first rank whose call fails announces it under "<prefix>/failed";
-  // every other rank then stops its Gloo waits at once.
+  // every other rank then stops its Gloo waits at once. So does every rank
+  // of an elastic generation that the driver ended because a worker of it
+  // failed (it closes the generation's scope, and announcements with it).
   void watch_failures(rendezvous_client& client) {
     auto abort = abort_;
     int me = topo_.rank;
-    failure_watch_ = client.watch(prefix_ + "/failed", [abort, me](const std::vector<char>& v) {
-      int announcer = -1, culprit = -1;
-      if (parse_announcement(std::string(v.begin(), v.end()), announcer, culprit)
-          && announcer != me)
-        abort->raise(announcer, culprit);
-    });
+    failure_watch_ = client.watch(
+      prefix_ + "/failed",
+      [abort, me](const std::vector<char>& v) {
+        int announcer = -1, culprit = -1;
+        if (parse_announcement(std::string(v.begin(), v.end()), announcer, culprit)
+            && announcer != me)
+          abort->raise(announcer, culprit);
+      },
+      [abort](const std::string& why) {
+        if (why.find(proto::superseded_after_failure) != std::string::npos)
+          abort->raise(why);
+      });
   }
 
   // Every rank announces itself and waits for all others, so that a missing

@@ -7,9 +7,9 @@
 
 namespace hvactor::collectives {
 
-peer_announced_failure::peer_announced_failure(int announcer, int culprit)
-  : std::runtime_error(fmt::format("rank {} announced that the collectives failed", announcer)),
-    announcer(announcer), culprit(culprit) {}
+peer_announced_failure::peer_announced_failure(int announcer, int culprit,
+                                               const std::string& reason)
+  : std::runtime_error(reason), announcer(announcer), culprit(culprit) {}
 
 /// Gloo's buffer behind the same interface: sends and receives go to it;
 /// a wait that returns aborted, or starts after the abort, throws.
@@ -71,11 +71,21 @@ peer_abort::buffer(::gloo::Context& ctx, void* ptr, size_t bytes) {
 }
 
 void peer_abort::raise(int announcer, int culprit) {
+  raise(announcer, culprit,
+        fmt::format("rank {} announced that the collectives failed", announcer));
+}
+
+void peer_abort::raise(const std::string& reason) {
+  raise(-1, -1, reason);
+}
+
+void peer_abort::raise(int announcer, int culprit, std::string reason) {
   std::lock_guard<std::mutex> lock{mutex_};
   if (raised_.load())
     return;
   announcer_ = announcer;
   culprit_ = culprit;
+  reason_ = std::move(reason);
   raised_.store(true);
   // A wait in progress returns aborted (and throws); one not begun yet
   // finds its flag set, or sees raised_ first.
@@ -89,7 +99,7 @@ void peer_abort::check() const {
   if (!raised_.load(std::memory_order_acquire))
     return;
   std::lock_guard<std::mutex> lock{mutex_};
-  throw peer_announced_failure(announcer_, culprit_);
+  throw peer_announced_failure(announcer_, culprit_, reason_);
 }
 
 void peer_abort::add(abortable_buffer* b) {

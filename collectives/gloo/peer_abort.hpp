@@ -14,10 +14,11 @@ namespace hvactor::collectives {
 
 /// Thrown out of a Gloo call on this rank when another rank announced that
 /// the collectives failed (`announcer` ranks it, blaming `culprit`, -1 for
-/// not known).
+/// not known), or the elastic driver ended the generation (announcer -1,
+/// what() says why).
 class peer_announced_failure : public std::runtime_error {
 public:
-  peer_announced_failure(int announcer, int culprit);
+  peer_announced_failure(int announcer, int culprit, const std::string& reason);
   int announcer;
   int culprit;
 };
@@ -41,17 +42,22 @@ public:
   /// From any thread; the first announcement wins.
   void raise(int announcer, int culprit);
 
+  /// raise() for a reason that names no rank.
+  void raise(const std::string& reason);
+
   /// Throws peer_announced_failure once raise() was called.
   void check() const;
 
 private:
   friend class abortable_buffer;
+  void raise(int announcer, int culprit, std::string reason);
   void add(abortable_buffer* b);
   void remove(abortable_buffer* b);
 
   std::atomic<bool> raised_{false};
   int announcer_ = -1;
   int culprit_ = -1;
+  std::string reason_;
   mutable std::mutex mutex_;
   std::vector<abortable_buffer*> live_;
 };

@@ -55,10 +55,13 @@ public:
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 
   /// Calls `on_set(value)` once, on one of the client's threads, when `key`
-  /// is set (now or later). The watch ends when the returned handle is
-  /// destroyed, when the store goes away, or after `on_set`.
+  /// is set (now or later); or `on_closed(why)` when the scope is closed
+  /// first (the elastic driver closes a generation's scope when it
+  /// supersedes it). The watch ends when the returned handle is destroyed,
+  /// when the store goes away, or after either call.
   std::shared_ptr<void> watch(const std::string& key,
-                              std::function<void(const std::vector<char>&)> on_set);
+                              std::function<void(const std::vector<char>&)> on_set,
+                              std::function<void(const std::string&)> on_closed = {});
 
   const std::string& scope() const {
     return scope_;

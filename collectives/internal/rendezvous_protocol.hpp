@@ -23,6 +23,11 @@ typename Inspector::result_type inspect(Inspector& f, key_list& x) {
   return f(caf::meta::type_name("key_list"), x.keys);
 }
 
+/// Part of the reason the elastic driver closes a generation's scope with
+/// when a worker of that generation failed: a rank of it that still waits
+/// in a collective stops at once (gloo_backend), since the others reset.
+inline constexpr const char* superseded_after_failure = "a worker of it failed";
+
 } // namespace hvactor::proto
 
 CAF_BEGIN_TYPE_ID_BLOCK(hvactor_rendezvous, caf::first_custom_type_id)

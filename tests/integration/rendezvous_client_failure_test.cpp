@@ -10,8 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +25,7 @@
 
 #include "child_process.hpp"
 #include "actors/internal/rendezvous_store.hpp"
+#include "collectives/internal/rendezvous_client.hpp"
 #include "actors/internal/system_config.hpp"
 
 using namespace std::chrono_literals;
@@ -194,6 +198,52 @@ TEST_CASE("HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME that are text, negati
     CHECK(what.find("HOROVOD_CYCLE_TIME='" + std::string{value} + "' must be milliseconds")
           != std::string::npos);
   }
+}
+
+TEST_CASE("a watch on a scope that the store closes reports the reason once, at once, and stops "
+          "asking; a watch whose key is set reports the value") {
+  // The elastic driver closes a generation's scope when it supersedes it;
+  // Gloo sessions of that generation watch it to stop waiting.
+  live_store st;
+  hvactor::collectives::rendezvous_client client{"127.0.0.1", st.port, "job/3", 5s};
+  std::mutex mu;
+  std::vector<std::string> closed, values;
+  std::atomic<int> calls{0};
+  auto on_set = [&](const std::vector<char>& v) {
+    std::lock_guard<std::mutex> lk{mu};
+    values.emplace_back(v.begin(), v.end());
+    ++calls;
+  };
+  auto on_closed = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lk{mu};
+    closed.push_back(why);
+    ++calls;
+  };
+  auto set_later = client.watch("announced", on_set, on_closed);
+  auto closed_later = client.watch("never", on_set, on_closed);
+  std::this_thread::sleep_for(200ms);
+  client.set("announced", {'0', ' ', '3'});
+  auto t0 = std::chrono::steady_clock::now();
+  caf::anon_send(st.store, hvactor::proto::close_atom_v, std::string{"job/3"},
+                 std::string{"generation 4 superseded it"});
+  auto deadline = t0 + 3s;
+  while (calls.load() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  auto took = std::chrono::steady_clock::now() - t0;
+  std::this_thread::sleep_for(300ms); // a watch that kept asking would report again
+  std::lock_guard<std::mutex> lk{mu};
+  CHECK(values == std::vector<std::string>{"0 3"});
+  REQUIRE(closed.size() == 1);
+  CHECK(closed[0].find("generation 4 superseded it") != std::string::npos);
+  CHECK(took < 1s);
+  // A watch on a scope closed before it began reports at once too.
+  hvactor::collectives::rendezvous_client late{"127.0.0.1", st.port, "job/3", 5s};
+  std::atomic<bool> told{false};
+  auto w = late.watch("x", [](const std::vector<char>&) {},
+                      [&](const std::string&) { told = true; });
+  for (int i = 0; i < 200 && !told; ++i)
+    std::this_thread::sleep_for(5ms);
+  CHECK(told);
 }
 
 } // TEST_SUITE

@@ -368,11 +368,12 @@ private:
     int me = topo_.rank;
     failure_watch_ = client.watch(
       prefix_ + "/failed",
-      [abort, me](const std::vector<char>& v) {
+      [abort, me, size = topo_.size](const std::vector<char>& v) {
         int announcer = -1, culprit = -1;
-        if (parse_announcement(std::string(v.begin(), v.end()), announcer, culprit)
-            && announcer != me)
-          abort->raise(announcer, culprit);
+        if (!parse_announcement(std::string(v.begin(), v.end()), announcer, culprit)
+            || announcer < 0 || announcer >= size || announcer == me)
+          return;
+        abort->raise(announcer, culprit >= 0 && culprit < size ? culprit : -1);
       },
       [abort](const std::string& why) {
         if (why.find(proto::superseded_after_failure) != std::string::npos)

@@ -1,7 +1,7 @@
 #include "peer_abort.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -117,7 +117,13 @@ std::string announcement(int announcer, int culprit) {
 }
 
 bool parse_announcement(const std::string& text, int& announcer, int& culprit) {
-  return std::sscanf(text.c_str(), "%d %d", &announcer, &culprit) == 2;
+  auto* p = text.data();
+  auto* end = p + text.size();
+  auto a = std::from_chars(p, end, announcer);
+  if (a.ec != std::errc{} || a.ptr == end || *a.ptr != ' ')
+    return false;
+  auto c = std::from_chars(a.ptr + 1, end, culprit);
+  return c.ec == std::errc{} && c.ptr == end;
 }
 
 } // namespace hvactor::collectives

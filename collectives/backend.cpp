@@ -23,7 +23,57 @@ void divide(void* data, size_t count, int divisor) {
   }
 }
 
+template <class T>
+void times(void* data, size_t count, double factor) {
+  auto* x = static_cast<T*>(data);
+  if constexpr (std::is_same_v<T, hvd::half> || std::is_same_v<T, hvd::bfloat16>) {
+    auto f = static_cast<float>(factor);
+    for (size_t i = 0; i < count; ++i)
+      x[i] = T(static_cast<float>(x[i]) * f);
+  } else {
+    for (size_t i = 0; i < count; ++i)
+      x[i] = static_cast<T>(static_cast<double>(x[i]) * factor);
+  }
+}
+
 } // namespace
+
+void backend::reducescatter(void* data, size_t count, std::span<const size_t> counts, int rank,
+                            hvd::dtype t, hvd::op o, void* out) {
+  size_t offset = 0;
+  for (int r = 0; r < rank; ++r)
+    offset += counts[static_cast<size_t>(r)];
+  allreduce(data, count, t, o);
+  auto esz = hvd::size_of(t);
+  copy(out, static_cast<char*>(data) + offset * esz, counts[static_cast<size_t>(rank)] * esz);
+}
+
+void backend::multiply(void* data, size_t count, hvd::dtype t, double factor) {
+  if (factor == 1.0)
+    return;
+  switch (t) {
+    case hvd::dtype::float16:
+      return times<hvd::half>(data, count, factor);
+    case hvd::dtype::bfloat16:
+      return times<hvd::bfloat16>(data, count, factor);
+    case hvd::dtype::float32:
+      return times<float>(data, count, factor);
+    case hvd::dtype::float64:
+      return times<double>(data, count, factor);
+    case hvd::dtype::int32:
+      return times<int32_t>(data, count, factor);
+    case hvd::dtype::int64:
+      return times<int64_t>(data, count, factor);
+    case hvd::dtype::uint8:
+      return times<uint8_t>(data, count, factor);
+    case hvd::dtype::int8:
+      return times<int8_t>(data, count, factor);
+    case hvd::dtype::int16:
+      return times<int16_t>(data, count, factor);
+    case hvd::dtype::boolean: // refused by the hvd calls
+      return;
+  }
+}
 
 void backend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0)

@@ -69,7 +69,7 @@ void engine::enqueue_locked(const std::shared_ptr<pending_op>& p) {
     p->lane = true;
     auto k = static_cast<size_t>(p->op.kind);
     auto n = noname_[k]++;
-    if (p->fusible)
+    if (p->fusible || p->async)
       p->op.name = collectives::negotiator::noname(p->op.kind, n);
   }
   p->submitted = std::chrono::steady_clock::now();
@@ -136,6 +136,22 @@ std::shared_ptr<pending_op> engine::submit(operation op, void* data,
   }
   if (wake)
     cv_.notify_all();
+  return p;
+}
+
+std::shared_ptr<pending_op> engine::submit_run(operation op,
+                                               std::function<void(collectives::backend&)> fn) {
+  auto p = std::make_shared<pending_op>();
+  p->op = std::move(op);
+  p->async = true;
+  p->run = std::move(fn);
+  {
+    std::lock_guard<std::mutex> lk{mu_};
+    if (stopping_)
+      throw not_started(fmt::format("hvd: {}_async after hvd::shutdown()", to_string(p->op.kind)));
+    enqueue_locked(p);
+  }
+  cv_.notify_all();
   return p;
 }
 

@@ -18,7 +18,8 @@ using collectives::operation;
 
 void engine::allreduce(const operation& op, void* data) {
   auto body = [&](collectives::backend& b) {
-    collectives::reduce_in_place(b, data, op.count, op.type, op.reduction, topo_.size);
+    collectives::reduce_in_place(b, data, op.count, op.type, op.reduction, topo_.size,
+                                 {op.prescale, op.postscale});
   };
   run_in_order(op, body, data, true);
 }
@@ -123,7 +124,9 @@ engine::solo_exchange_result engine::solo_exchange(const operation& op,
   using collectives::negotiator;
   auto combined = solo_exchange_result::header_only;
   try {
-    if (reduce && data && !op.device) {
+    // A prescaled allreduce runs apart from the header: the exchange would
+    // reduce the data unscaled.
+    if (reduce && data && !op.device && op.prescale == 1.0) {
       bool agreed = false;
       auto accept = [&](std::span<const int64_t> h) {
         agreed = negotiator_.solo_agreed(h);
@@ -156,7 +159,8 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
   try {
     auto& b = backend_for(op);
     if (reduced)
-      collectives::apply_average(b, data, op.count, op.type, op.reduction, topo_.size);
+      collectives::apply_average(b, data, op.count, op.type, op.reduction, topo_.size,
+                                 op.postscale);
     else
       body(b);
     b.finish();

@@ -10,14 +10,18 @@ hvd::op backend_reduction(hvd::op o) {
   return o == hvd::op::average ? hvd::op::sum : o;
 }
 
-void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks) {
+void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
+                   double postscale) {
   if (o == hvd::op::average)
     b.scale(data, count, t, ranks);
+  b.multiply(data, count, t, postscale);
 }
 
-void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks) {
+void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
+                     hvd::scale_factors f) {
+  b.multiply(data, count, t, f.prescale_factor);
   b.allreduce(data, count, t, backend_reduction(o));
-  apply_average(b, data, count, t, o, ranks);
+  apply_average(b, data, count, t, o, ranks, f.postscale_factor);
 }
 
 timeline_event batch_event(std::span<const fusion_item> items, const char* backend) {
@@ -43,19 +47,26 @@ void fusion_executor::run(backend& b, std::span<const fusion_item> items) {
   auto elem = hvd::size_of(first.type);
   int64_t t0 = timeline_ ? timeline_->now() : 0;
   if (items.size() == 1) {
-    reduce_in_place(b, items[0].data, first.count, first.type, first.reduction, ranks_);
+    reduce_in_place(b, items[0].data, first.count, first.type, first.reduction, ranks_,
+                    {first.prescale, first.postscale});
     b.finish();
     if (timeline_)
       timeline_->record(batch_event(items, b.name()), timeline_phase::op, t0, timeline_->now());
     return;
   }
+  bool prescaled = false;
   if (!first.device) {
     parts_.clear();
     for (auto& item : items)
       parts_.push_back({item.data, item.op->count});
+    // Prescaled in place: the allreduce overwrites the tensors anyway.
+    for (auto& item : items)
+      b.multiply(item.data, item.op->count, item.op->type, item.op->prescale);
+    prescaled = true;
     if (b.allreduce_parts(parts_, first.type, backend_reduction(first.reduction))) {
       for (auto& item : items)
-        apply_average(b, item.data, item.op->count, item.op->type, item.op->reduction, ranks_);
+        apply_average(b, item.data, item.op->count, item.op->type, item.op->reduction, ranks_,
+                      item.op->postscale);
       if (timeline_)
         timeline_->record(batch_event(items, b.name()), timeline_phase::op, t0, timeline_->now());
       return;
@@ -79,6 +90,8 @@ void fusion_executor::run(backend& b, std::span<const fusion_item> items) {
     auto bytes = item.op->count * elem;
     auto padded = fusion_planner::padded(bytes);
     b.copy(buf + offset, item.data, bytes);
+    if (!prescaled)
+      b.multiply(buf + offset, item.op->count, item.op->type, item.op->prescale);
     b.zero(buf + offset + bytes, padded - bytes);
     offset += padded;
   }
@@ -92,7 +105,7 @@ void fusion_executor::run(backend& b, std::span<const fusion_item> items) {
     auto& op = *item.op;
     auto bytes = op.count * elem;
     b.copy(item.data, buf + offset, bytes);
-    apply_average(b, item.data, op.count, op.type, op.reduction, ranks_);
+    apply_average(b, item.data, op.count, op.type, op.reduction, ranks_, op.postscale);
     offset += fusion_planner::padded(bytes);
   }
   b.finish();

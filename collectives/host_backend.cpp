@@ -105,6 +105,25 @@ public:
     return done;
   }
 
+  // One node: the shared-memory reduce-scatter with Horovod's split (each
+  // rank reduces only its part); across nodes: the default (an allreduce
+  // on the path allreduce() takes, then the part).
+  void reducescatter(void* data, size_t count, std::span<const size_t> counts, int rank,
+                     hvd::dtype t, hvd::op o, void* out) override {
+    if (!paths_.single_node)
+      return backend::reducescatter(data, count, counts, rank, t, o, out);
+    std::vector<size_t> offsets(counts.size());
+    for (size_t r = 1; r < counts.size(); ++r)
+      offsets[r] = offsets[r - 1] + counts[r - 1];
+    std::vector<shm::communicator::range> parts;
+    for (int r : paths_.local_ranks)
+      parts.push_back({offsets[static_cast<size_t>(r)], counts[static_cast<size_t>(r)]});
+    guarded([&] { comm_->reduce_scatter(data, parts, t, o); });
+    auto esz = hvd::size_of(t);
+    auto me = static_cast<size_t>(rank);
+    copy(out, static_cast<char*>(data) + offsets[me] * esz, counts[me] * esz);
+  }
+
   bool allreduce_parts(std::span<const buffer_part> parts, hvd::dtype t, hvd::op o) override {
     if (!paths_.single_node)
       return false;

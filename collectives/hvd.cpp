@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "collectives/internal/engine.hpp"
 #include "collectives/internal/host_backend.hpp"
 #include "collectives/internal/hvd_options.hpp"
+#include "collectives/internal/hvd_calls.hpp"
 #include "collectives/internal/rendezvous_client.hpp"
 #include "collectives/internal/binding.hpp"
 #include "base/internal/knobs.hpp"
@@ -101,11 +103,23 @@ void ignore_sigpipe() {
     ::signal(SIGPIPE, SIG_IGN);
 }
 
-detail::engine& current(const char* call) {
+} // namespace
+
+detail::engine& detail::engine_for(const char* call) {
   auto& st = global();
   if (!st.engine)
     throw not_started(fmt::format("hvd::{} called before hvd::init()", call));
   return *st.engine;
+}
+
+const collectives::topology& detail::job_topology() {
+  return global().topo;
+}
+
+namespace {
+
+detail::engine& current(const char* call) {
+  return detail::engine_for(call);
 }
 
 const topology& topo(const char* call) {
@@ -116,31 +130,46 @@ const topology& topo(const char* call) {
 // An async allreduce's descriptor; the engine names an unnamed one
 // "allreduce.noname.<n>".
 collectives::operation async_allreduce(size_t count, dtype t, op o, std::string name,
-                                       bool device) {
+                                       bool device, scale_factors f) {
   return {.kind = op_kind::allreduce,
           .type = t,
           .count = count,
           .reduction = o,
+          .prescale = f.prescale_factor,
+          .postscale = f.postscale_factor,
           .device = device,
           .name = std::move(name)};
 }
 
+} // namespace
+
 // A reduction that means nothing for the type, refused before anything is
 // queued (on every rank alike: each makes the same call).
-void check_reduction(dtype t, op o, const char* call) {
+void detail::check_reduction(dtype t, op o, const char* call, scale_factors f) {
   if (t == dtype::boolean && o == op::average)
     throw std::invalid_argument(fmt::format("hvd::{}: bool tensors reduce with op::sum or op::max "
                                             "(or), op::min or op::product (and); op::average is "
                                             "not defined for them",
                                             call));
+  for (double x : {f.prescale_factor, f.postscale_factor})
+    if (!std::isfinite(x))
+      throw std::invalid_argument(fmt::format(
+        "hvd::{}: prescale_factor {} and postscale_factor {} must be finite numbers", call,
+        f.prescale_factor, f.postscale_factor));
+  if (t == dtype::boolean && !f.identity())
+    throw std::invalid_argument(fmt::format(
+      "hvd::{}: bool tensors take no prescale_factor or postscale_factor (got {} and {})", call,
+      f.prescale_factor, f.postscale_factor));
 }
 
-void check_root(int root) {
+void detail::check_root(int root) {
   const auto& tp = global().topo;
   if (root < 0 || root >= tp.size)
     throw std::invalid_argument(
       fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
 }
+
+namespace {
 
 // Puts the caller's current CUDA device back: device backends switch the
 // calling thread to their GPU.
@@ -298,131 +327,46 @@ int join() {
   return current("join").join();
 }
 
-namespace {
-
-// Every rank's announcement (count, dtype) for a collective whose sizes
-// differ per rank; call inside engine::run.
-std::vector<int64_t> announced(collectives::backend& b, size_t count, dtype t) {
-  auto n = static_cast<size_t>(global().topo.size);
-  auto mine = collectives::announce(count, t);
-  std::vector<int64_t> table(n * mine.size());
-  std::vector<size_t> pairs(n, mine.size());
-  b.allgatherv(mine.data(), table.data(), pairs, dtype::int64);
-  return table;
-}
-
-} // namespace
-
 namespace detail {
 
 // Each call describes its operation by typed fields (no text: the engine
 // formats one only for an error or the timeline) and hands it with its
 // buffers to the engine, which runs it on the backend of its memory.
 
-void allreduce(void* data, size_t count, dtype t, op o, const std::string& name) {
-  check_reduction(t, o, "allreduce");
+void allreduce(void* data, size_t count, dtype t, op o, const std::string& name,
+               scale_factors f) {
+  check_reduction(t, o, "allreduce", f);
   current("allreduce").allreduce(
-    {.kind = op_kind::allreduce, .type = t, .count = count, .reduction = o, .name = name}, data);
+    {.kind = op_kind::allreduce,
+     .type = t,
+     .count = count,
+     .reduction = o,
+     .prescale = f.prescale_factor,
+     .postscale = f.postscale_factor,
+     .name = name},
+    data);
 }
 
-handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name) {
-  check_reduction(t, o, "allreduce_async");
+handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
+                       scale_factors f) {
+  check_reduction(t, o, "allreduce_async", f);
   auto& eng = current("allreduce_async");
-  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), false), data)};
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), false, f), data)};
 }
 
-std::vector<char> allgather(const void* data, size_t count, dtype t) {
-  auto& eng = current("allgather");
-  std::vector<char> out;
-  eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
-    // Counts and dtypes first; `out` is sized from the peers' counts, so
-    // each is checked before the data phase writes a byte.
-    auto checked = collectives::check_allgather_counts(announced(b, count, t), "hvd::allgather");
-    out.resize(checked.total_bytes);
-    b.allgatherv(data, out.data(), checked.counts, t);
-  });
-  return out;
-}
-
-void allgather_into(const void* in, size_t count, void* out, size_t out_count, dtype t) {
-  auto& eng = current("allgather");
-  auto n = static_cast<size_t>(global().topo.size);
-  if (out_count != count * n)
-    throw std::invalid_argument(fmt::format(
-      "hvd::allgather: out holds {} elements; {} ranks x {} need {}", out_count, n, count, count * n));
-  eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
-    // The counts first (8 bytes per rank): a rank with another count fails
-    // on every rank instead of corrupting `out`.
-    auto counts = collectives::check_allgather_counts(announced(b, count, t), "hvd::allgather")
-                    .counts;
-    for (size_t r = 0; r < n; ++r)
-      if (counts[r] != count)
-        throw std::invalid_argument(fmt::format(
-          "hvd::allgather into a buffer: every rank must pass the same count (rank {} passed {}, "
-          "this rank {})", r, counts[r], count));
-    std::vector<size_t> sizes(n, count);
-    b.allgatherv(in, out, sizes, t);
-  });
-}
-
-void broadcast(void* data, size_t count, dtype t, int root) {
-  auto& eng = current("broadcast");
-  check_root(root);
-  eng.run({.kind = op_kind::broadcast, .type = t, .count = count, .root = root},
-          [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
-}
-
-std::vector<char> alltoall(const void* data, size_t count, std::span<const int64_t> send_counts,
-                           dtype t, std::vector<int64_t>* recv_counts) {
-  auto& eng = current("alltoall");
-  auto n = static_cast<size_t>(global().topo.size);
-  std::vector<int64_t> sends;
-  if (send_counts.empty()) {
-    if (count % n != 0)
-      throw std::invalid_argument(fmt::format(
-        "hvd::alltoall: {} elements do not split into {} equal parts; pass send_counts", count, n));
-    sends.assign(n, static_cast<int64_t>(count / n));
-  } else {
-    sends.assign(send_counts.begin(), send_counts.end());
-    int64_t sum = 0;
-    for (auto c : sends)
-      sum += c < 0 ? -1'000'000'000'000 : c;
-    if (sends.size() != n || sum != static_cast<int64_t>(count))
-      throw std::invalid_argument(fmt::format(
-        "hvd::alltoall: send_counts [{}] must have size() = {} non-negative entries summing to "
-        "the {} elements sent",
-        fmt::join(sends, ", "), n, count));
-  }
-  std::vector<char> out;
-  std::vector<int64_t> recvs(n);
-  eng.run({.kind = op_kind::alltoall, .type = t, .count = count}, [&](collectives::backend& b) {
-    // What each rank sends here, and its dtype, checked before `out` is
-    // sized from it.
-    std::vector<int64_t> words, table(n * collectives::announcement_words);
-    for (auto c : sends) {
-      auto w = collectives::announce(static_cast<size_t>(c), t);
-      words.insert(words.end(), w.begin(), w.end());
-    }
-    std::vector<int64_t> pairs(n, collectives::announcement_words);
-    b.alltoallv(words.data(), pairs, table.data(), pairs, dtype::int64);
-    auto checked =
-      collectives::check_alltoall_counts(table, t, global().topo.rank, "hvd::alltoall");
-    recvs.assign(checked.counts.begin(), checked.counts.end());
-    out.resize(checked.total_bytes);
-    b.alltoallv(data, sends, out.data(), recvs, t);
-  });
-  if (recv_counts)
-    *recv_counts = std::move(recvs);
-  return out;
-}
-
-void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s) {
-  check_reduction(t, o, "allreduce");
+void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s, scale_factors f) {
+  check_reduction(t, o, "allreduce", f);
   keep_device keep;
   auto& eng = device_engine("allreduce");
   collectives::wait_for_stream(s);
-  eng.allreduce(
-    {.kind = op_kind::allreduce, .type = t, .count = count, .reduction = o, .device = true}, data);
+  eng.allreduce({.kind = op_kind::allreduce,
+                 .type = t,
+                 .count = count,
+                 .reduction = o,
+                 .prescale = f.prescale_factor,
+                 .postscale = f.postscale_factor,
+                 .device = true},
+                data);
 }
 
 void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s) {
@@ -444,13 +388,13 @@ void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s
 }
 
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
-                              cuda_stream s) {
-  check_reduction(t, o, "allreduce_async");
+                              cuda_stream s, scale_factors f) {
+  check_reduction(t, o, "allreduce_async", f);
   auto& eng = device_engine("allreduce_async");
   // The GPU orders the collective after the caller's work; the caller (a
   // gradient hook during backward) goes on queueing kernels meanwhile.
   auto ready = collectives::record_ready(s);
-  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true), data,
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true, f), data,
                            std::move(ready))};
 }
 

@@ -1,6 +1,7 @@
 #include "collectives/internal/name_check.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -12,7 +13,7 @@ namespace {
 
 // Encoded operation: kind, type, reduction, device (one byte each), root
 // (4 bytes), count (8), name length (4), name bytes.
-constexpr size_t fixed_bytes = 4 + 4 + 8 + 4;
+constexpr size_t fixed_bytes = 4 + 4 + 8 + 8 + 8 + 4;
 
 void put(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -75,6 +76,8 @@ std::string name_check::encode(const op_list& list) {
     put(out, op.device ? 1 : 0, 1);
     put(out, static_cast<uint32_t>(op.root), 4);
     put(out, op.count, 8);
+    put(out, std::bit_cast<uint64_t>(op.prescale), 8);
+    put(out, std::bit_cast<uint64_t>(op.postscale), 8);
     put(out, op.name.size(), 4);
     out += op.name;
   }
@@ -103,8 +106,10 @@ op_list name_check::decode(std::string_view in, int from_rank) {
     op.device = take(rest, 1) != 0;
     op.root = static_cast<int>(static_cast<int32_t>(take(rest, 4)));
     op.count = static_cast<size_t>(take(rest, 8));
+    op.prescale = std::bit_cast<double>(take(rest, 8));
+    op.postscale = std::bit_cast<double>(take(rest, 8));
     auto length = static_cast<size_t>(take(rest, 4));
-    if (op.kind > op_kind::setup || op.type > hvd::last_dtype
+    if (op.kind > last_op_kind || op.type > hvd::last_dtype
         || op.reduction > hvd::op::product || rest.size() < length)
       throw malformed();
     op.name.assign(rest.substr(0, length));

@@ -18,6 +18,8 @@ const char* to_string(op_kind k) {
       return "barrier";
     case op_kind::alltoall:
       return "alltoall";
+    case op_kind::reducescatter:
+      return "reducescatter";
     case op_kind::setup:
       return "setup";
   }
@@ -27,6 +29,7 @@ const char* to_string(op_kind k) {
 bool count_is_shared(const operation& op) {
   switch (op.kind) {
     case op_kind::allreduce:
+    case op_kind::reducescatter:
     case op_kind::broadcast:
       return true;
     case op_kind::allgather:
@@ -48,7 +51,8 @@ bool same_shape(const operation& a, const operation& b) {
     case op_kind::setup:
       return true;
     case op_kind::allreduce:
-      if (a.reduction != b.reduction)
+    case op_kind::reducescatter:
+      if (a.reduction != b.reduction || a.prescale != b.prescale || a.postscale != b.postscale)
         return false;
       break;
     case op_kind::broadcast:
@@ -74,9 +78,13 @@ void describe_to(std::string& out, const operation& op) {
   out += hvd::to_string(op.type);
   if (count_is_shared(op))
     fmt::format_to(it, " x {}", op.count);
-  if (op.kind == op_kind::allreduce)
+  if (reduces(op.kind)) {
     fmt::format_to(it, ", {}", hvd::to_string(op.reduction));
-  else if (op.kind == op_kind::broadcast)
+    if (op.prescale != 1.0)
+      fmt::format_to(it, ", prescale {}", op.prescale);
+    if (op.postscale != 1.0)
+      fmt::format_to(it, ", postscale {}", op.postscale);
+  } else if (op.kind == op_kind::broadcast)
     fmt::format_to(it, ", root {}", op.root);
   out += ')';
 }

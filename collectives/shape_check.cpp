@@ -1,5 +1,7 @@
 #include "collectives/internal/shape_check.hpp"
 
+#include <bit>
+
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
@@ -48,9 +50,14 @@ std::string difference(const operation& a, const operation& b, int r) {
                        "sent one of {}",
                        kind, label(a), elements(a.count), hvd::to_string(a.type), r,
                        elements(b.count));
-  if (a.kind == op_kind::allreduce && a.reduction != b.reduction)
-    return fmt::format("Mismatched allreduce operations: rank 0 asked for {}{}, but rank {} for {}",
+  if (reduces(a.kind) && a.reduction != b.reduction)
+    return fmt::format("Mismatched {} operations: rank 0 asked for {}{}, but rank {} for {}", kind,
                        hvd::to_string(a.reduction), label(a), r, hvd::to_string(b.reduction));
+  if (reduces(a.kind) && (a.prescale != b.prescale || a.postscale != b.postscale))
+    return fmt::format("Mismatched prescale and/or postscale factors: rank 0 had prescale factor "
+                       "{} and postscale factor {}{}, but rank {} had prescale factor {} and "
+                       "postscale factor {}",
+                       a.prescale, a.postscale, label(a), r, b.prescale, b.postscale);
   if (a.kind == op_kind::broadcast && a.root != b.root)
     return fmt::format("Mismatched broadcast root ranks: rank 0 specified root rank {}, but rank {} "
                        "specified root rank {}",
@@ -74,8 +81,11 @@ int64_t fingerprint(bool batch, std::span<const operation* const> ops) {
     h.add(static_cast<uint64_t>(op.type));
     if (count_is_shared(op))
       h.add(op.count);
-    if (op.kind == op_kind::allreduce)
+    if (reduces(op.kind)) {
       h.add(static_cast<uint64_t>(op.reduction));
+      h.add(std::bit_cast<uint64_t>(op.prescale));
+      h.add(std::bit_cast<uint64_t>(op.postscale));
+    }
     if (op.kind == op_kind::broadcast)
       h.add(static_cast<uint64_t>(static_cast<uint32_t>(op.root)));
   }

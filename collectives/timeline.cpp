@@ -31,6 +31,8 @@ const char* op_word(op_kind o) {
       return "BARRIER";
     case op_kind::alltoall:
       return "ALLTOALL";
+    case op_kind::reducescatter:
+      return "REDUCESCATTER";
     case op_kind::setup:
       return "SETUP";
   }

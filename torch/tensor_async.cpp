@@ -15,7 +15,7 @@
 
 namespace hvactor::hvd {
 
-tensor_handle allreduce_async(torch::Tensor& t, op o, std::string name) {
+tensor_handle allreduce_async(torch::Tensor& t, op o, std::string name, scale_factors f) {
   auto type = detail::dtype_of_tensor(t, "allreduce_async"); // hvd refuses a bool average
   torch::NoGradGuard no_grad;
   tensor_handle out;
@@ -32,9 +32,9 @@ tensor_handle allreduce_async(torch::Tensor& t, op o, std::string name) {
   if (path == detail::tensor_path::device)
     out.h_ = detail::device_allreduce_async(x.data_ptr(), count,
                                             type == dtype::int16 ? dtype::int32 : type, o,
-                                            std::move(name), detail::stream_of(x));
+                                            std::move(name), detail::stream_of(x), f);
   else
-    out.h_ = detail::allreduce_async(x.data_ptr(), count, type, o, std::move(name));
+    out.h_ = detail::allreduce_async(x.data_ptr(), count, type, o, std::move(name), f);
   return out;
 }
 
@@ -46,13 +46,13 @@ void synchronize(tensor_handle& h) {
   h.travel_ = torch::Tensor{};
 }
 
-void grouped_allreduce(std::vector<torch::Tensor>& ts, op o) {
+void grouped_allreduce(std::vector<torch::Tensor>& ts, op o, scale_factors f) {
   std::vector<tensor_handle> hs;
   hs.reserve(ts.size());
   std::exception_ptr first;
   for (auto& t : ts) {
     try {
-      hs.push_back(allreduce_async(t, o));
+      hs.push_back(allreduce_async(t, o, {}, f));
     } catch (...) {
       first = std::current_exception();
       break; // the ones started are still waited for below

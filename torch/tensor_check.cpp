@@ -168,6 +168,28 @@ void check_broadcast(const desc_table& table, int root, std::string_view call) {
   }
 }
 
+void check_same(const desc_table& table, std::string_view call) {
+  const auto& want = table[0];
+  for (size_t r = 1; r < table.size(); ++r) {
+    const auto& have = table[r];
+    for (size_t i = 0; i < have.size() && i < want.size(); ++i) {
+      if (same_kind(have[i], want[i]) && have[i].sizes == want[i].sizes)
+        continue;
+      throw collective_error(
+        fmt::format("{}: {}rank {} has {} but rank 0 has {}; every rank must pass the same dtype "
+                    "and shape",
+                    call, want.size() > 1 ? fmt::format("tensor {}: ", i) : std::string{}, r,
+                    to_string(have[i]), to_string(want[i])),
+        static_cast<int>(r));
+    }
+    if (have.size() != want.size())
+      throw collective_error(fmt::format("{}: rank {} passed {} tensors but rank 0 passed {}; "
+                                         "every rank must pass the same tensors",
+                                         call, r, have.size(), want.size()),
+                             static_cast<int>(r));
+  }
+}
+
 dtype dtype_of_tensor(const torch::Tensor& t, const char* call) {
   switch (t.scalar_type()) {
     case torch::kFloat:

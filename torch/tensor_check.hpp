@@ -58,6 +58,11 @@ void check_allgather(const desc_table& table, std::string_view call);
 /// naming both ranks, the tensor's index and both shapes.
 void check_broadcast(const desc_table& table, int root, std::string_view call);
 
+/// For reducescatter: throws collective_error when a rank has another
+/// number of tensors than rank 0, or a tensor of another scalar type,
+/// device or shape, naming both ranks and both shapes.
+void check_same(const desc_table& table, std::string_view call);
+
 /// hvd's dtype for `t` (on any device). Throws std::invalid_argument
 /// naming `call` (e.g. "allreduce") for scalar types hvd does not carry.
 dtype dtype_of_tensor(const torch::Tensor& t, const char* call);

@@ -55,21 +55,21 @@ size_t elements(const torch::Tensor& t) {
 
 } // namespace
 
-void allreduce(torch::Tensor& t, op o) {
+void allreduce(torch::Tensor& t, op o, scale_factors f) {
   auto type = detail::dtype_of_tensor(t, "allreduce"); // hvd refuses a bool average
   torch::NoGradGuard no_grad;
   in_place(
     t, "allreduce",
-    [&](torch::Tensor& c) { detail::allreduce(c.data_ptr(), elements(c), type, o, {}); },
+    [&](torch::Tensor& c) { detail::allreduce(c.data_ptr(), elements(c), type, o, {}, f); },
     [&](torch::Tensor& c, cuda_stream s) {
       if (type == dtype::int16) { // NCCL has no int16: reduced as int32
         auto wide = c.to(torch::kInt);
         detail::device_allreduce(wide.data_ptr(), elements(wide), dtype::int32, o,
-                                 detail::stream_of(wide));
+                                 detail::stream_of(wide), f);
         c.copy_(wide);
         return;
       }
-      detail::device_allreduce(c.data_ptr(), elements(c), type, o, s);
+      detail::device_allreduce(c.data_ptr(), elements(c), type, o, s, f);
     });
 }
 

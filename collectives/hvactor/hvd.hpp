@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,8 @@ int cross_size();
 namespace detail {
 
 // The type-erased operations behind the templates below.
-void allreduce(void* data, size_t count, dtype t, op o, const std::string& name);
+void allreduce(void* data, size_t count, dtype t, op o, const std::string& name,
+               scale_factors f = {});
 std::vector<char> allgather(const void* data, size_t count, dtype t);
 void allgather_into(const void* in, size_t count, void* out, size_t out_count, dtype t);
 void broadcast(void* data, size_t count, dtype t, int root);
@@ -63,8 +65,12 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
 template <class T>
 std::vector<T> as_vector(const std::vector<char>& bytes) {
   std::vector<T> out(bytes.size() / sizeof(T));
-  if (!out.empty())
+  if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> packs its bits
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = bytes[i] != 0;
+  } else if (!out.empty()) {
     std::memcpy(out.data(), bytes.data(), bytes.size());
+  }
   return out;
 }
 
@@ -72,10 +78,12 @@ struct pending_op;
 
 } // namespace detail
 
-/// Sums (or averages, ...) `x` element-wise across ranks, in place.
+/// Sums (or averages, ...) `x` element-wise across ranks, in place; `f`
+/// scales the input before and the result after (Horovod's
+/// prescale_factor / postscale_factor).
 template <element T>
-void allreduce(std::span<T> x, op o = op::average) {
-  detail::allreduce(x.data(), x.size(), dtype_of<T>(), o, {});
+void allreduce(std::span<T> x, op o = op::average, scale_factors f = {}) {
+  detail::allreduce(x.data(), x.size(), dtype_of<T>(), o, {}, f);
 }
 
 /// Every rank's `x`, concatenated in rank order. Sizes may differ per rank.
@@ -151,16 +159,19 @@ public:
 };
 
 namespace detail {
-handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name);
+handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
+                       scale_factors f = {});
 } // namespace detail
 
 /// Queues an in-place allreduce of `x`; consecutive queued allreduces are
 /// fused into one (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME). `name`
-/// identifies the tensor in error messages and in the HOROVOD_DEBUG_NAMES
-/// check; empty: "allreduce.<n>".
+/// identifies the tensor across ranks (named tensors pair by name, in any
+/// order), in error messages and in the HOROVOD_DEBUG_NAMES check; empty:
+/// "allreduce.noname.<n>", paired by call order. `f` as allreduce().
 template <element T>
-handle allreduce_async(std::span<T> x, op o = op::average, std::string name = {}) {
-  return detail::allreduce_async(x.data(), x.size(), dtype_of<T>(), o, std::move(name));
+handle allreduce_async(std::span<T> x, op o = op::average, std::string name = {},
+                       scale_factors f = {}) {
+  return detail::allreduce_async(x.data(), x.size(), dtype_of<T>(), o, std::move(name), f);
 }
 
 /// Waits until `h` finished; rethrows its error.
@@ -168,18 +179,168 @@ void synchronize(handle& h);
 
 /// Allreduces every tensor of `xs` in place, fused like allreduce_async.
 template <element T>
-void grouped_allreduce(std::span<const std::span<T>> xs, op o = op::average) {
+void grouped_allreduce(std::span<const std::span<T>> xs, op o = op::average,
+                       scale_factors f = {}) {
   std::vector<handle> hs;
   hs.reserve(xs.size());
   for (auto& x : xs)
-    hs.push_back(allreduce_async(x, o));
+    hs.push_back(allreduce_async(x, o, {}, f));
   for (auto& h : hs)
     synchronize(h);
 }
 
 template <element T>
-void grouped_allreduce(const std::vector<std::span<T>>& xs, op o = op::average) {
-  grouped_allreduce(std::span<const std::span<T>>(xs), o);
+void grouped_allreduce(const std::vector<std::span<T>>& xs, op o = op::average,
+                       scale_factors f = {}) {
+  grouped_allreduce(std::span<const std::span<T>>(xs), o, f);
+}
+
+namespace detail {
+
+/// An async collective's result (bytes) and, for alltoall, the counts
+/// received from each rank.
+struct async_result {
+  std::vector<char> bytes;
+  std::vector<int64_t> counts;
+};
+
+/// Rank r's element count in a reducescatter of `count` elements whose
+/// rows hold `row` elements each (Horovod's split of the first dimension:
+/// rows / size each, the first rows % size ranks one row more).
+std::vector<size_t> reducescatter_counts(size_t count, size_t row, int ranks);
+
+void reducescatter(const void* in, size_t count, size_t row, void* out, dtype t, op o,
+                   scale_factors f, const std::string& name);
+handle reducescatter_async(const void* in, size_t count, size_t row, dtype t, op o,
+                           scale_factors f, std::string name,
+                           const std::shared_ptr<async_result>& result);
+handle allgather_async(const void* data, size_t count, dtype t, std::string name,
+                       const std::shared_ptr<async_result>& result);
+handle broadcast_async(void* data, size_t count, dtype t, int root, std::string name);
+handle alltoall_async(const void* data, size_t count, std::span<const int64_t> send_counts,
+                      dtype t, std::string name, const std::shared_ptr<async_result>& result);
+
+} // namespace detail
+
+/// An async collective that returns a new buffer (allgather_async,
+/// reducescatter_async, alltoall_async): synchronize() it for the result.
+/// Its input must stay alive and unchanged until then. Move-only.
+template <element T>
+class result_handle {
+public:
+  result_handle() = default;
+  result_handle(handle h, std::shared_ptr<detail::async_result> r)
+    : h_(std::move(h)), result_(std::move(r)) {
+  }
+  /// True once the operation finished (successfully or not).
+  bool ready() const {
+    return h_.ready();
+  }
+  /// The name it was submitted under ("allgather.noname.<n>" unnamed).
+  const std::string& name() const {
+    return h_.name();
+  }
+  handle h_;
+  std::shared_ptr<detail::async_result> result_;
+};
+
+/// Waits for `h`, rethrows its error, and returns the result (once: the
+/// handle is empty afterwards). `received_splits`, when given, gets the
+/// element counts each rank sent here (alltoall_async; empty otherwise).
+template <element T>
+std::vector<std::remove_const_t<T>> synchronize(result_handle<T>& h,
+                                                std::vector<int64_t>* received_splits = nullptr) {
+  synchronize(h.h_);
+  auto r = std::move(h.result_);
+  if (!r)
+    throw std::invalid_argument("hvd::synchronize: empty handle");
+  if (received_splits)
+    *received_splits = std::move(r->counts);
+  return detail::as_vector<std::remove_const_t<T>>(r->bytes);
+}
+
+/// Horovod's reducescatter: reduces `x` (the same size on every rank)
+/// across ranks with op::sum or op::average (other ops throw
+/// std::invalid_argument, as Horovod's "Reducescatter currently only
+/// supports AVERAGE and SUM") and returns this rank's part: of x.size()
+/// elements, rank r gets x.size() / size() (+1 for the first
+/// x.size() % size() ranks), in rank order. `f` as allreduce().
+template <element T>
+std::vector<std::remove_const_t<T>> reducescatter(std::span<T> x, op o = op::average,
+                                                  scale_factors f = {}) {
+  using U = std::remove_const_t<T>;
+  auto counts = detail::reducescatter_counts(x.size(), 1, size());
+  std::vector<char> out(counts[static_cast<size_t>(rank())] * sizeof(U));
+  detail::reducescatter(x.data(), x.size(), 1, out.data(), dtype_of<U>(), o, f, {});
+  return detail::as_vector<U>(out);
+}
+
+/// reducescatter queued: the result comes from synchronize(h). `name` as
+/// allreduce_async's.
+template <element T>
+result_handle<T> reducescatter_async(std::span<T> x, op o = op::average, std::string name = {},
+                                     scale_factors f = {}) {
+  auto r = std::make_shared<detail::async_result>();
+  auto h = detail::reducescatter_async(x.data(), x.size(), 1, dtype_of<std::remove_const_t<T>>(),
+                                       o, f, std::move(name), r);
+  return {std::move(h), std::move(r)};
+}
+
+/// reducescatter of every tensor of `xs`, negotiated together; the parts
+/// in the order of `xs`.
+template <element T>
+std::vector<std::vector<std::remove_const_t<T>>>
+grouped_reducescatter(const std::vector<std::span<T>>& xs, op o = op::average,
+                      scale_factors f = {}) {
+  std::vector<result_handle<T>> hs;
+  for (auto& x : xs)
+    hs.push_back(reducescatter_async(x, o, {}, f));
+  std::vector<std::vector<std::remove_const_t<T>>> out;
+  for (auto& h : hs)
+    out.push_back(synchronize(h));
+  return out;
+}
+
+/// allgather queued: every rank's `x` in rank order from synchronize(h).
+template <element T>
+result_handle<T> allgather_async(std::span<T> x, std::string name = {}) {
+  auto r = std::make_shared<detail::async_result>();
+  auto h = detail::allgather_async(x.data(), x.size(), dtype_of<std::remove_const_t<T>>(),
+                                   std::move(name), r);
+  return {std::move(h), std::move(r)};
+}
+
+/// allgather of every tensor of `xs`, negotiated together; the gathered
+/// tensors in the order of `xs`.
+template <element T>
+std::vector<std::vector<std::remove_const_t<T>>>
+grouped_allgather(const std::vector<std::span<T>>& xs) {
+  std::vector<result_handle<T>> hs;
+  for (auto& x : xs)
+    hs.push_back(allgather_async(x));
+  std::vector<std::vector<std::remove_const_t<T>>> out;
+  for (auto& h : hs)
+    out.push_back(synchronize(h));
+  return out;
+}
+
+/// broadcast queued, in place (Horovod's broadcast_async_): `x` holds
+/// root's values once synchronize(h) returned.
+template <element T>
+handle broadcast_async(std::span<T> x, int root, std::string name = {}) {
+  return detail::broadcast_async(x.data(), x.size(), dtype_of<T>(), root, std::move(name));
+}
+
+/// alltoall queued (empty `send_counts`: size() equal parts); the parts
+/// received from synchronize(h), their counts through its
+/// received_splits.
+template <element T>
+result_handle<T> alltoall_async(std::span<T> x, std::span<const int64_t> send_counts = {},
+                                std::string name = {}) {
+  auto r = std::make_shared<detail::async_result>();
+  auto h = detail::alltoall_async(x.data(), x.size(), send_counts,
+                                  dtype_of<std::remove_const_t<T>>(), std::move(name), r);
+  return {std::move(h), std::move(r)};
 }
 
 } // namespace hvactor::hvd

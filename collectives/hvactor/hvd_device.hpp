@@ -45,15 +45,17 @@ std::string gpu_backend();
 int gpu_device();
 
 namespace detail {
-void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s);
+void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s,
+                      scale_factors f = {});
 void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s);
 void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s);
 } // namespace detail
 
-/// In-place allreduce of device memory.
+/// In-place allreduce of device memory; `f` as for host memory (the
+/// scaling runs on the GPU).
 template <element T>
-void allreduce(device_span<T> x, op o, cuda_stream stream) {
-  detail::device_allreduce(x.data, x.size, dtype_of<T>(), o, stream);
+void allreduce(device_span<T> x, op o, cuda_stream stream, scale_factors f = {}) {
+  detail::device_allreduce(x.data, x.size, dtype_of<T>(), o, stream, f);
 }
 
 /// Every rank's `in` (equal sizes on all ranks) into `out`
@@ -73,7 +75,7 @@ void broadcast(device_span<T> x, int root, cuda_stream stream) {
 
 namespace detail {
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
-                              cuda_stream s);
+                              cuda_stream s, scale_factors f = {});
 } // namespace detail
 
 /// Queues an in-place allreduce of device memory; fused with the other
@@ -83,9 +85,10 @@ handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::stri
 /// hook goes on queueing backward's kernels. synchronize() returns when the
 /// result is in place.
 template <element T>
-handle allreduce_async(device_span<T> x, op o, std::string name, cuda_stream stream) {
+handle allreduce_async(device_span<T> x, op o, std::string name, cuda_stream stream,
+                       scale_factors f = {}) {
   return detail::device_allreduce_async(x.data, x.size, dtype_of<T>(), o, std::move(name),
-                                        stream);
+                                        stream, f);
 }
 
 } // namespace hvactor::hvd

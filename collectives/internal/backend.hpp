@@ -84,6 +84,14 @@ public:
   virtual void alltoallv(const void* in, std::span<const int64_t> send_counts, void* out,
                          std::span<const int64_t> recv_counts, hvd::dtype t) = 0;
 
+  /// Reduces `count` elements at `data` (scratch: overwritten) across the
+  /// ranks with `o` (never op::average) and writes rank `rank`'s part into
+  /// `out`: the parts are consecutive, rank r's holds counts[r] elements
+  /// (Horovod's reducescatter). The default allreduces `data` and copies
+  /// the part out; backends with a reduce-scatter of their own override it.
+  virtual void reducescatter(void* data, size_t count, std::span<const size_t> counts, int rank,
+                             hvd::dtype t, hvd::op o, void* out);
+
   /// "gloo", "local", "shm", "hierarchical", "nccl", "host-staged", ...
   virtual const char* name() const = 0;
 
@@ -116,6 +124,13 @@ public:
   /// engine calls it once, after the sum). Integers truncate toward zero;
   /// floating point multiplies by 1/divisor; a divisor <= 1 does nothing.
   virtual void scale(void* data, size_t count, hvd::dtype t, int divisor);
+
+  /// Multiplies `count` elements at `data` by `factor` (the scale factors
+  /// of hvd::scale_factors): floating types in their own precision (16-bit
+  /// ones through float), integers as static_cast<T>(x * factor)
+  /// (truncation, Horovod's CPU path); bool is never scaled. A factor of 1
+  /// does nothing.
+  virtual void multiply(void* data, size_t count, hvd::dtype t, double factor);
 
   /// Waits until the work queued so far finished (device streams); throws
   /// like the collectives themselves.

@@ -40,6 +40,8 @@ struct pending_op {
   /// when the caller gave none).
   collectives::operation op;
   bool fusible = false;
+  /// Submitted by an async call (its handle shows the name).
+  bool async = false;
   /// Unnamed: matched by call order (the negotiator's lane).
   bool lane = false;
   /// The negotiator's key (submission order).
@@ -129,6 +131,13 @@ public:
   /// Queues an in-place allreduce of `data` as `op` says.
   std::shared_ptr<pending_op> submit(collectives::operation op, void* data,
                                      std::shared_ptr<void> ready = nullptr);
+
+  /// Queues `fn` to run on the backend of `op` once every rank submitted
+  /// `op` (any kind but a fused allreduce: allgather_async, ...); an
+  /// unnamed one is named "<kind>.noname.<n>" for its handle and pairs by
+  /// call order. `fn` runs on the engine's thread (or a waiter's).
+  std::shared_ptr<pending_op> submit_run(collectives::operation op,
+                                         std::function<void(collectives::backend&)> fn);
 
   /// Installs the backend of device tensors (NCCL or host-staged); the host
   /// backend keeps negotiating every batch.

@@ -23,12 +23,17 @@ hvd::op backend_reduction(hvd::op o);
 /// After a backend_reduction(o): divides the `count` elements at `data` by
 /// `ranks` on `b` when `o` is op::average, else nothing. The only place
 /// where op::average divides.
-void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks);
+/// Then multiplies them by `postscale` (hvd::scale_factors) unless it is 1.
+void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
+                   double postscale = 1.0);
 
 /// Allreduces `count` elements at `data` in place on `b` with `o`
 /// (average: sum, then apply_average()). Device work is queued, not waited
 /// for: the caller calls b.finish().
-void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks);
+/// `f`'s prescale factor multiplies the input first, its postscale factor
+/// the result (apply_average()).
+void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
+                     hvd::scale_factors f = {});
 
 /// One tensor of a fused batch: its descriptor and its buffer.
 struct fusion_item {

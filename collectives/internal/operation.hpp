@@ -22,9 +22,15 @@ enum class op_kind : uint8_t {
   broadcast,
   barrier,
   alltoall,
+  /// Horovod's reducescatter: reduces the whole tensor, each rank keeps its
+  /// part (reducescatter_counts).
+  reducescatter,
   /// An exchange hvd::init runs among the ranks (the GPU setup).
   setup,
 };
+
+/// The last kind: values past it on the wire are malformed.
+inline constexpr op_kind last_op_kind = op_kind::setup;
 
 /// "allreduce", "allgather", ...
 const char* to_string(op_kind k);
@@ -46,13 +52,18 @@ struct operation {
   /// it only where it must agree: count_is_shared()).
   size_t count = 0;
 
-  /// allreduce only: the reduction as the user asked for it. op::average
+  /// allreduce and reducescatter: the reduction as the user asked for it. op::average
   /// stays average here (the engine sums, then divides once); the fusion
   /// planner groups average with sum.
   hvd::op reduction = hvd::op::sum;
 
   /// broadcast only: the rank whose buffer every rank receives.
   int root = 0;
+
+  /// allreduce and reducescatter: Horovod's prescale_factor and
+  /// postscale_factor (hvd::scale_factors); equal on every rank.
+  double prescale = 1.0;
+  double postscale = 1.0;
 
   /// The buffers are GPU memory: the engine runs the operation on the
   /// device backend (NCCL or host-staged) instead of Gloo, and never fuses
@@ -67,7 +78,7 @@ struct operation {
 };
 
 /// True when every rank must pass the same count for `op`: allreduce,
-/// broadcast, and device allgather (equal sizes); host allgather and
+/// reducescatter, broadcast, and device allgather (equal sizes); host allgather and
 /// alltoall take a different count per rank.
 bool count_is_shared(const operation& op);
 
@@ -82,8 +93,15 @@ bool same_shape(const operation& a, const operation& b);
 
 /// `op` as a message names it: "allreduce (float32 x 4, sum)",
 /// "allreduce 'grad/w' (device, float16 x 10, average)",
-/// "broadcast (float64 x 10, root 0)", "allgather (int64)", "barrier".
+/// "broadcast (float64 x 10, root 0)", "allgather (int64)", "barrier",
+/// "reducescatter (float32 x 8, sum, prescale 0.5, postscale 2)".
 std::string describe(const operation& op);
+
+/// True for the kinds that reduce (allreduce, reducescatter): their
+/// reduction and scale factors must agree across ranks.
+inline bool reduces(op_kind k) {
+  return k == op_kind::allreduce || k == op_kind::reducescatter;
+}
 
 /// describe(op) appended to `out`.
 void describe_to(std::string& out, const operation& op);

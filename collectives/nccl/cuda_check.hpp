@@ -45,4 +45,10 @@ ncclRedOp_t nccl_op(hvd::op o);
 /// was launched (empty, or divisor <= 1).
 bool launch_scale(void* data, size_t count, hvd::dtype t, int divisor, cudaStream_t stream);
 
+/// Multiplies `count` elements at device `data` by `factor` on `stream`
+/// (backend::multiply's rules: integers static_cast<T>(x * factor), 16-bit
+/// floats through float); scale.cu. False when nothing was launched
+/// (empty, factor 1, or bool).
+bool launch_multiply(void* data, size_t count, hvd::dtype t, double factor, cudaStream_t stream);
+
 } // namespace hvactor::collectives::cuda

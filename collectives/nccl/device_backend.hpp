@@ -29,6 +29,7 @@ public:
   void zero(void* dst, size_t bytes) override;
   void* scratch(size_t bytes) override;
   void scale(void* data, size_t count, hvd::dtype t, int divisor) override;
+  void multiply(void* data, size_t count, hvd::dtype t, double factor) override;
   void finish() override;
   void wait_ready(const std::shared_ptr<void>& ready) override;
 

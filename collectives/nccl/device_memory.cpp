@@ -66,6 +66,12 @@ void device_memory::scale(void* data, size_t count, hvd::dtype t, int divisor) {
     check(cudaGetLastError(), "average kernel launch", topo_, device_);
 }
 
+void device_memory::multiply(void* data, size_t count, hvd::dtype t, double factor) {
+  activate();
+  if (launch_multiply(data, count, t, factor, stream_))
+    check(cudaGetLastError(), "scale factor kernel launch", topo_, device_);
+}
+
 void device_memory::wait_stream(const char* what, const std::function<void()>& abort) {
   activate();
   auto deadline = std::chrono::steady_clock::now() + timeout_;

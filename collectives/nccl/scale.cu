@@ -1,5 +1,6 @@
 // op::average on device memory: divide by the number of ranks after a sum.
-// Integer types truncate toward zero, as the host path does.
+// Integer types truncate toward zero, as the host path does. And the scale
+// factors (hvd::scale_factors): multiply by a double factor.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -30,6 +31,25 @@ __global__ void divide_half(__half* x, size_t n, float divisor) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{blockDim.x} * gridDim.x)
     x[i] = __float2half(__half2float(x[i]) / divisor);
+}
+
+template <class T, class F>
+__global__ void times(T* x, size_t n, F factor) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{blockDim.x} * gridDim.x)
+    x[i] = static_cast<T>(static_cast<F>(x[i]) * factor);
+}
+
+__global__ void times_bf16(__nv_bfloat16* x, size_t n, float factor) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{blockDim.x} * gridDim.x)
+    x[i] = __float2bfloat16(__bfloat162float(x[i]) * factor);
+}
+
+__global__ void times_half(__half* x, size_t n, float factor) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{blockDim.x} * gridDim.x)
+    x[i] = __float2half(__half2float(x[i]) * factor);
 }
 
 unsigned blocks_for(size_t n) {
@@ -74,6 +94,44 @@ bool launch_scale(void* data, size_t n, hvd::dtype t, int divisor, cudaStream_t 
     case hvd::dtype::int16:
       divide<<<blocks, 256, 0, stream>>>(static_cast<int16_t*>(data), n, int(divisor));
       break;
+  }
+  return true;
+}
+
+bool launch_multiply(void* data, size_t n, hvd::dtype t, double factor, cudaStream_t stream) {
+  if (n == 0 || factor == 1.0)
+    return false;
+  auto blocks = blocks_for(n);
+  switch (t) {
+    case hvd::dtype::float32:
+      times<<<blocks, 256, 0, stream>>>(static_cast<float*>(data), n, float(factor));
+      break;
+    case hvd::dtype::float64:
+      times<<<blocks, 256, 0, stream>>>(static_cast<double*>(data), n, factor);
+      break;
+    case hvd::dtype::int32:
+      times<<<blocks, 256, 0, stream>>>(static_cast<int32_t*>(data), n, factor);
+      break;
+    case hvd::dtype::int64:
+      times<<<blocks, 256, 0, stream>>>(static_cast<int64_t*>(data), n, factor);
+      break;
+    case hvd::dtype::uint8:
+      times<<<blocks, 256, 0, stream>>>(static_cast<uint8_t*>(data), n, factor);
+      break;
+    case hvd::dtype::int8:
+      times<<<blocks, 256, 0, stream>>>(static_cast<int8_t*>(data), n, factor);
+      break;
+    case hvd::dtype::int16:
+      times<<<blocks, 256, 0, stream>>>(static_cast<int16_t*>(data), n, factor);
+      break;
+    case hvd::dtype::float16:
+      times_half<<<blocks, 256, 0, stream>>>(static_cast<__half*>(data), n, float(factor));
+      break;
+    case hvd::dtype::bfloat16:
+      times_bf16<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data), n, float(factor));
+      break;
+    case hvd::dtype::boolean:
+      return false;
   }
   return true;
 }

@@ -321,15 +321,25 @@ communicator::range communicator::slice(size_t count, hvd::dtype t, int k) const
 // piece of every other rank's slice into its slot (at that rank's place),
 // and reduces its own piece from every slot.
 void communicator::reduce_scatter(void* data, size_t count, hvd::dtype t, hvd::op o) {
+  std::vector<range> parts;
+  for (int k = 0; k < group_.local_size; ++k)
+    parts.push_back(slice(count, t, k));
+  reduce_scatter(data, parts, t, o);
+}
+
+void communicator::reduce_scatter(void* data, std::span<const range> parts, hvd::dtype t,
+                                  hvd::op o) {
   const int n = group_.local_size, me = group_.local_rank;
   const size_t esz = hvd::size_of(t);
   const size_t piece = std::max<size_t>(1, chunk_bytes_ / static_cast<size_t>(n) / 64 * 64 / esz);
   auto* base = static_cast<std::byte*>(data);
-  size_t longest = slice(count, t, 0).count;
+  size_t longest = 0;
+  for (auto& r : parts)
+    longest = std::max(longest, r.count);
   std::vector<const void*> srcs(static_cast<size_t>(n));
   for (size_t from = 0; from < longest; from += piece) {
     auto part = [&](int k) {
-      auto r = slice(count, t, k);
+      auto r = parts[static_cast<size_t>(k)];
       size_t b = std::min(from, r.count);
       return range{r.begin + b, std::min(piece, r.count - b)};
     };

@@ -96,6 +96,11 @@ public:
   /// reduced over the local ranks; the rest of `data` is scratch.
   void reduce_scatter(void* data, size_t count, hvd::dtype t, hvd::op o);
 
+  /// The same with the slices given: local rank k's is parts[k] (the same
+  /// on every local rank; they may be empty and need not be aligned), e.g.
+  /// Horovod's reducescatter split.
+  void reduce_scatter(void* data, std::span<const range> parts, hvd::dtype t, hvd::op o);
+
   /// Every rank's slice of `data` to every rank (after reduce_scatter and
   /// whatever each did to its slice: the hierarchical allreduce).
   void allgather_slices(void* data, size_t count, hvd::dtype t);

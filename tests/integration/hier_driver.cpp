@@ -25,6 +25,10 @@
 //                                  allgather (joiner 0), broadcast from
 //                                  the joiner (1), barrier (2)
 //       FAILED <workload> <error>  a run that threw (the mode ends)
+//   hier_driver --address A api H
+//       api_workloads.hpp's checks (reducescatter, scale factors, async
+//       and grouped collectives, objects, refusals) in one job:
+//       API <rank> <OK | what was wrong>   and PATH <rank> <backend_info>
 //   hier_driver --address A kill H VICTIM DIR
 //       every rank allreduces 8 MiB in a loop; rank VICTIM SIGKILLs itself
 //       300 ms in (writing DIR/killed); every other rank writes
@@ -48,6 +52,7 @@
 
 #include <hvactor/hvactor.hpp>
 
+#include "api_workloads.hpp"
 #include "join_workloads.hpp"
 #include "permuted_collectives.hpp"
 #include "victim_allreduce.hpp"
@@ -135,6 +140,14 @@ path_result uneven_with_info(int base) {
   path_result out;
   out.info = hvd::backend_info();
   out.problems = hvactor::test::uneven_steps_ops(base);
+  return out;
+}
+
+path_result api_with_info(int seed) {
+  hvactor::test::hvd_session s;
+  path_result out;
+  out.info = hvd::backend_info();
+  out.problems = hvactor::test::api::everything(static_cast<unsigned>(seed));
   return out;
 }
 
@@ -268,6 +281,19 @@ int kill_one(hvactor::runtime& rt, int h, int victim, const std::string& dir) {
   return 0;
 }
 
+int api_mode(hvactor::runtime& rt, int h) {
+  hvactor::executor ex{rt, job_settings(), hosts(h)};
+  ex.start();
+  auto ranks = ex.run(&api_with_info, h);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    say("PATH " + std::to_string(r) + " " + ranks[r].info);
+    say("API " + std::to_string(r) + " " +
+        (ranks[r].problems.empty() ? "OK" : one_line(ranks[r].problems)));
+  }
+  ex.shutdown();
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -289,13 +315,18 @@ int main(int argc, char** argv) {
       say("DONE");
       return rc;
     }
+    if (args.size() >= 3 && args[1] == "api") {
+      int rc = api_mode(rt, std::stoi(args[2]));
+      say("DONE");
+      return rc;
+    }
     if (args.size() >= 5 && args[1] == "kill") {
       int rc = kill_one(rt, std::stoi(args[2]), std::stoi(args[3]), args[4]);
       say("DONE");
       return rc;
     }
     std::fprintf(stderr, "usage: hier_driver --address A (compare H | permute H SEEDS | join H | "
-                         "kill H VICTIM DIR)\n");
+                         "api H | kill H VICTIM DIR)\n");
     return 2;
   } catch (const std::exception& e) {
     say(std::string{"ERROR "} + e.what());

@@ -246,6 +246,28 @@ TEST_CASE("on 2 and 3 nodes x 2 workers, hvd::join() on the hierarchical path: r
   }
 }
 
+TEST_CASE("on 2 and 3 nodes x 2 workers, reducescatter, scale factors, the async and grouped "
+          "collectives and objects give exact results on the hierarchical path (issue 31)") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    cluster c{nodes(n)};
+    auto driver = hier_driver(c, {"api", std::to_string(n)});
+    finish(*driver);
+    auto paths = lines_with(*driver, "PATH ");
+    auto apis = lines_with(*driver, "API ");
+    REQUIRE(paths.size() == static_cast<size_t>(2 * n));
+    REQUIRE(apis.size() == static_cast<size_t>(2 * n));
+    for (auto& line : paths) {
+      CAPTURE(line);
+      CHECK(contains(line, "allreduce: hierarchical"));
+    }
+    for (auto& line : apis) {
+      CAPTURE(line);
+      CHECK(rank_and_text(line).second == "OK");
+    }
+  }
+}
+
 TEST_CASE("a rank SIGKILLed inside a hierarchical allreduce fails every other rank, on its node "
           "and the others, with a collective_error within the timeout") {
   cluster c{nodes(2)};

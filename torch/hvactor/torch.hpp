@@ -19,7 +19,9 @@ namespace hvactor::hvd {
 /// non-contiguous tensor is reduced through a contiguous copy. bool: sum and
 /// max are "or", product and min "and", average an error. Throws
 /// std::invalid_argument for other dtypes (complex, ...).
-void allreduce(torch::Tensor& t, op o = op::average);
+/// `f` scales the input before and the result after (Horovod's
+/// prescale_factor / postscale_factor; on the GPU for CUDA tensors).
+void allreduce(torch::Tensor& t, op o = op::average, scale_factors f = {});
 
 /// A tensor allreduce in flight (allreduce_async on a torch::Tensor):
 /// synchronize() it before the tensor is read. Move-only.
@@ -36,7 +38,7 @@ public:
   }
 
 private:
-  friend tensor_handle allreduce_async(torch::Tensor&, op, std::string);
+  friend tensor_handle allreduce_async(torch::Tensor&, op, std::string, scale_factors);
   friend void synchronize(tensor_handle&);
   handle h_;
   torch::Tensor target_; // the caller's tensor
@@ -47,7 +49,8 @@ private:
 /// with the other queued allreduces, on `t`'s device (CPU or CUDA, as
 /// allreduce). `t` must stay alive and unchanged until synchronize(h).
 /// `name` identifies it across ranks (empty: "allreduce.<n>").
-tensor_handle allreduce_async(torch::Tensor& t, op o = op::average, std::string name = {});
+tensor_handle allreduce_async(torch::Tensor& t, op o = op::average, std::string name = {},
+                              scale_factors f = {});
 
 /// Waits for `h`, writes the result into its tensor where a copy travelled
 /// (non-contiguous, CPU-staged or int16 on NCCL), and rethrows its error.
@@ -55,7 +58,22 @@ void synchronize(tensor_handle& h);
 
 /// Reduces every tensor of `ts` in place as one fused group (Horovod's
 /// grouped_allreduce_); waits for all, then rethrows the first error.
-void grouped_allreduce(std::vector<torch::Tensor>& ts, op o = op::average);
+void grouped_allreduce(std::vector<torch::Tensor>& ts, op o = op::average, scale_factors f = {});
+
+/// Horovod's reducescatter: reduces `t` (the same dtype and shape on every
+/// rank, checked first: a collective_error on every rank naming both ranks
+/// otherwise) with op::sum or op::average and returns this rank's rows of
+/// the result: of dimension 0's n rows, rank r gets n / size() (+1 for the
+/// first n % size() ranks), in rank order. CUDA tensors reduce through the
+/// CPU and come back on their device. std::invalid_argument for a
+/// 0-dimensional tensor and for other ops.
+torch::Tensor reducescatter(const torch::Tensor& t, op o = op::average, scale_factors f = {},
+                            const std::string& name = {});
+
+/// reducescatter of every tensor of `ts`, negotiated together (Horovod's
+/// grouped_reducescatter); the parts in the order of `ts`.
+std::vector<torch::Tensor> grouped_reducescatter(const std::vector<torch::Tensor>& ts,
+                                                 op o = op::average, scale_factors f = {});
 
 /// Horovod's alltoall: sends `splits[i]` rows (dimension 0) of `t` to rank
 /// i, in order (empty `splits`: size() equal parts, so the first dimension

@@ -10,6 +10,7 @@
 #include "hvactor/discovery.hpp"
 #include "hvactor/elastic.hpp"
 #include "hvactor/hvd.hpp"
+#include "hvactor/hvd_objects.hpp"
 #include "hvactor/runtime.hpp"
 #include "hvactor/settings.hpp"
 #include "hvactor/train.hpp"

@@ -12,6 +12,20 @@ namespace hvactor::hvd {
 /// the division truncates toward zero.
 enum class op { sum, average, min, max, product };
 
+/// Horovod's prescale_factor and postscale_factor (allreduce and
+/// reducescatter): each rank's input is multiplied by `prescale_factor`
+/// before the reduction, the result by `postscale_factor` after it (after
+/// op::average's division). Both must be finite and equal on every rank (a
+/// difference fails the call on every rank); integer results truncate
+/// toward zero (x * factor, as Horovod's CPU path); bool tensors take none.
+struct scale_factors {
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  bool identity() const {
+    return prescale_factor == 1.0 && postscale_factor == 1.0;
+  }
+};
+
 /// IEEE 754 binary16, stored as its bits (the layout of gloo::float16 and
 /// CUDA's __half). Reductions run on it directly.
 struct half {

@@ -121,6 +121,30 @@ std::vector<std::string> cuda_small_types() {
   auto x = torch::full({n, 2}, float(r), on(torch::kFloat));
   auto y = hvd::alltoall(x);
   expect(y.is_cuda() && y[n - 1][0].item<float>() == float(n - 1), "alltoall on CUDA");
+  // Issue 31: scale factors on the GPU (the multiply kernel), fused async
+  // entries with factors of their own, reducescatter of CUDA tensors.
+  auto sf = torch::full({1000}, float(r + 1), on(torch::kFloat));
+  hvd::allreduce(sf, hvd::op::average, {.prescale_factor = 0.5, .postscale_factor = 4});
+  auto si = torch::full({6}, int32_t{r + 1}, on(torch::kInt));
+  hvd::allreduce(si, hvd::op::sum, {.postscale_factor = 3});
+  auto sb = torch::full({8}, 1.0, on(torch::kBFloat16));
+  hvd::allreduce(sb, hvd::op::sum, {.prescale_factor = 0.25});
+  expect(std::abs(sf[999].item<float>() - float(n + 1)) < 1e-5 &&
+           si[5].item<int64_t>() == 3 * n * (n + 1) / 2 && sb[7].item<float>() == 0.25f * n,
+         "allreduce with scale factors on CUDA (float32, int32, bfloat16)");
+  auto fa = torch::full({100}, float(r + 1), on(torch::kFloat));
+  auto fb = torch::full({50}, float(r + 1), on(torch::kFloat));
+  auto ha = hvd::allreduce_async(fa, hvd::op::sum, "fa", {.prescale_factor = 2});
+  auto hb = hvd::allreduce_async(fb, hvd::op::sum, "fb", {.postscale_factor = 0.5});
+  hvd::synchronize(ha);
+  hvd::synchronize(hb);
+  expect(fa[99].item<float>() == float(n * (n + 1)) && fb[49].item<float>() == 0.25f * n * (n + 1),
+         "fused async allreduces with factors of their own on CUDA");
+  auto rs = hvd::reducescatter(torch::full({2 * n + 1, 3}, float(r + 1), on(torch::kFloat)),
+                               hvd::op::sum);
+  expect(rs.is_cuda() && rs.size(0) == (r == 0 ? 3 : 2) &&
+           rs[0][2].item<float>() == float(n * (n + 1) / 2),
+         "reducescatter of a CUDA tensor");
   hvd::shutdown();
   return out;
 }
@@ -268,7 +292,7 @@ TEST_CASE("gpu: HVACTOR_GPU_OPERATIONS=GLOO stages through the host; NONE makes 
 TEST_CASE("gpu: bfloat16, int16, uint8 and bool CUDA tensors on NCCL and the host-staged path") {
   for (int n : {1, 2})
     for (auto& lines : run_on(n, "auto", &cuda_small_types)) {
-      REQUIRE(lines.size() == 8);
+      REQUIRE(lines.size() == 11);
       for (auto& line : lines) {
         INFO(n << " ranks: " << line);
         CHECK(line.rfind("ok ", 0) == 0);

@@ -1089,6 +1089,78 @@ std::vector<std::string> small_types() {
 
 // In a worker: tensor allreduce_async (a non-contiguous one too),
 // grouped_allreduce, and alltoall with equal and uneven splits.
+/// Rank r's tensor for the reducescatter checks: row i, column j holds
+/// (r + 1) * (3 i + j) (exact in every dtype used).
+torch::Tensor scatter_input(int r, int64_t rows, int64_t cols, torch::Dtype t) {
+  return torch::arange(rows * cols, torch::kDouble).reshape({rows, cols}).mul(r + 1).to(t);
+}
+
+/// Issue 31 on tensors: reducescatter (uneven rows, sum and average, scale
+/// factors, int64, grouped), allreduce and allreduce_async with scale
+/// factors, a shape that differs on one rank (a collective_error on every
+/// rank), a 0-dimensional tensor (refused locally).
+std::vector<std::string> reducescatter_and_scales() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  // Rows of the result: 7 rows over n ranks, the first 7 % n get one more.
+  auto rows_of = [&](int64_t rows, int k) { return rows / n + (k < rows % n ? 1 : 0); };
+  auto offset_of = [&](int64_t rows, int k) {
+    int64_t at = 0;
+    for (int i = 0; i < k; ++i)
+      at += rows_of(rows, i);
+    return at;
+  };
+  auto reference = [&](int64_t rows, int64_t cols, torch::Dtype t) {
+    auto sum = torch::zeros({rows, cols}, torch::kDouble);
+    for (int k = 0; k < n; ++k)
+      sum += scatter_input(k, rows, cols, torch::kDouble);
+    return sum.narrow(0, offset_of(rows, r), rows_of(rows, r)).to(t);
+  };
+  auto x = scatter_input(r, 7, 3, torch::kFloat);
+  auto y = hvd::reducescatter(x, hvd::op::sum);
+  expect(y.sizes() == reference(7, 3, torch::kFloat).sizes() &&
+           torch::equal(y, reference(7, 3, torch::kFloat)),
+         "reducescatter sum, uneven rows");
+  auto z = hvd::reducescatter(x, hvd::op::average, {.prescale_factor = 0.5, .postscale_factor = 4});
+  expect(torch::allclose(z, reference(7, 3, torch::kFloat).mul(2.0 / n)),
+         "reducescatter average with scale factors");
+  auto xi = scatter_input(r, 5, 2, torch::kLong);
+  expect(torch::equal(hvd::reducescatter(xi, hvd::op::sum), reference(5, 2, torch::kLong)),
+         "reducescatter int64");
+  std::vector<torch::Tensor> group{scatter_input(r, 4, 1, torch::kDouble),
+                                   scatter_input(r, 9, 2, torch::kFloat)};
+  auto parts = hvd::grouped_reducescatter(group, hvd::op::sum);
+  expect(parts.size() == 2 && torch::equal(parts[0], reference(4, 1, torch::kDouble)) &&
+           torch::equal(parts[1], reference(9, 2, torch::kFloat)),
+         "grouped_reducescatter");
+  auto a = torch::full({1000}, float(r + 1));
+  hvd::allreduce(a, hvd::op::sum, {.prescale_factor = 2, .postscale_factor = 0.5});
+  auto ai = torch::full({10}, int64_t{r + 1}, torch::kLong);
+  auto h = hvd::allreduce_async(ai, hvd::op::average, "ai", {.postscale_factor = 3});
+  hvd::synchronize(h);
+  expect(a[999].item<float>() == float(n * (n + 1) / 2) &&
+           ai[9].item<int64_t>() == (n * (n + 1) / 2) / n * 3,
+         "allreduce and allreduce_async with scale factors");
+  try {
+    hvd::reducescatter(torch::zeros({4, r == 1 ? 3 : 2}), hvd::op::sum);
+    expect(false, "a shape that differs on rank 1: no error");
+  } catch (const hvactor::collective_error& e) {
+    expect(std::string{e.what()}.find("every rank must pass the same dtype and shape")
+             != std::string::npos,
+           std::string{"a shape that differs on rank 1: "} + e.what());
+  }
+  try {
+    hvd::reducescatter(torch::tensor(1.0f), hvd::op::sum);
+    expect(false, "0-dimensional: no error");
+  } catch (const std::invalid_argument& e) {
+    expect(std::string{e.what()}.find("0-dimensional") != std::string::npos, "0-dimensional");
+  }
+  hvd::shutdown();
+  return out;
+}
+
 std::vector<std::string> async_and_alltoall() {
   hvd::init();
   int r = hvd::rank(), n = hvd::size();
@@ -1186,6 +1258,24 @@ TEST_CASE("tensor allreduce_async, grouped_allreduce and alltoall (equal and une
     }
   }
   ex.shutdown();
+}
+
+TEST_CASE("tensor reducescatter (uneven rows, scale factors, grouped), allreduce with scale "
+          "factors, and shape mismatches on 3 and 4 ranks") {
+  for (int n : {3, 4}) {
+    CAPTURE(n);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = n}};
+    ex.start();
+    for (auto& lines : ex.run(&reducescatter_and_scales)) {
+      REQUIRE(lines.size() == 7);
+      for (auto& line : lines) {
+        INFO(line);
+        CHECK(line.rfind("ok ", 0) == 0);
+      }
+    }
+    ex.shutdown();
+  }
 }
 
 TEST_CASE("torch_state keeps named values of any type: restore() puts them back, sync() gives "

@@ -215,6 +215,17 @@ int engine::join() {
   return last_joined_;
 }
 
+void engine::set_timeline(collectives::timeline* tl, bool mark_cycles) {
+  // Rounds read the timeline only while they hold busy_: take it, so that
+  // none is recording when the pointer changes.
+  std::unique_lock<std::mutex> lk{mu_};
+  while (busy_)
+    cv_.wait_for(lk, std::chrono::milliseconds(1));
+  opts_.timeline = tl;
+  opts_.timeline_mark_cycles = mark_cycles;
+  fusion_.set_timeline(tl);
+}
+
 void engine::complete(pending_op& p, std::exception_ptr error) {
   if (error)
     p.promise.set_exception(error);

@@ -116,6 +116,10 @@ bool engine::round(bool leave) {
     }
   }
   auto now = std::chrono::steady_clock::now();
+  if (opts_.timeline && opts_.timeline_mark_cycles && (!fresh.empty() || !outstanding_.empty())) {
+    auto t = opts_.timeline->now();
+    opts_.timeline->record({}, collectives::timeline_phase::cycle, t, t);
+  }
   for (auto& p : fresh) {
     try {
       negotiator_.add(p->id, p->op, p->lane);

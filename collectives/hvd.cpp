@@ -201,7 +201,9 @@ void connect_locked(state& st, const topology& t, const std::string& scope) {
   // Opened before connecting: a path this rank cannot write fails init()
   // at once, with the path in the message.
   std::unique_ptr<collectives::timeline> timeline;
-  if (auto path = env::get(env::timeline); path && !path->empty())
+  // HOROVOD_TIMELINE=DYNAMIC (Horovod's spelling for "start_timeline()
+  // will be called"): no file yet.
+  if (auto path = env::get(env::timeline); path && !path->empty() && *path != "DYNAMIC")
     timeline = std::make_unique<collectives::timeline>(
       collectives::timeline::options{.pattern = *path, .rank = t.rank, .host = t.host});
   // Counted only once connected: after an init that failed everywhere (a
@@ -272,6 +274,33 @@ void shutdown() {
   st.engine->stop();
   st.engine.reset();
   st.store.reset();
+  if (st.timeline) {
+    st.timeline->close();
+    st.timeline.reset();
+  }
+}
+
+void start_timeline(const std::string& file_path, bool mark_cycles) {
+  auto& eng = current("start_timeline");
+  if (file_path.empty())
+    throw std::invalid_argument("hvd::start_timeline: file_path is empty");
+  auto& st = global();
+  std::lock_guard<std::mutex> lk{st.mu};
+  // Opened first: a path this rank cannot write throws here, naming it, and
+  // the timeline running so far goes on.
+  auto tl = std::make_unique<collectives::timeline>(collectives::timeline::options{
+    .pattern = file_path, .rank = st.topo.rank, .host = st.topo.host});
+  eng.set_timeline(tl.get(), mark_cycles);
+  if (st.timeline)
+    st.timeline->close();
+  st.timeline = std::move(tl);
+}
+
+void stop_timeline() {
+  auto& eng = current("stop_timeline");
+  auto& st = global();
+  std::lock_guard<std::mutex> lk{st.mu};
+  eng.set_timeline(nullptr, false);
   if (st.timeline) {
     st.timeline->close();
     st.timeline.reset();

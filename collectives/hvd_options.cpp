@@ -142,6 +142,13 @@ engine_options engine_options_from_env() {
   // connects instead of silently taking the automatic choice.
   opts.gloo_allreduce = collectives::allreduce_algorithm_policy::parse(
     env::get(env::gloo_allreduce).value_or(""), env::gloo_allreduce);
+  if (auto v = env::get(env::timeline_mark_cycles)) {
+    if (*v != "0" && *v != "1")
+      throw std::invalid_argument(fmt::format(
+        "hvd::init: {}='{}' must be 1 (mark every negotiation cycle in the timeline) or 0",
+        env::timeline_mark_cycles, *v));
+    opts.timeline_mark_cycles = *v == "1";
+  }
   opts.paths.shm = env::get(env::shm).value_or("1") != "0";
   opts.paths.hierarchical_allreduce = collectives::path_settings::parse_switch(
     env::get(env::hierarchical_allreduce).value_or(""), env::hierarchical_allreduce);

@@ -49,6 +49,8 @@ const char* phase_name(timeline_phase p) {
       return "MEMCPY_IN_FUSION_BUFFER";
     case timeline_phase::memcpy_out:
       return "MEMCPY_OUT_FUSION_BUFFER";
+    case timeline_phase::cycle:
+      return "CYCLE_START";
     case timeline_phase::op:
       break;
   }
@@ -64,6 +66,8 @@ const char* category(timeline_phase p) {
     case timeline_phase::memcpy_in:
     case timeline_phase::memcpy_out:
       return "memcpy";
+    case timeline_phase::cycle:
+      return "cycle";
     case timeline_phase::op:
       break;
   }
@@ -225,6 +229,16 @@ int timeline::queue_lane(const timeline_event& e, std::string& out) {
 
 // Appends one event; no allocation beyond `out` growing.
 void timeline::format(const timeline_event& e, std::string& out) {
+  if (e.phase == timeline_phase::cycle) {
+    // An instant event on the rank's row (Chrome's "ph":"i", process scope).
+    int64_t ts = std::max<int64_t>(e.begin_ns + wall_offset_ns_, 0);
+    fmt::format_to(std::back_inserter(out),
+                   ",\n{{\"name\":\"CYCLE_START\",\"cat\":\"cycle\",\"ph\":\"i\",\"s\":\"p\","
+                   "\"pid\":{},\"tid\":0,\"ts\":{}.{:03}}}",
+                   opts_.rank, ts / 1000, ts % 1000);
+    ++written_;
+    return;
+  }
   int tid = e.phase == timeline_phase::queue ? queue_lane(e, out) : 0;
   out += ",\n{\"name\":\"";
   if (e.phase == timeline_phase::op) {

@@ -77,6 +77,8 @@ inline constexpr const char* check_names = "HVACTOR_CHECK_NAMES";
 inline constexpr const char* gloo_allreduce = "HVACTOR_GLOO_ALLREDUCE";
 /// Chrome trace of every collective (a path; "{rank}" names each rank's).
 inline constexpr const char* timeline = "HOROVOD_TIMELINE";
+/// 1: a CYCLE_START instant in the timeline at every negotiation cycle.
+inline constexpr const char* timeline_mark_cycles = "HOROVOD_TIMELINE_MARK_CYCLES";
 /// Horovod's stall inspector: whole seconds before a rank warns about
 /// operations other ranks have not submitted (default 60), whole seconds
 /// before it fails them (default 0: never), and "1" to turn it off

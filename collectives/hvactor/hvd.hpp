@@ -35,6 +35,22 @@ void shutdown();
 
 bool is_initialized();
 
+/// Horovod's hvd.start_timeline: records every collective of this rank
+/// from the next negotiation round on into `file_path` (HOROVOD_TIMELINE's
+/// naming: "{rank}" in the path is replaced by the rank, else rank 0 writes
+/// `file_path` and rank r `file_path.rank<r>`), with a CYCLE_START
+/// mark at every round that has work when `mark_cycles`. A timeline already
+/// running (HOROVOD_TIMELINE, or an earlier call) is closed first. Not a
+/// collective: each rank starts its own; HOROVOD_TIMELINE=DYNAMIC (Horovod
+/// requires it for this call) means "no file at init" and is not
+/// required. Throws hvactor::error naming the file when it cannot be
+/// written, not_started before init().
+void start_timeline(const std::string& file_path, bool mark_cycles = false);
+
+/// Horovod's hvd.stop_timeline: closes the running timeline (a complete
+/// JSON file); nothing when none runs.
+void stop_timeline();
+
 /// Which path each host operation takes, e.g. "allreduce: shm, allgather:
 /// shm, broadcast: shm, barrier: shm, alltoall: gloo (2 ranks on n1 share
 /// its shared-memory segment, 2 MiB slots)"; "hierarchical" across nodes;

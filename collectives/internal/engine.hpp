@@ -88,6 +88,9 @@ struct engine_options {
   /// Records every operation's phases (HOROVOD_TIMELINE) when set; not
   /// owned, outlives the engine. Unset, each phase costs one null test.
   collectives::timeline* timeline = nullptr;
+  /// HOROVOD_TIMELINE_MARK_CYCLES: a CYCLE_START instant at every round
+  /// that has work.
+  bool timeline_mark_cycles = false;
   /// Gloo's allreduce algorithm per message (HVACTOR_GLOO_ALLREDUCE):
   /// hvd::init hands it to the Gloo backend it creates.
   collectives::allreduce_algorithm_policy gloo_allreduce;
@@ -163,6 +166,11 @@ public:
   /// hvd::join(): takes part in the other ranks' allreduces with zeros
   /// until every rank joined; returns the rank that joined last.
   int join();
+
+  /// Records into `tl` from the next round on (nullptr: stops recording);
+  /// returns once no round uses the previous timeline any more, so the
+  /// caller may close it (hvd::start_timeline / stop_timeline).
+  void set_timeline(collectives::timeline* tl, bool mark_cycles);
 
   /// Finishes what is queued, then stops the thread.
   void stop();

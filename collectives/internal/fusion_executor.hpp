@@ -67,6 +67,11 @@ public:
   /// Throws what the backend throws.
   void run(backend& b, std::span<const fusion_item> items);
 
+  /// Records into `tl` from now on (the engine swaps it between rounds).
+  void set_timeline(timeline* tl) {
+    timeline_ = tl;
+  }
+
 private:
   size_t threshold_;
   int ranks_;

@@ -58,6 +58,9 @@ enum class timeline_phase : uint8_t {
   /// The backend's collective: "<BACKEND>_<OP>", e.g. GLOO_ALLREDUCE.
   op,
   memcpy_out,
+  /// An instant: a negotiation cycle with work started
+  /// (HOROVOD_TIMELINE_MARK_CYCLES; "CYCLE_START", as Horovod marks them).
+  cycle,
 };
 
 /// One span, as recorded on the hot path: fixed size, no heap. An

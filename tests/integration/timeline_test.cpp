@@ -64,6 +64,37 @@ std::string traced_collectives() {
   return found;
 }
 
+/// hvd::start_timeline / stop_timeline at run time (issue 31): an allreduce
+/// before start (not recorded), a reducescatter and 3 async allreduces
+/// while recording with cycle marks, an allgather after stop (not
+/// recorded); then a second start into another file and a stop.
+std::string dynamic_timeline(std::string dir) {
+  hvactor::test::hvd_session s;
+  std::vector<float> x(64, 1.f);
+  hvd::allreduce(std::span<float>(x), hvd::op::sum);
+  hvd::start_timeline(dir + "/dyn.{rank}.json", true);
+  auto part = hvd::reducescatter(std::span<const float>(x), hvd::op::sum);
+  std::vector<std::vector<float>> g(3, std::vector<float>(50, 1.f));
+  std::vector<hvd::handle> hs;
+  for (size_t i = 0; i < g.size(); ++i)
+    hs.push_back(hvd::allreduce_async(std::span<float>(g[i]), hvd::op::sum, "dyn/" + std::to_string(i)));
+  for (auto& h : hs)
+    hvd::synchronize(h);
+  hvd::stop_timeline();
+  hvd::stop_timeline(); // nothing running: nothing happens
+  std::vector<int32_t> mine(2, hvd::rank());
+  hvd::allgather(std::span<const int32_t>(mine));
+  hvd::start_timeline(dir + "/again.{rank}.json");
+  hvd::barrier();
+  hvd::stop_timeline();
+  try {
+    hvd::start_timeline("/proc/no-such-dir/tl.json");
+    return "start_timeline into /proc: no error";
+  } catch (const hvactor::error&) {
+  }
+  return part.size() == x.size() / static_cast<size_t>(hvd::size()) ? "" : "wrong part size";
+}
+
 // --- Driver side -------------------------------------------------------------
 
 std::string slurp(const std::string& path) {
@@ -184,6 +215,54 @@ TEST_CASE("with HOROVOD_TIMELINE=<dir>/tl.json rank 0 writes tl.json and rank r 
   temp_dir dir;
   check_job(4, (dir.path / "tl.json").string(), dir.path, true);
   CHECK(std::filesystem::exists(dir.path / "tl.json.rank3"));
+}
+
+TEST_CASE("hvd::start_timeline / stop_timeline record only between the calls, with CYCLE_START "
+          "marks when asked; HOROVOD_TIMELINE_MARK_CYCLES marks them from init") {
+  temp_dir dir;
+  {
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = 2}};
+    ex.start();
+    for (auto& r : ex.run(&dynamic_timeline, dir.path.string()))
+      CHECK_MESSAGE(r.empty(), r);
+    ex.shutdown();
+  }
+  for (int r : {0, 1}) {
+    CAPTURE(r);
+    auto names = count_names(parse_events((dir.path / ("dyn." + std::to_string(r) + ".json")).string()));
+    CHECK(names["CYCLE_START"] >= 1);
+    CHECK(names["SHM_REDUCESCATTER"] == 1);
+    CHECK(names["SHM_ALLREDUCE"] >= 1);
+    CHECK(names.count("SHM_ALLGATHER") == 0); // after stop_timeline
+    auto again = count_names(parse_events((dir.path / ("again." + std::to_string(r) + ".json")).string()));
+    CHECK(again["SHM_BARRIER"] == 1);
+    CHECK(again.count("CYCLE_START") == 0);
+  }
+  // From init, through the environment; a bad value fails init naming it.
+  {
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = 2,
+                          .extra_env_vars = {{"HOROVOD_TIMELINE", (dir.path / "env.{rank}.json").string()},
+                                             {"HOROVOD_TIMELINE_MARK_CYCLES", "1"}}}};
+    ex.start();
+    ex.run(&traced_collectives);
+    ex.shutdown();
+    CHECK(count_names(parse_events((dir.path / "env.1.json").string()))["CYCLE_START"] >= 1);
+  }
+  {
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = 2,
+                          .extra_env_vars = {{"HOROVOD_TIMELINE_MARK_CYCLES", "yes"}}}};
+    ex.start();
+    try {
+      ex.run(&traced_collectives);
+      CHECK_MESSAGE(false, "HOROVOD_TIMELINE_MARK_CYCLES=yes: no error");
+    } catch (const hvactor::error& e) {
+      CHECK(std::string{e.what()}.find("HOROVOD_TIMELINE_MARK_CYCLES='yes'") != std::string::npos);
+    }
+    ex.shutdown();
+  }
 }
 
 } // TEST_SUITE

@@ -18,7 +18,8 @@
 #include "tools/cluster/slurm_cluster.hpp"
 #include "driver.hpp"
 #include "hvactor/runtime.hpp"
-#include "options.hpp"
+#include "horovod_flags.hpp"
+#include "job_cluster.hpp"
 #include "run_options.hpp"
 
 namespace {
@@ -46,6 +47,13 @@ std::atomic<int>& stop_on_signals() {
 // driver once or the ranks through the launcher.
 int launch(run_tool::run_request& r, std::atomic<int>& stop) {
   std::optional<cluster::slurm_cluster> slurm;
+  std::optional<run_tool::job_cluster> hosts;
+  if (!r.hosts.empty()) {
+    hosts.emplace(r.hosts, r.ssh_port, r.ssh_identity, static_cast<int>(r.timeout.count()));
+    r.runtime_args.insert(r.runtime_args.end(), {"--address", hosts->address()});
+    for (auto& a : cluster::tls_args(hosts->driver_tls()))
+      r.runtime_args.push_back(a);
+  }
   if (r.allocation) {
     slurm.emplace(*r.allocation,
                   cluster::slurm_cluster_options{cluster::node_binary(), r.bind, r.timeout});
@@ -60,7 +68,7 @@ int launch(run_tool::run_request& r, std::atomic<int>& stop) {
     rt_argv.push_back(a.data());
   hvactor::runtime rt{static_cast<int>(rt_argv.size()), rt_argv.data()};
   settings s;
-  s.timeout = r.timeout;
+  s.timeout = r.gloo_timeout.value_or(r.timeout);
   s.placement_timeout = r.timeout;
   launcher run{rt, s, r.launch};
   return run.run(stop);
@@ -79,9 +87,17 @@ int main(int argc, char** argv) {
   run_tool::declare_run_options(parser);
   try {
     // ours[0] is argv[0].
-    auto res = tool::parse_options(parser, "hvactor-run", {ours.begin() + 1, ours.end()});
+    auto res = run_tool::parse_run_options(parser, {ours.begin() + 1, ours.end()});
     if (res.count("help")) {
       std::cout << parser.help() << std::endl;
+      return 0;
+    }
+    if (res.count("version")) {
+      std::cout << run_tool::version_text() << std::endl;
+      return 0;
+    }
+    if (res.count("check-build")) {
+      std::cout << run_tool::check_build_text() << std::flush;
       return 0;
     }
     auto request = run_tool::read_run_options(res, program);

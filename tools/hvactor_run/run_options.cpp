@@ -11,6 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "config_file.hpp"
+#include "horovod_flags.hpp"
+#include "options.hpp"
 #include "tools/cluster/slurm_launch.hpp"
 #include "base/internal/knobs.hpp"
 
@@ -27,9 +30,10 @@ std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(in
       after = true;
       continue;
     }
-    // mpirun's single-dash spelling; cxxopts would read "-np" as "-n p".
-    if (!after && (a == "-np" || a.rfind("-np=", 0) == 0))
-      a = "-" + a;
+    // mpirun's and horovodrun's single-dash spellings ("-np", "-cb",
+    // "-hostfile"); cxxopts would read "-np" as "-n p".
+    if (!after)
+      a = long_spelling(a);
     // horovodrun's "--blacklist-cooldown-range LOWER UPPER": one list for
     // cxxopts.
     if (!after && a == "--blacklist-cooldown-range" && i + 2 < argc
@@ -240,6 +244,19 @@ void declare_run_options(cxxopts::Options& parser) {
              "reaches the nodes)", cxxopts::value<std::string>())
     ("h,help", "print this help");
   // clang-format on
+  declare_horovod_options(parser);
+}
+
+cxxopts::ParseResult parse_run_options(cxxopts::Options& parser, std::vector<std::string> words) {
+  auto res = tool::parse_options(parser, "hvactor-run", words);
+  if (!res.count("config-file"))
+    return res;
+  auto more = config_file_words(res["config-file"].as<std::string>(),
+                                [&](const std::string& flag) { return res.count(flag) > 0; });
+  if (more.empty())
+    return res;
+  words.insert(words.end(), more.begin(), more.end());
+  return tool::parse_options(parser, "hvactor-run", words);
 }
 
 run_request read_run_options(const cxxopts::ParseResult& res, std::vector<std::string> program) {
@@ -257,10 +274,22 @@ run_request read_run_options(const cxxopts::ParseResult& res, std::vector<std::s
   if (res.count("per-host"))
     o.per_host = int_option(res, "per-host", 1);
   read_elastic(res, o);
+  read_hosts(res, r);
+  if (!r.hosts.empty()) {
+    int slots = 0;
+    for (auto& h : r.hosts)
+      slots += h.second;
+    if (o.np <= 0)
+      o.np = slots; // horovodrun: -np defaults to the hosts' slots
+    else if (o.np > slots)
+      throw std::invalid_argument(fmt::format(
+        "-np {} needs {} slots but the hosts offer {}", o.np, o.np, slots));
+  }
   // Inside a Slurm allocation without --address: hvactor-run starts the
   // cluster there, and the allocation gives the defaults (horovodrun's
   // LSF mode).
-  bool has_address = res.count("address") || std::getenv(env::address) != nullptr;
+  bool has_address = res.count("address") || std::getenv(env::address) != nullptr
+                     || !r.hosts.empty();
   r.driver = res.count("driver") > 0;
   r.allocation =
     cluster::allocation_to_launch(res["launcher"].as<std::string>(), has_address, r.driver);
@@ -270,6 +299,7 @@ run_request read_run_options(const cxxopts::ParseResult& res, std::vector<std::s
     throw std::invalid_argument("-np N is required (or --num-hosts H --per-host K, or --min-np "
                                 "N for an elastic job)");
   read_ranks(res, o);
+  read_horovod_options(res, r);
   o.program = program.front();
   o.args.assign(program.begin() + 1, program.end());
   r.timeout = std::chrono::seconds(res.count("timeout") ? int_option(res, "timeout", 1) : 30);

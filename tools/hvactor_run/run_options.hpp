@@ -30,6 +30,16 @@ struct run_request {
   /// The runtime's own options, "hvactor-run" first (--address, --tls-*,
   /// --num-cpus, --insecure).
   std::vector<std::string> runtime_args;
+  /// --gloo-timeout-seconds: the collectives' and the control plane's
+  /// waits (settings.timeout); default: --timeout.
+  std::optional<std::chrono::seconds> gloo_timeout;
+  /// --verbose: say what hvactor-run does.
+  bool verbose = false;
+  /// -H / --hostfile: the machines and their slots, brought up over ssh
+  /// for this job (hosts.hpp).
+  std::vector<std::pair<std::string, int>> hosts;
+  int ssh_port = 22;
+  std::string ssh_identity;
 };
 
 /// argv split at "--": ours (mpirun's "-np" and horovodrun's
@@ -40,6 +50,12 @@ std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(in
 
 /// Declares every option of hvactor-run on `parser`.
 void declare_run_options(cxxopts::Options& parser);
+
+/// Parses `words` (argv after argv[0], before "--"); with --config-file,
+/// the file's flags are added where the command line has none, and parsed
+/// with the rest. Throws std::invalid_argument naming the flag or the
+/// file's key.
+cxxopts::ParseResult parse_run_options(cxxopts::Options& parser, std::vector<std::string> words);
 
 /// The request `res` and `program` (the words after "--") make. Throws
 /// std::invalid_argument naming the option and what it must be.

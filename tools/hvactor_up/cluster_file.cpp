@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "yaml_file.hpp"
+
 #include "hvactor/settings.hpp"
 
 namespace hvactor::up_tool {
@@ -20,51 +22,11 @@ namespace {
 /// A cluster file is a page of YAML; a bound on what one makes us read.
 constexpr uintmax_t max_cluster_file_bytes = 1 << 20;
 
-struct reader {
-  std::string path;
-
-  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    throw std::invalid_argument(fmt::format("{}: {}: {}", path, key, why));
-  }
-
-  void only(const YAML::Node& map, const std::string& where, std::set<std::string> allowed) const {
-    if (!map.IsMap())
-      fail(where, "must be a mapping");
-    for (auto kv : map) {
-      auto key = kv.first.as<std::string>();
-      if (!allowed.count(key))
-        fail(where.empty() ? key : where + "." + key,
-             fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
-    }
-  }
-
-  std::string text(const YAML::Node& n, const std::string& key) const {
-    if (!n.IsScalar())
-      fail(key, "must be a string");
-    return n.as<std::string>();
-  }
-
-  int number(const YAML::Node& n, const std::string& key, int min, int max) const {
-    int v = 0;
-    try {
-      v = n.as<int>();
-    } catch (const YAML::Exception&) {
-      fail(key, "must be an integer");
-    }
-    if (v < min || v > max)
-      fail(key, fmt::format("must be in {}..{} (got {})", min, max, v));
-    return v;
-  }
-
+struct reader : tool::yaml_reader {
   std::vector<std::string> commands(const YAML::Node& n, const std::string& key) const {
-    std::vector<std::string> out;
-    if (!n)
-      return out;
-    if (!n.IsSequence())
+    if (n && !n.IsSequence())
       fail(key, "must be a list of commands");
-    for (size_t i = 0; i < n.size(); ++i)
-      out.push_back(text(n[i], fmt::format("{}[{}]", key, i)));
-    return out;
+    return texts(n, key);
   }
 
   machine entry(const YAML::Node& n, const std::string& key, int ssh_port) const {
@@ -92,59 +54,12 @@ struct reader {
   }
 };
 
-// YAML forbids a key twice in one mapping; yaml-cpp keeps both and answers
-// the first, so a second `cluster_name:` would be ignored silently.
-void refuse_duplicate_keys(const reader& r, const YAML::Node& n, const std::string& where) {
-  if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i)
-      refuse_duplicate_keys(r, n[i], fmt::format("{}[{}]", where, i));
-    return;
-  }
-  if (!n.IsMap())
-    return;
-  std::map<std::string, int> lines;
-  for (auto kv : n) {
-    auto key = kv.first.IsScalar() ? kv.first.Scalar() : std::string{"(a non-scalar key)"};
-    auto name = where.empty() ? key : where + "." + key;
-    int line = kv.first.Mark().line + 1;
-    if (auto [it, fresh] = lines.emplace(key, line); !fresh)
-      r.fail(name, fmt::format("the key appears twice, on lines {} and {} (YAML forbids "
-                               "duplicate keys; keep one)",
-                               it->second, line));
-    refuse_duplicate_keys(r, kv.second, name);
-  }
-}
 
 std::string home_path(std::string p) {
   if (p.rfind("~/", 0) == 0)
     if (const char* home = std::getenv("HOME"))
       p = std::string{home} + p.substr(1);
   return p;
-}
-
-// The file's YAML, refused when it is not a regular file of at most
-// max_cluster_file_bytes or not YAML.
-YAML::Node load(const std::string& path) {
-  YAML::Node doc;
-  std::error_code ec;
-  auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::is_directory(status))
-    throw std::invalid_argument(
-      fmt::format("{}: cannot read the cluster file: it is a directory", path));
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw std::invalid_argument(
-      fmt::format("{}: cannot read the cluster file: not a regular file", path));
-  if (std::filesystem::exists(status) && std::filesystem::file_size(path, ec) > max_cluster_file_bytes)
-    throw std::invalid_argument(fmt::format(
-      "{}: cannot read the cluster file: larger than {} bytes", path, max_cluster_file_bytes));
-  try {
-    doc = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw std::invalid_argument(fmt::format("{}: cannot read the cluster file", path));
-  } catch (const YAML::Exception& e) {
-    throw std::invalid_argument(fmt::format("{}: not valid YAML: {}", path, e.what()));
-  }
-  return doc;
 }
 
 // auth: the ssh user (a user name, never an option), the key; returns the
@@ -240,9 +155,8 @@ std::vector<machine> cluster_file::machines() const {
 }
 
 cluster_file read_cluster_file(const std::string& path) {
-  reader r{path};
-  auto doc = load(path);
-  refuse_duplicate_keys(r, doc, "");
+  reader r{{path}};
+  auto doc = tool::load_yaml_file(path, "the cluster file", max_cluster_file_bytes);
   r.only(doc, "", {"cluster_name", "provider", "auth", "setup_commands", "head_setup_commands",
                    "worker_setup_commands", "hvactor"});
   cluster_file c;

@@ -4,6 +4,8 @@
 
 #include "commands.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,16 +27,16 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
+std::string& message_prefix() {
+  static std::string prefix = "hvactor-up";
+  return prefix;
+}
+
 void say(const std::string& line) {
-  fmt::print("hvactor-up: {}\n", line);
+  fmt::print("{}: {}\n", message_prefix(), line);
   std::fflush(stdout);
 }
 
-/// Where this machine keeps the cluster's CA and the driver's identity.
-std::string local_dir(const cluster_file& c) {
-  const char* home = std::getenv("HOME");
-  return fmt::format("{}/.hvactor/up/{}", home ? home : "/tmp", c.name);
-}
 
 /// Where each machine keeps its certificate, log and pid file (relative to
 /// the ssh user's home).
@@ -42,15 +44,6 @@ std::string remote_dir(const cluster_file& c) {
   return ".hvactor/nodes/" + c.name;
 }
 
-std::string head_address(const cluster_file& c) {
-  return fmt::format("{}:{}", c.head.ip, c.port);
-}
-
-tls::config driver_tls(const cluster_file& c) {
-  if (!c.tls)
-    return {};
-  return cluster::tls_layout{local_dir(c)}.identity("driver");
-}
 
 // The shell command that starts m's hvactor-node in the background (it
 // outlives the ssh session: setsid, no terminal, output to its log).
@@ -157,9 +150,36 @@ void print_usage(const cluster_file& c) {
   fmt::print("  export {}   # executor programs\n", fmt::join(vars, " "));
 }
 
+// A machine's address in a certificate: IP:... for an address, DNS:... for
+// a host name.
+std::string san_of(const std::string& host) {
+  in6_addr buf{};
+  bool ip = ::inet_pton(AF_INET, host.c_str(), &buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), &buf) == 1;
+  return (ip ? "IP:" : "DNS:") + host;
+}
+
 } // namespace
 
-int up(const cluster_file& c) {
+void set_message_prefix(std::string prefix) {
+  message_prefix() = std::move(prefix);
+}
+
+std::string local_dir(const cluster_file& c) {
+  const char* home = std::getenv("HOME");
+  return fmt::format("{}/.hvactor/up/{}", home ? home : "/tmp", c.name);
+}
+
+std::string head_address(const cluster_file& c) {
+  return fmt::format("{}:{}", c.head.ip, c.port);
+}
+
+tls::config driver_tls(const cluster_file& c) {
+  if (!c.tls)
+    return {};
+  return cluster::tls_layout{local_dir(c)}.identity("driver");
+}
+
+int up(const cluster_file& c, bool print_how_to_use) {
   auto t0 = clock_type::now();
   auto dir = local_dir(c);
   std::filesystem::create_directories(dir);
@@ -169,7 +189,7 @@ int up(const cluster_file& c) {
     std::vector<std::string> sans;
     for (auto& m : c.machines()) {
       names.push_back(m.node_id);
-      sans.push_back("IP:" + m.ip);
+      sans.push_back(san_of(m.ip));
     }
     cluster::tls_layout{dir}.make(names, sans);
   }
@@ -212,11 +232,12 @@ int up(const cluster_file& c) {
     say(fmt::format("{} of {} nodes up ({:.1f} s); NOT up: {}. The others keep running; "
                     "hvactor-down stops them.",
                     up_count, c.machines().size(), secs, fmt::join(failed, ", ")));
-  print_usage(c);
+  if (print_how_to_use)
+    print_usage(c);
   return failed.empty() ? 0 : 1;
 }
 
-int down(const cluster_file& c) {
+int down(const cluster_file& c, bool remove_files) {
   remote r{c, local_dir(c) + "/known_hosts"};
   int rc = 0;
   auto machines = c.machines();
@@ -231,6 +252,19 @@ int down(const cluster_file& c) {
     }
     auto what = res.out.empty() ? std::string{"?"} : res.out.substr(0, res.out.find('\n'));
     say(fmt::format("{} ({}): {}", m.node_id, m.ip, what));
+    if (remove_files) {
+      // The files of this node only: several nodes may share a machine
+      // (and a home) while the others still stop.
+      auto q = [&](const std::string& f) { return shell_quote(f); };
+      r.run(m, fmt::format("cd {} 2>/dev/null && rm -rf -- {} {} {} {} ca.pem && cd && rmdir -p {} "
+                           "2>/dev/null; true",
+                           q(remote_dir(c)), q("work-" + m.node_id), q("node-" + m.node_id + ".log"),
+                           q(m.node_id + ".pem"), q(m.node_id + ".key"), q(remote_dir(c))));
+    }
+  }
+  if (remove_files) {
+    std::error_code ec;
+    std::filesystem::remove_all(local_dir(c), ec);
   }
   return rc;
 }

@@ -1,0 +1,329 @@
+#include "horovod_flags.hpp"
+
+#include <net/if.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "base/internal/knobs.hpp"
+#include "run_options.hpp"
+
+namespace hvactor::run_tool {
+
+namespace {
+
+// The bounds hvd::init applies to the same variables (hvd_options.cpp).
+constexpr int max_fusion_mb = 16384;
+constexpr double max_cycle_ms = 10000;
+constexpr int max_cache = 1 << 20;
+
+int int_flag(const cxxopts::ParseResult& res, const std::string& name, int min, int max) {
+  int v = res[name].as<int>();
+  if (v < min || v > max)
+    throw std::invalid_argument(fmt::format("--{} must be from {} to {} (got {})", name, min, max, v));
+  return v;
+}
+
+// --X and --no-X: the one given, as "1" / "0"; both is an error.
+void toggle(const cxxopts::ParseResult& res, const std::string& name, const char* variable,
+            std::map<std::string, std::string>& env) {
+  bool on = res.count(name) > 0, off = res.count("no-" + name) > 0;
+  if (on && off)
+    throw std::invalid_argument(fmt::format("--{0} and --no-{0} contradict each other", name));
+  if (on || off)
+    env[variable] = on ? "1" : "0";
+}
+
+// Horovod's levels (any case) and hvactor's own for each.
+std::pair<std::string, std::string> log_levels(std::string level) {
+  std::transform(level.begin(), level.end(), level.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  static const std::map<std::string, std::string> ours = {
+    {"TRACE", "debug"}, {"DEBUG", "debug"}, {"INFO", "info"},
+    {"WARNING", "warn"}, {"ERROR", "error"}, {"FATAL", "error"}};
+  auto it = ours.find(level);
+  if (it == ours.end())
+    throw std::invalid_argument(fmt::format(
+      "--log-level must be one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL (got '{}')", level));
+  return {level, it->second};
+}
+
+// The tunables and the timeline, as the variables hvd::init reads.
+void tunables(const cxxopts::ParseResult& res, std::map<std::string, std::string>& env) {
+  if (res.count("fusion-threshold-mb"))
+    env[env::fusion_threshold] =
+      std::to_string(int64_t{int_flag(res, "fusion-threshold-mb", 0, max_fusion_mb)} << 20);
+  if (res.count("cycle-time-ms")) {
+    // Parsed here: cxxopts reads "1ms" as 1.
+    auto text = res["cycle-time-ms"].as<std::string>();
+    char* end = nullptr;
+    double ms = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0')
+      throw std::invalid_argument(fmt::format("--cycle-time-ms {}: not a number", text));
+    if (!std::isfinite(ms) || ms < 0 || ms > max_cycle_ms)
+      throw std::invalid_argument(
+        fmt::format("--cycle-time-ms must be from 0 to {} (got {})", max_cycle_ms, ms));
+    env[env::cycle_time] = fmt::format("{}", ms);
+  }
+  if (res.count("cache-capacity"))
+    env[env::cache_capacity] = std::to_string(int_flag(res, "cache-capacity", 0, max_cache));
+  toggle(res, "hierarchical-allreduce", env::hierarchical_allreduce, env);
+  toggle(res, "hierarchical-allgather", env::hierarchical_allgather, env);
+  if (res.count("thread-affinity"))
+    env[env::thread_affinity] = std::to_string(int_flag(res, "thread-affinity", 0, 1 << 20));
+  if (res.count("timeline-filename")) {
+    auto path = res["timeline-filename"].as<std::string>();
+    if (path.empty())
+      throw std::invalid_argument("--timeline-filename must not be empty");
+    if (res.count("timeline") && res["timeline"].as<std::string>() != path)
+      throw std::invalid_argument("--timeline and --timeline-filename name different files");
+    env[env::timeline] = path;
+  }
+  if (res.count("timeline-mark-cycles")) {
+    if (!env.count(env::timeline))
+      throw std::invalid_argument(
+        "--timeline-mark-cycles marks cycles in the timeline: give --timeline-filename too");
+    env[env::timeline_mark_cycles] = "1";
+  }
+}
+
+// --network-interface(s): Gloo binds to the first, NCCL may use them all
+// (Horovod's gloo_run sets the same two variables). On this machine's
+// embedded cluster they must exist here.
+void interfaces(const cxxopts::ParseResult& res, run_request& r) {
+  std::vector<std::string> nics;
+  for (auto* name : {"network-interfaces", "network-interface"})
+    if (res.count(name))
+      for (auto& n : res[name].as<std::vector<std::string>>())
+        if (std::find(nics.begin(), nics.end(), n) == nics.end())
+          nics.push_back(n);
+  if (nics.empty())
+    return;
+  bool local = !res.count("address") && std::getenv(env::address) == nullptr && r.hosts.empty();
+  for (auto& n : nics) {
+    if (n.empty() || n.size() >= IF_NAMESIZE || n.find_first_of(" /,") != std::string::npos)
+      throw std::invalid_argument(fmt::format("--network-interface '{}' is not an interface name", n));
+    if (local && ::if_nametoindex(n.c_str()) == 0)
+      throw std::invalid_argument(
+        fmt::format("--network-interface '{}': no such network interface on this machine", n));
+  }
+  r.launch.env[env::gloo_iface] = nics.front();
+  r.launch.env[env::nccl_socket_ifname] = fmt::format("{}", fmt::join(nics, ","));
+}
+
+// -H host[:slots],...  (slots default 1, as horovodrun).
+std::vector<std::pair<std::string, int>> parse_hosts(const std::string& spec, const std::string& from) {
+  std::vector<std::pair<std::string, int>> hosts;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    auto comma = spec.find(',', at);
+    auto item = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    auto colon = item.rfind(':');
+    std::string host = colon == std::string::npos ? item : item.substr(0, colon);
+    int slots = 1;
+    if (colon != std::string::npos) {
+      auto text = item.substr(colon + 1);
+      char* end = nullptr;
+      long v = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || v < 1 || v > 1 << 20)
+        throw std::invalid_argument(fmt::format("{}: '{}': slots must be a whole number from 1 "
+                                                "(host:slots)", from, item));
+      slots = static_cast<int>(v);
+    }
+    if (host.empty() || host.front() == '-' ||
+        host.find_first_of(" \t'\"`$;&|<>\\") != std::string::npos)
+      throw std::invalid_argument(fmt::format("{}: '{}' is not a host name or address", from, item));
+    for (auto& [h, s] : hosts)
+      if (h == host)
+        throw std::invalid_argument(fmt::format("{}: host '{}' is listed twice", from, host));
+    hosts.emplace_back(host, slots);
+  }
+  return hosts;
+}
+
+// horovodrun's host file: "host slots=N" per line ("host" alone: 1 slot),
+// '#' comments.
+std::vector<std::pair<std::string, int>> read_hostfile(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    throw std::invalid_argument(fmt::format("--hostfile {}: cannot read it", path));
+  std::string spec, line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (auto hash = line.find('#'); hash != std::string::npos)
+      line.erase(hash);
+    std::istringstream words{line};
+    std::string host, slots;
+    if (!(words >> host))
+      continue;
+    std::string item = host;
+    if (words >> slots) {
+      if (slots.rfind("slots=", 0) != 0)
+        throw std::invalid_argument(
+          fmt::format("--hostfile {}:{}: '{}' is not slots=N", path, n, slots));
+      item += ":" + slots.substr(6);
+    }
+    if (std::string extra; words >> extra)
+      throw std::invalid_argument(fmt::format("--hostfile {}:{}: unexpected '{}'", path, n, extra));
+    spec += (spec.empty() ? "" : ",") + item;
+  }
+  if (spec.empty())
+    throw std::invalid_argument(fmt::format("--hostfile {}: no hosts in it", path));
+  return parse_hosts(spec, "--hostfile " + path);
+}
+
+} // namespace
+
+void read_hosts(const cxxopts::ParseResult& res, run_request& r) {
+  if (res.count("hosts") && res.count("hostfile"))
+    throw std::invalid_argument("-H/--hosts and --hostfile both list the hosts: give one");
+  if (res.count("hosts"))
+    r.hosts = parse_hosts(res["hosts"].as<std::string>(), "-H/--hosts");
+  else if (res.count("hostfile"))
+    r.hosts = read_hostfile(res["hostfile"].as<std::string>());
+  if (r.hosts.empty())
+    return;
+  if (res.count("address") || std::getenv(env::address) != nullptr)
+    throw std::invalid_argument("-H/--hostfile bring up a cluster of their own: drop --address "
+                                "(or HVACTOR_ADDRESS), or drop the hosts");
+  if (res.count("ssh-port"))
+    r.ssh_port = int_flag(res, "ssh-port", 1, 65535);
+  if (res.count("ssh-identity-file"))
+    r.ssh_identity = res["ssh-identity-file"].as<std::string>();
+}
+
+std::string long_spelling(const std::string& word) {
+  if (word == "-np" || word.rfind("-np=", 0) == 0)
+    return "-" + word;
+  if (word == "-cb")
+    return "--check-build";
+  if (word == "-hostfile" || word.rfind("-hostfile=", 0) == 0)
+    return "-" + word;
+  return word;
+}
+
+void declare_horovod_options(cxxopts::Options& parser) {
+  // clang-format off
+  parser.add_options("horovodrun")
+    ("v,version", "print hvactor-run's version")
+    ("check-build", "(also -cb) print what this build has: frameworks, controllers, tensor "
+                    "operations")
+    ("start-timeout", "seconds for placement and for every rank to start (default: "
+                      "HOROVOD_START_TIMEOUT, else --timeout, else 30)", cxxopts::value<int>())
+    ("gloo-timeout-seconds", "seconds a rank's rendezvous and each collective step may take "
+                             "(HOROVOD_GLOO_TIMEOUT_SECONDS; default: --timeout, else 30)",
+     cxxopts::value<int>())
+    ("network-interfaces", "comma-separated interfaces for Gloo (the first: "
+                           "HOROVOD_GLOO_IFACE) and NCCL (all: NCCL_SOCKET_IFNAME)",
+     cxxopts::value<std::vector<std::string>>())
+    ("network-interface", "one interface, repeatable (as --network-interfaces)",
+     cxxopts::value<std::vector<std::string>>())
+    ("verbose", "say what hvactor-run does (its log at info level)")
+    ("log-level", "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL: the ranks' and hvactor-run's "
+                  "log level (HOROVOD_LOG_LEVEL, HVACTOR_LOG_LEVEL)", cxxopts::value<std::string>())
+    ("config-file", "horovodrun's YAML of flags (params, timeline, stall_check, "
+                    "library_options, logging); flags on the command line win",
+     cxxopts::value<std::string>())
+    ("fusion-threshold-mb", "fusion buffer MiB (HOROVOD_FUSION_THRESHOLD; 0: no fusion; "
+                            "default 128)", cxxopts::value<int>())
+    ("cycle-time-ms", "ms a batch waits for more tensors (HOROVOD_CYCLE_TIME; default 1)",
+     cxxopts::value<std::string>())
+    ("cache-capacity", "negotiated names kept (HOROVOD_CACHE_CAPACITY; 0: off; default 1024)",
+     cxxopts::value<int>())
+    ("hierarchical-allreduce", "shared memory inside a node, Gloo across "
+                               "(HOROVOD_HIERARCHICAL_ALLREDUCE=1; the default with several ranks "
+                               "per node)")
+    ("no-hierarchical-allreduce", "flat Gloo across every rank (HOROVOD_HIERARCHICAL_ALLREDUCE=0)")
+    ("hierarchical-allgather", "HOROVOD_HIERARCHICAL_ALLGATHER=1")
+    ("no-hierarchical-allgather", "HOROVOD_HIERARCHICAL_ALLGATHER=0")
+    ("timeline-filename", "write a Chrome trace of every collective (HOROVOD_TIMELINE)",
+     cxxopts::value<std::string>())
+    ("timeline-mark-cycles", "mark every negotiation cycle in the timeline "
+                             "(HOROVOD_TIMELINE_MARK_CYCLES=1)")
+    ("thread-affinity", "the core of every rank's engine thread (HOROVOD_THREAD_AFFINITY)",
+     cxxopts::value<int>())
+    ("output-filename", "write DIR/rank.N/stdout and stderr (as --output-dir)",
+     cxxopts::value<std::string>())
+    ("H,hosts", "host:slots,... : bring hvactor-node up on these machines over ssh for this "
+                "job (a CA of its own, torn down at exit)", cxxopts::value<std::string>())
+    ("hostfile", "(also -hostfile) a file of 'host slots=N' lines, as -H",
+     cxxopts::value<std::string>())
+    ("p,ssh-port", "ssh port on every host (default 22)", cxxopts::value<int>())
+    ("i,ssh-identity-file", "the private key ssh logs in with", cxxopts::value<std::string>());
+  // clang-format on
+}
+
+void read_horovod_options(const cxxopts::ParseResult& res, run_request& r) {
+  auto& env = r.launch.env;
+  tunables(res, env);
+  interfaces(res, r);
+  if (res.count("start-timeout"))
+    r.timeout = std::chrono::seconds(int_flag(res, "start-timeout", 1, 1 << 30));
+  else if (auto* v = std::getenv("HOROVOD_START_TIMEOUT"); v && !res.count("timeout")) {
+    char* end = nullptr;
+    long s = std::strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || s < 1 || s > 1 << 30)
+      throw std::invalid_argument(fmt::format(
+        "HOROVOD_START_TIMEOUT='{}' must be a whole number of seconds from 1", v));
+    r.timeout = std::chrono::seconds(s);
+  }
+  if (res.count("gloo-timeout-seconds"))
+    r.gloo_timeout = std::chrono::seconds(int_flag(res, "gloo-timeout-seconds", 1,
+                                                   knobs::max_gloo_timeout_seconds));
+  if (res.count("output-filename")) {
+    auto dir = res["output-filename"].as<std::string>();
+    if (!r.launch.output_dir.empty() && r.launch.output_dir != dir)
+      throw std::invalid_argument("--output-dir and --output-filename name different directories");
+    r.launch.output_dir = dir;
+  }
+  r.verbose = res.count("verbose") > 0;
+  if (res.count("log-level")) {
+    auto [horovod, ours] = log_levels(res["log-level"].as<std::string>());
+    env["HOROVOD_LOG_LEVEL"] = horovod;
+    env[env::log_level] = ours;
+    ::setenv(env::log_level, ours.c_str(), 1); // hvactor-run's own log
+  } else if (r.verbose) {
+    ::setenv(env::log_level, "info", 1);
+  }
+}
+
+std::string version_text() {
+  return fmt::format("hvactor-run {} (hvactor {}; horovodrun's flags, Horovod's API)",
+                     HVACTOR_VERSION, HVACTOR_VERSION);
+}
+
+std::string check_build_text() {
+  auto mark = [](bool on) { return on ? "X" : " "; };
+  return fmt::format("hvactor v{}:\n\n"
+                     "Available Frameworks:\n"
+                     "    [X] C++ buffers (hvactor::hvd)\n"
+                     "    [{}] LibTorch (hvactor::torch)\n\n"
+                     "Available Controllers:\n"
+                     "    [ ] MPI\n"
+                     "    [X] Gloo\n\n"
+                     "Available Tensor Operations:\n"
+                     "    [{}] NCCL\n"
+                     "    [ ] DDL\n"
+                     "    [ ] CCL\n"
+                     "    [ ] MPI\n"
+                     "    [X] Gloo\n"
+                     "    [X] Shared memory\n\n"
+                     "Other:\n"
+                     "    [{}] CUDA\n"
+                     "    [X] Mutual TLS (OpenSSL)\n",
+                     HVACTOR_VERSION, mark(HVACTOR_BUILT_TORCH), mark(HVACTOR_BUILT_CUDA),
+                     mark(HVACTOR_BUILT_CUDA));
+}
+
+} // namespace hvactor::run_tool

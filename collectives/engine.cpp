@@ -28,7 +28,7 @@ engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topol
     topo_(topo),
     opts_(opts),
     planner_(opts.fusion_threshold),
-    fusion_(opts.fusion_threshold, topo.size, opts.timeline),
+    fusion_(opts.fusion_threshold, topo.size, opts.timeline, topo.rank),
     negotiator_(topo.rank, topo.size, topo.host, opts.cache_capacity),
     stall_(opts.stall, topo.rank, topo.size) {
   // hvd::init returns with the engine thread named and pinned: a caller

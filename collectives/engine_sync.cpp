@@ -19,7 +19,7 @@ using collectives::operation;
 void engine::allreduce(const operation& op, void* data) {
   auto body = [&](collectives::backend& b) {
     collectives::reduce_in_place(b, data, op.count, op.type, op.reduction, topo_.size,
-                                 {op.prescale, op.postscale});
+                                 {op.prescale, op.postscale}, topo_.rank);
   };
   run_in_order(op, body, data, true);
 }
@@ -124,9 +124,9 @@ engine::solo_exchange_result engine::solo_exchange(const operation& op,
   using collectives::negotiator;
   auto combined = solo_exchange_result::header_only;
   try {
-    // A prescaled allreduce runs apart from the header: the exchange would
-    // reduce the data unscaled.
-    if (reduce && data && !op.device && op.prescale == 1.0) {
+    // A prescaled allreduce runs apart from the header (the exchange would
+    // reduce the data unscaled), and so does Adasum (no plain reduction).
+    if (reduce && data && !op.device && op.prescale == 1.0 && op.reduction != hvd::op::adasum) {
       bool agreed = false;
       auto accept = [&](std::span<const int64_t> h) {
         agreed = negotiator_.solo_agreed(h);

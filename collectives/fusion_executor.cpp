@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/internal/adasum.hpp"
 #include "collectives/internal/fusion_planner.hpp"
 
 namespace hvactor::collectives {
@@ -18,9 +19,12 @@ void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o
 }
 
 void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
-                     hvd::scale_factors f) {
+                     hvd::scale_factors f, int rank) {
   b.multiply(data, count, t, f.prescale_factor);
-  b.allreduce(data, count, t, backend_reduction(o));
+  if (o == hvd::op::adasum)
+    adasum_allreduce(b, data, count, t, rank, ranks);
+  else
+    b.allreduce(data, count, t, backend_reduction(o));
   apply_average(b, data, count, t, o, ranks, f.postscale_factor);
 }
 
@@ -46,9 +50,11 @@ void fusion_executor::run(backend& b, std::span<const fusion_item> items) {
   auto& first = *items[0].op;
   auto elem = hvd::size_of(first.type);
   int64_t t0 = timeline_ ? timeline_->now() : 0;
-  if (items.size() == 1) {
-    reduce_in_place(b, items[0].data, first.count, first.type, first.reduction, ranks_,
-                    {first.prescale, first.postscale});
+  if (items.size() == 1 || first.reduction == hvd::op::adasum) {
+    // Adasum's coefficients are per tensor: each runs on its own.
+    for (auto& item : items)
+      reduce_in_place(b, item.data, item.op->count, item.op->type, item.op->reduction, ranks_,
+                      {item.op->prescale, item.op->postscale}, rank_);
     b.finish();
     if (timeline_)
       timeline_->record(batch_event(items, b.name()), timeline_phase::op, t0, timeline_->now());

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/internal/adasum.hpp"
 #include "collectives/internal/device_setup.hpp"
 #include "collectives/internal/elastic_session.hpp"
 #include "collectives/internal/engine.hpp"
@@ -156,6 +157,8 @@ void detail::check_reduction(dtype t, op o, const char* call, scale_factors f) {
       throw std::invalid_argument(fmt::format(
         "hvd::{}: prescale_factor {} and postscale_factor {} must be finite numbers", call,
         f.prescale_factor, f.postscale_factor));
+  if (o == op::adasum)
+    collectives::check_adasum(t, global().topo.size, false, call);
   if (t == dtype::boolean && !f.identity())
     throw std::invalid_argument(fmt::format(
       "hvd::{}: bool tensors take no prescale_factor or postscale_factor (got {} and {})", call,
@@ -384,6 +387,7 @@ handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name
 }
 
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s, scale_factors f) {
+  collectives::check_adasum_host(o, "allreduce");
   check_reduction(t, o, "allreduce", f);
   keep_device keep;
   auto& eng = device_engine("allreduce");
@@ -418,6 +422,7 @@ void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s
 
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
                               cuda_stream s, scale_factors f) {
+  collectives::check_adasum_host(o, "allreduce_async");
   check_reduction(t, o, "allreduce_async", f);
   auto& eng = device_engine("allreduce_async");
   // The GPU orders the collective after the caller's work; the caller (a

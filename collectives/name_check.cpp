@@ -110,7 +110,7 @@ op_list name_check::decode(std::string_view in, int from_rank) {
     op.postscale = std::bit_cast<double>(take(rest, 8));
     auto length = static_cast<size_t>(take(rest, 4));
     if (op.kind > last_op_kind || op.type > hvd::last_dtype
-        || op.reduction > hvd::op::product || rest.size() < length)
+        || op.reduction > hvd::op::adasum || rest.size() < length)
       throw malformed();
     op.name.assign(rest.substr(0, length));
     rest.remove_prefix(length);

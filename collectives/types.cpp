@@ -95,6 +95,8 @@ const char* to_string(op o) {
       return "max";
     case op::product:
       return "product";
+    case op::adasum:
+      return "adasum";
   }
   return "?";
 }

@@ -32,8 +32,9 @@ void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o
 /// for: the caller calls b.finish().
 /// `f`'s prescale factor multiplies the input first, its postscale factor
 /// the result (apply_average()).
+/// op::adasum runs adasum_allreduce() as rank `rank` of `ranks`.
 void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
-                     hvd::scale_factors f = {});
+                     hvd::scale_factors f = {}, int rank = 0);
 
 /// One tensor of a fused batch: its descriptor and its buffer.
 struct fusion_item {
@@ -55,8 +56,8 @@ public:
   /// `threshold`: HOROVOD_FUSION_THRESHOLD, which bounds how far the host
   /// buffer grows ahead of need; `ranks`: the divisor of op::average;
   /// `tl`: records spans when set (not owned, outlives this).
-  fusion_executor(size_t threshold, int ranks, timeline* tl)
-    : threshold_(threshold), ranks_(ranks), timeline_(tl) {
+  fusion_executor(size_t threshold, int ranks, timeline* tl, int rank = 0)
+    : threshold_(threshold), ranks_(ranks), rank_(rank), timeline_(tl) {
   }
 
   /// Allreduces `items`, one group of fusion_planner::groups() (one dtype,
@@ -75,6 +76,8 @@ public:
 private:
   size_t threshold_;
   int ranks_;
+  /// This rank (Adasum's place in the pairs).
+  int rank_;
   timeline* timeline_;
   std::vector<char> buffer_;
   std::vector<buffer_part> parts_;

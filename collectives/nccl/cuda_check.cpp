@@ -78,6 +78,8 @@ ncclRedOp_t nccl_op(hvd::op o) {
       return ncclMin;
     case hvd::op::max:
       return ncclMax;
+    case hvd::op::adasum: // refused for device memory before anything is queued
+      break;
   }
   throw std::invalid_argument("hvd: unknown reduction");
 }

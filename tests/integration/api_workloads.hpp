@@ -5,8 +5,8 @@
 // scale factors) over fuzzed sizes, allreduce with prescale/postscale
 // (synchronous, queued, fused), the async allgather / broadcast / alltoall
 // paired by name in orders of each rank's own, grouped_allgather,
-// broadcast_object / allgather_object, and the errors Horovod's model
-// gives. Every result against a reference computed locally from every
+// broadcast_object / allgather_object, op::adasum against Adasum's formula,
+// and the errors Horovod's model gives. Every result against a reference computed locally from every
 // rank's inputs. Used on the shared-memory and Gloo paths
 // (collectives_api_test.cpp) and the hierarchical one (hier_driver.cpp).
 // Each function returns what it found wrong ("" when all is well).
@@ -428,6 +428,121 @@ inline std::string refusals() {
   return found.report();
 }
 
+/// Rank r's element i of the Adasum checks: distinct directions per rank,
+/// within float16's range.
+inline double adasum_input(int r, size_t i) {
+  return std::sin(7.0 * r + 0.37 * static_cast<double>(i)) * (1.0 + 0.5 * r);
+}
+
+/// Adasum's formula evaluated directly, in double, over the tree of pairs
+/// (0,1), (2,3), ..., then pairs of pairs: what every rank must get.
+inline std::vector<double> adasum_reference(int n, size_t count, double scale) {
+  std::vector<std::vector<double>> v(static_cast<size_t>(n), std::vector<double>(count));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i)
+      v[static_cast<size_t>(r)][i] = scale * adasum_input(r, i);
+  for (int level = 1; level < n; level *= 2)
+    for (int g = 0; g < n; g += 2 * level) {
+      auto& a = v[static_cast<size_t>(g)];
+      auto& b = v[static_cast<size_t>(g + level)];
+      double ab = 0, aa = 0, bb = 0;
+      for (size_t i = 0; i < count; ++i) {
+        ab += a[i] * b[i];
+        aa += a[i] * a[i];
+        bb += b[i] * b[i];
+      }
+      double ca = aa > 0 ? 1 - ab / (2 * aa) : 1, cb = bb > 0 ? 1 - ab / (2 * bb) : 1;
+      for (size_t i = 0; i < count; ++i)
+        a[i] = ca * a[i] + cb * b[i];
+    }
+  return v[0];
+}
+
+template <class T>
+void check_adasum(findings& found, const std::string& what, const std::vector<T>& got,
+                  double scale) {
+  auto want = adasum_reference(hvd::size(), got.size(), scale);
+  double tol = std::is_same_v<T, hvd::half> ? 2e-2 : std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::abs(as_double(got[i]) - want[i]) > tol * std::max(1.0, std::abs(want[i]))) {
+      std::ostringstream out;
+      out << "rank " << hvd::rank() << ": " << what << "[" << i << "] = " << as_double(got[i])
+          << ", Adasum's formula gives " << want[i];
+      found.add(out.str());
+      return;
+    }
+}
+
+template <class T>
+std::vector<T> adasum_inputs(size_t count, double scale = 1.0) {
+  std::vector<T> x(count);
+  for (size_t i = 0; i < count; ++i)
+    x[i] = from_double<T>(scale * adasum_input(hvd::rank(), i));
+  return x;
+}
+
+/// op::adasum (Horovod's Adasum) against its formula: every float type,
+/// sizes that split unevenly at every level, named async tensors in an
+/// order of each rank's own (each combined with its own coefficients),
+/// prescaled; refused for other types, for reducescatter, and on a number
+/// of ranks that is not a power of 2.
+inline std::string adasum_checks(unsigned seed) {
+  findings found;
+  int n = hvd::size();
+  std::vector<double> x{1, 2};
+  if ((n & (n - 1)) != 0) {
+    try {
+      hvd::allreduce(std::span<double>(x), hvd::op::adasum);
+      found.add("adasum on " + std::to_string(n) + " ranks: no error");
+    } catch (const std::invalid_argument& e) {
+      if (std::string{e.what()}.find("non-power of 2 ranks is not supported") == std::string::npos)
+        found.add(std::string{"adasum on 3 ranks: "} + e.what());
+    }
+    return found.report();
+  }
+  for (size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{17}, size_t{1001}, size_t{70001}}) {
+    auto f = adasum_inputs<float>(count);
+    hvd::allreduce(std::span<float>(f), hvd::op::adasum);
+    check_adasum(found, "adasum float32 x " + std::to_string(count), f, 1.0);
+    auto d = adasum_inputs<double>(count);
+    hvd::allreduce(std::span<double>(d), hvd::op::adasum);
+    check_adasum(found, "adasum float64 x " + std::to_string(count), d, 1.0);
+    auto h = adasum_inputs<hvd::half>(count);
+    hvd::allreduce(std::span<hvd::half>(h), hvd::op::adasum);
+    check_adasum(found, "adasum float16 x " + std::to_string(count), h, 1.0);
+  }
+  std::vector<std::vector<double>> ts;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < 5; ++i) {
+    ts.push_back(adasum_inputs<double>(10 + 333 * i));
+    order.push_back(i);
+  }
+  std::mt19937 gen(seed + 17u * static_cast<unsigned>(hvd::rank()));
+  std::shuffle(order.begin(), order.end(), gen);
+  std::vector<hvd::handle> hs(ts.size());
+  for (auto i : order)
+    hs[i] = hvd::allreduce_async(std::span<double>(ts[i]), hvd::op::adasum, "ada." + std::to_string(i),
+                                 {.prescale_factor = i == 2 ? 2.0 : 1.0});
+  for (size_t i = 0; i < ts.size(); ++i) {
+    hvd::synchronize(hs[i]);
+    check_adasum(found, "async adasum ada." + std::to_string(i), ts[i], i == 2 ? 2.0 : 1.0);
+  }
+  std::vector<int32_t> ints(4, 1);
+  try {
+    hvd::allreduce(std::span<int32_t>(ints), hvd::op::adasum);
+    found.add("adasum of int32: no error");
+  } catch (const std::invalid_argument& e) {
+    if (std::string{e.what()}.find("supports float16, float32 and float64") == std::string::npos)
+      found.add(std::string{"adasum of int32: "} + e.what());
+  }
+  try {
+    hvd::reducescatter(std::span<double>(x), hvd::op::adasum);
+    found.add("reducescatter with adasum: no error");
+  } catch (const std::invalid_argument&) {
+  }
+  return found.report();
+}
+
 /// All of the above in one job; "" when all is well.
 inline std::string everything(unsigned seed) {
   hvd_session s;
@@ -437,6 +552,7 @@ inline std::string everything(unsigned seed) {
   out += async_gathers(seed);
   out += objects();
   out += refusals();
+  out += adasum_checks(seed);
   return out;
 }
 

@@ -8,9 +8,10 @@
 namespace hvactor::hvd {
 
 /// Reduction of allreduce (Horovod's hvd.Sum, hvd.Average, hvd.Min, hvd.Max,
-/// hvd.Product). `average` is `sum` divided by size(); on integer tensors
-/// the division truncates toward zero.
-enum class op { sum, average, min, max, product };
+/// hvd.Product, hvd.Adasum). `average` is `sum` divided by size(); on
+/// integer tensors the division truncates toward zero. `adasum`: Horovod's
+/// Adasum (float16/32/64 host tensors, a power of 2 ranks; allreduce only).
+enum class op { sum, average, min, max, product, adasum };
 
 /// Horovod's prescale_factor and postscale_factor (allreduce and
 /// reducescatter): each rank's input is multiplied by `prescale_factor`

@@ -50,6 +50,14 @@ std::vector<torch::Tensor> torch_state::tensors() const {
   return out;
 }
 
+void torch_state::track(elastic_sampler& s) {
+  samplers_.push_back(&s);
+  saved_samplers_.push_back(s.state());
+  // After a reset without a sync (hosts only removed), the survivors keep
+  // their state but the world is smaller.
+  register_reset_callback([&s] { s.reset(); });
+}
+
 void torch_state::save() {
   torch::NoGradGuard no_grad;
   saved_tensors_.clear();
@@ -58,6 +66,9 @@ void torch_state::save() {
   saved_optimizer_ = hvd::detail::save_optimizer(opt_, "hvd::elastic::torch_state::save");
   saved_scalars_ = scalars_;
   saved_values_ = pickled(values_);
+  saved_samplers_.clear();
+  for (auto* s : samplers_)
+    saved_samplers_.push_back(s->state());
 }
 
 void torch_state::restore() {
@@ -69,6 +80,8 @@ void torch_state::restore() {
                               "the last commit");
   scalars_ = saved_scalars_;
   values_ = unpickled(saved_values_, values_);
+  for (size_t i = 0; i < samplers_.size() && i < saved_samplers_.size(); ++i)
+    samplers_[i]->load_state(saved_samplers_[i]);
 }
 
 void torch_state::sync() {
@@ -86,6 +99,13 @@ void torch_state::sync() {
   auto values = hvd::rank() == 0 ? pickled(values_) : std::vector<char>{};
   detail::broadcast_bytes(values);
   values_ = unpickled(values, values_);
+  // The samplers' (epoch, processed) pairs, rank 0's.
+  std::vector<int64_t> words;
+  for (auto* s : samplers_)
+    words.insert(words.end(), {s->state().epoch, s->state().processed_num});
+  hvd::broadcast(std::span<int64_t>(words), 0);
+  for (size_t i = 0; i < samplers_.size(); ++i)
+    samplers_[i]->load_state({words[2 * i], words[2 * i + 1]});
   save();
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <sstream>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -1229,7 +1230,66 @@ std::vector<std::string> named_values() {
   return out;
 }
 
+// In a worker: an elastic_sampler tracked by a torch_state. Each rank
+// records a different amount; restore() puts back the committed state,
+// sync() gives every rank rank 0's and repartitions the rest of the epoch;
+// a reset callback repartitions for the world it finds. Returns "ok ..."
+// / "FAIL ..." lines and this rank's indices after sync.
+std::vector<std::string> tracked_sampler() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  torch::nn::Linear l(2, 2);
+  torch::optim::SGD sgd(l->parameters(), 0.1);
+  hvd::elastic::elastic_sampler sampler{60, true, 5};
+  hvd::elastic::torch_state st{l, sgd};
+  st.track(sampler);
+  expect(sampler.size() == static_cast<size_t>((60 + n - 1) / n), "sized for the world at start");
+  sampler.record_batch(0, 4); // 4 x n processed
+  st.save();
+  sampler.record_batch(1, 4 + static_cast<size_t>(r)); // different on every rank
+  st.restore();
+  expect(sampler.processed_num() == 4 * n, "restore() puts back the committed count");
+  sampler.record_batch(2, 2 + static_cast<size_t>(r));
+  st.sync();
+  expect(sampler.processed_num() == 4 * n + 2 * n, "sync() gives every rank rank 0's count");
+  // The rest of the epoch over the world: what rank 0's count leaves.
+  hvd::elastic::elastic_sampler ref{60, true, 5};
+  ref.load_state({0, 6 * n});
+  ref.reset(r, n);
+  expect(sampler.indices() == ref.indices(), "the indices left, repartitioned");
+  st.on_reset();
+  expect(sampler.indices() == ref.indices(), "a reset keeps the partition of the same world");
+  std::string idx = "indices";
+  for (auto i : sampler.indices())
+    idx += " " + std::to_string(i);
+  out.push_back(idx);
+  hvd::shutdown();
+  return out;
+}
+
 } // namespace
+
+TEST_CASE("an elastic_sampler tracked by a torch_state: restore, sync from rank 0 and reset give "
+          "every rank its share of the indices the epoch has not processed") {
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 3}};
+  ex.start();
+  std::set<std::string> left;
+  for (auto& lines : ex.run(&tracked_sampler)) {
+    REQUIRE(lines.size() == 6);
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+      INFO(lines[i]);
+      CHECK(lines[i].rfind("ok ", 0) == 0);
+    }
+    std::istringstream words{lines.back().substr(8)};
+    for (std::string w; words >> w;)
+      left.insert(w);
+  }
+  CHECK(left.size() == 60 - 18); // 6 x 3 processed, the other 42 shared out
+  ex.shutdown();
+}
 
 TEST_CASE("uint8, int8, int16, bfloat16 and bool tensors: allreduce with their ops, allgather, "
           "broadcast") {

@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include "hvactor/elastic.hpp"
+#include "hvactor/elastic_sampler.hpp"
 
 namespace hvactor::hvd::elastic {
 
@@ -52,6 +53,14 @@ public:
     return values_;
   }
 
+  /// Keeps `s` with the state (Horovod's TorchState(..., sampler=s)): its
+  /// epoch and processed count are committed, restored and synced from
+  /// rank 0 with the rest, and it is reset for the current world after
+  /// restore(), sync() and every reset (hvd::elastic::run's), so that it
+  /// hands the indices this epoch has not processed to the new world. `s`
+  /// must outlive the state.
+  void track(elastic_sampler& s);
+
   void save() override;
   void restore() override;
   void sync() override;
@@ -81,6 +90,8 @@ private:
   std::map<std::string, int64_t> saved_scalars_;
   std::map<std::string, torch::IValue> values_;
   std::vector<char> saved_values_; // pickled at save()
+  std::vector<elastic_sampler*> samplers_;
+  std::vector<elastic_sampler::state_dict> saved_samplers_;
 };
 
 } // namespace hvactor::hvd::elastic

@@ -145,6 +145,27 @@ std::vector<std::string> cuda_small_types() {
   expect(rs.is_cuda() && rs.size(0) == (r == 0 ? 3 : 2) &&
            rs[0][2].item<float>() == float(n * (n + 1) / 2),
          "reducescatter of a CUDA tensor");
+  // SyncBatchNorm on CUDA: forward and input gradient equal one process's
+  // BatchNorm over every rank's batch.
+  std::vector<torch::Tensor> xs;
+  for (int k = 0; k < n; ++k)
+    xs.push_back(torch::arange(6 * (k + 2), torch::kFloat).reshape({k + 2, 3, 2}).mul(0.1 * (k + 1)).to(gpu()));
+  int64_t off = 0;
+  for (int k = 0; k < r; ++k)
+    off += xs[static_cast<size_t>(k)].size(0);
+  auto union_x = torch::cat(xs).requires_grad_(true);
+  torch::nn::BatchNorm1d ref(3);
+  ref->to(gpu());
+  auto yr = ref->forward(union_x);
+  yr.pow(2).sum().backward();
+  hvd::SyncBatchNorm sbn(3);
+  sbn->to(gpu());
+  auto x = xs[static_cast<size_t>(r)].clone().requires_grad_(true);
+  auto y = sbn->forward(x);
+  y.pow(2).sum().backward();
+  expect(y.is_cuda() && (y - yr.narrow(0, off, x.size(0))).abs().max().item<float>() < 1e-4 &&
+           (x.grad() - union_x.grad().narrow(0, off, x.size(0))).abs().max().item<float>() < 1e-4,
+         "SyncBatchNorm on CUDA equals one process's BatchNorm");
   hvd::shutdown();
   return out;
 }
@@ -292,7 +313,7 @@ TEST_CASE("gpu: HVACTOR_GPU_OPERATIONS=GLOO stages through the host; NONE makes 
 TEST_CASE("gpu: bfloat16, int16, uint8 and bool CUDA tensors on NCCL and the host-staged path") {
   for (int n : {1, 2})
     for (auto& lines : run_on(n, "auto", &cuda_small_types)) {
-      REQUIRE(lines.size() == 11);
+      REQUIRE(lines.size() == 12);
       for (auto& line : lines) {
         INFO(n << " ranks: " << line);
         CHECK(line.rfind("ok ", 0) == 0);

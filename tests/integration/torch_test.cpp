@@ -1269,7 +1269,120 @@ std::vector<std::string> tracked_sampler() {
   return out;
 }
 
+/// Rank r's batch for the SyncBatchNorm check: r + 2 samples of 3
+/// channels x 5, every rank's computable anywhere (the reference).
+torch::Tensor bn_batch(int r) {
+  auto g = torch::make_generator<torch::CPUGeneratorImpl>(100 + r);
+  return torch::randn({r + 2, 3, 5}, g) * (1.0 + r) + r;
+}
+
+/// A fixed weighting of the outputs (the loss is sum(y * weights)).
+torch::Tensor bn_loss_weights(int64_t rows) {
+  return torch::arange(rows * 15, torch::kFloat).reshape({rows, 3, 5}).sin();
+}
+
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+/// In a worker: SyncBatchNorm on this rank's batch against one process's
+/// BatchNorm1d over every rank's batches: outputs, input gradients,
+/// the sum of the ranks' weight and bias gradients, running statistics
+/// (after 2 steps), eval mode; and the differentiable collectives'
+/// gradients. "ok"/"FAIL" lines.
+std::vector<std::string> sync_batch_norm_vs_one_process() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  std::vector<torch::Tensor> batches;
+  int64_t offset = 0;
+  for (int k = 0; k < n; ++k) {
+    batches.push_back(bn_batch(k));
+    if (k < r)
+      offset += batches.back().size(0);
+  }
+  auto all = torch::cat(batches);
+  torch::nn::BatchNorm1d ref(torch::nn::BatchNorm1dOptions(3).momentum(0.3));
+  hvd::SyncBatchNorm bn(torch::nn::BatchNormOptions(3).momentum(0.3));
+  for (int step = 0; step < 2; ++step) {
+    auto x_ref = all.clone().requires_grad_(true);
+    auto y_ref = ref->forward(x_ref);
+    (y_ref * bn_loss_weights(all.size(0))).sum().backward();
+    auto x = batches[static_cast<size_t>(r)].clone().requires_grad_(true);
+    bn->zero_grad();
+    auto y = bn->forward(x);
+    (y * bn_loss_weights(all.size(0)).narrow(0, offset, x.size(0))).sum().backward();
+    auto rows = x.size(0);
+    auto s = std::to_string(step);
+    expect(max_diff(y, y_ref.narrow(0, offset, rows)) < 1e-5, "forward equals one process's, step " + s);
+    expect(max_diff(x.grad(), x_ref.grad().narrow(0, offset, rows)) < 1e-5,
+           "input gradient equals one process's, step " + s);
+    auto gw = bn->weight.grad().clone(), gb = bn->bias.grad().clone();
+    hvd::allreduce(gw, hvd::op::sum);
+    hvd::allreduce(gb, hvd::op::sum);
+    expect(max_diff(gw, ref->weight.grad()) < 1e-4 && max_diff(gb, ref->bias.grad()) < 1e-4,
+           "weight and bias gradients sum to one process's, step " + s);
+    ref->zero_grad();
+  }
+  expect(max_diff(bn->running_mean, ref->running_mean) < 1e-5 &&
+           max_diff(bn->running_var, ref->running_var) < 1e-5,
+         "running statistics equal one process's");
+  bn->eval();
+  ref->eval();
+  auto mine = batches[static_cast<size_t>(r)];
+  expect(max_diff(bn->forward(mine), ref->forward(mine)) < 1e-5, "eval mode uses the running statistics");
+  // The differentiable collectives.
+  auto a = torch::full({4}, float(r + 1)).requires_grad_(true);
+  auto ya = hvd::autograd::allreduce(a, hvd::op::sum);
+  (ya * float(r + 1)).sum().backward();
+  // d/da_r of sum_k (k+1) * sum_j a_j = sum_k (k+1): the allreduce of the grads.
+  expect(ya[0].item<float>() == float(n * (n + 1) / 2) &&
+           a.grad()[0].item<float>() == float(n * (n + 1) / 2),
+         "autograd::allreduce: the sum forward and back");
+  auto g = torch::full({r + 1, 2}, float(r)).requires_grad_(true);
+  auto yg = hvd::autograd::allgather(g);
+  (yg * yg).sum().backward();
+  // Each rank's loss is sum(all^2): d/dg_r = average over ranks of 2 g_r = 2 g_r.
+  expect(yg.size(0) == n * (n + 1) / 2 && max_diff(g.grad(), 2 * g.detach()) < 1e-6,
+         "autograd::allgather: this rank's rows of the averaged gradient");
+  auto b = torch::full({3}, float(r + 5)).requires_grad_(true);
+  auto yb = hvd::autograd::broadcast(b, n - 1);
+  yb.sum().backward();
+  expect(yb[0].item<float>() == float(n + 4) &&
+           b.grad()[0].item<float>() == (r == n - 1 ? 1.0f : 0.0f),
+         "autograd::broadcast: the root gets the averaged gradient, the others zeros");
+  try {
+    bn->train();
+    bn->forward(torch::ones({4}));
+    expect(false, "1-dimensional input: no error");
+  } catch (const std::invalid_argument& e) {
+    expect(std::string{e.what()}.find("expected at least 2D input") != std::string::npos, "1-D input refused");
+  }
+  hvd::shutdown();
+  return out;
+}
+
 } // namespace
+
+TEST_CASE("SyncBatchNorm on 2 and 3 ranks with batches of different sizes equals one process's "
+          "BatchNorm over their union, forward and backward; the differentiable allreduce, "
+          "allgather and broadcast give Horovod's gradients") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = n}};
+    ex.start();
+    for (auto& lines : ex.run(&sync_batch_norm_vs_one_process)) {
+      REQUIRE(lines.size() == 12);
+      for (auto& line : lines) {
+        INFO(line);
+        CHECK(line.rfind("ok ", 0) == 0);
+      }
+    }
+    ex.shutdown();
+  }
+}
 
 TEST_CASE("an elastic_sampler tracked by a torch_state: restore, sync from rank 0 and reset give "
           "every rank its share of the indices the epoch has not processed") {

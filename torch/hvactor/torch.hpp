@@ -156,3 +156,6 @@ value value_from(const at::Tensor& t, value_tag);
 at::Tensor column_to(const column& c, std::type_identity<at::Tensor>);
 
 } // namespace hvactor::train
+
+// SyncBatchNorm and the differentiable collectives (hvd::autograd).
+#include "hvactor/sync_batch_norm.hpp"

@@ -160,11 +160,11 @@ std::vector<std::string> cuda_small_types() {
   yr.pow(2).sum().backward();
   hvd::SyncBatchNorm sbn(3);
   sbn->to(gpu());
-  auto x = xs[static_cast<size_t>(r)].clone().requires_grad_(true);
-  auto y = sbn->forward(x);
-  y.pow(2).sum().backward();
-  expect(y.is_cuda() && (y - yr.narrow(0, off, x.size(0))).abs().max().item<float>() < 1e-4 &&
-           (x.grad() - union_x.grad().narrow(0, off, x.size(0))).abs().max().item<float>() < 1e-4,
+  auto bx = xs[static_cast<size_t>(r)].clone().requires_grad_(true);
+  auto by = sbn->forward(bx);
+  by.pow(2).sum().backward();
+  expect(by.is_cuda() && (by - yr.narrow(0, off, bx.size(0))).abs().max().item<float>() < 1e-4 &&
+           (bx.grad() - union_x.grad().narrow(0, off, bx.size(0))).abs().max().item<float>() < 1e-4,
          "SyncBatchNorm on CUDA equals one process's BatchNorm");
   hvd::shutdown();
   return out;

@@ -46,7 +46,18 @@ void synchronize(tensor_handle& h) {
   h.travel_ = torch::Tensor{};
 }
 
-void grouped_allreduce(std::vector<torch::Tensor>& ts, op o, scale_factors f) {
+void grouped_allreduce(std::vector<torch::Tensor>& ts, op o, scale_factors f, compression wire) {
+  if (wire != compression::none) {
+    std::vector<torch::Tensor> travel;
+    for (auto& t : ts)
+      travel.push_back(detail::on_the_wire(t, wire));
+    grouped_allreduce(travel, o, f);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (!travel[i].is_same(ts[i]))
+        ts[i].copy_(travel[i]);
+    return;
+  }
   std::vector<tensor_handle> hs;
   hs.reserve(ts.size());
   std::exception_ptr first;

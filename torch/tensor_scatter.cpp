@@ -63,7 +63,9 @@ torch::Tensor on_device_of(const torch::Tensor& out, const torch::Tensor& like) 
 } // namespace
 
 torch::Tensor reducescatter(const torch::Tensor& t, op o, scale_factors f,
-                            const std::string& name) {
+                            const std::string& name, compression wire) {
+  if (auto w = detail::on_the_wire(t, wire); !w.is_same(t))
+    return reducescatter(w, o, f, name).to(t.scalar_type());
   auto type = detail::dtype_of_tensor(t, "reducescatter");
   torch::NoGradGuard no_grad;
   auto p = std::move(plans({&t, 1}, name)[0]);
@@ -73,7 +75,16 @@ torch::Tensor reducescatter(const torch::Tensor& t, op o, scale_factors f,
 }
 
 std::vector<torch::Tensor> grouped_reducescatter(const std::vector<torch::Tensor>& ts, op o,
-                                                 scale_factors f) {
+                                                 scale_factors f, compression wire) {
+  if (wire != compression::none) {
+    std::vector<torch::Tensor> travel;
+    for (auto& t : ts)
+      travel.push_back(detail::on_the_wire(t, wire));
+    auto parts = grouped_reducescatter(travel, o, f);
+    for (size_t i = 0; i < parts.size(); ++i)
+      parts[i] = parts[i].to(ts[i].scalar_type());
+    return parts;
+  }
   torch::NoGradGuard no_grad;
   auto ps = plans(ts, {});
   std::vector<std::shared_ptr<detail::async_result>> results;

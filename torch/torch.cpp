@@ -55,7 +55,19 @@ size_t elements(const torch::Tensor& t) {
 
 } // namespace
 
-void allreduce(torch::Tensor& t, op o, scale_factors f) {
+torch::Tensor detail::on_the_wire(const torch::Tensor& t, compression wire) {
+  if (wire == compression::fp16 && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble))
+    return t.to(torch::kHalf);
+  return t;
+}
+
+void allreduce(torch::Tensor& t, op o, scale_factors f, compression wire) {
+  if (auto w = detail::on_the_wire(t, wire); !w.is_same(t)) {
+    allreduce(w, o, f);
+    torch::NoGradGuard no_grad;
+    t.copy_(w);
+    return;
+  }
   auto type = detail::dtype_of_tensor(t, "allreduce"); // hvd refuses a bool average
   torch::NoGradGuard no_grad;
   in_place(

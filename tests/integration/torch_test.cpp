@@ -1144,6 +1144,18 @@ std::vector<std::string> reducescatter_and_scales() {
   expect(a[999].item<float>() == float(n * (n + 1) / 2) &&
            ai[9].item<int64_t>() == (n * (n + 1) / 2) / n * 3,
          "allreduce and allreduce_async with scale factors");
+  // compression::fp16 on direct calls: float32 travels as float16 and
+  // comes back as float32 (1000.25 is not a float16: the sum shows it).
+  auto c = torch::full({8}, 1000.25f * float(r + 1));
+  auto half_ref = c.to(torch::kHalf);
+  hvd::allreduce(half_ref, hvd::op::sum);
+  hvd::allreduce(c, hvd::op::sum, {}, hvd::compression::fp16);
+  auto cr = hvd::reducescatter(torch::full({2 * n, 2}, 1000.25f * float(r + 1)), hvd::op::sum, {},
+                               "", hvd::compression::fp16);
+  expect(c.scalar_type() == torch::kFloat && torch::equal(c, half_ref.to(torch::kFloat)) &&
+           c[0].item<float>() != 1000.25f * float(n * (n + 1) / 2) &&
+           cr.scalar_type() == torch::kFloat && cr[0][0].item<float>() == c[0].item<float>(),
+         "compression::fp16 on allreduce and reducescatter");
   try {
     hvd::reducescatter(torch::zeros({4, r == 1 ? 3 : 2}), hvd::op::sum);
     expect(false, "a shape that differs on rank 1: no error");
@@ -1441,7 +1453,7 @@ TEST_CASE("tensor reducescatter (uneven rows, scale factors, grouped), allreduce
                          {.num_workers = n}};
     ex.start();
     for (auto& lines : ex.run(&reducescatter_and_scales)) {
-      REQUIRE(lines.size() == 7);
+      REQUIRE(lines.size() == 8);
       for (auto& line : lines) {
         INFO(line);
         CHECK(line.rfind("ok ", 0) == 0);

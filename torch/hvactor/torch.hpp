@@ -21,7 +21,11 @@ namespace hvactor::hvd {
 /// std::invalid_argument for other dtypes (complex, ...).
 /// `f` scales the input before and the result after (Horovod's
 /// prescale_factor / postscale_factor; on the GPU for CUDA tensors).
-void allreduce(torch::Tensor& t, op o = op::average, scale_factors f = {});
+/// `wire` = compression::fp16 (Horovod's compression=Compression.fp16): a
+/// float32/float64 tensor travels as float16 and is written back in its
+/// own dtype (other dtypes travel as they are).
+void allreduce(torch::Tensor& t, op o = op::average, scale_factors f = {},
+               compression wire = compression::none);
 
 /// A tensor allreduce in flight (allreduce_async on a torch::Tensor):
 /// synchronize() it before the tensor is read. Move-only.
@@ -58,7 +62,8 @@ void synchronize(tensor_handle& h);
 
 /// Reduces every tensor of `ts` in place as one fused group (Horovod's
 /// grouped_allreduce_); waits for all, then rethrows the first error.
-void grouped_allreduce(std::vector<torch::Tensor>& ts, op o = op::average, scale_factors f = {});
+void grouped_allreduce(std::vector<torch::Tensor>& ts, op o = op::average, scale_factors f = {},
+                       compression wire = compression::none);
 
 /// Horovod's reducescatter: reduces `t` (the same dtype and shape on every
 /// rank, checked first: a collective_error on every rank naming both ranks
@@ -68,12 +73,19 @@ void grouped_allreduce(std::vector<torch::Tensor>& ts, op o = op::average, scale
 /// CPU and come back on their device. std::invalid_argument for a
 /// 0-dimensional tensor and for other ops.
 torch::Tensor reducescatter(const torch::Tensor& t, op o = op::average, scale_factors f = {},
-                            const std::string& name = {});
+                            const std::string& name = {}, compression wire = compression::none);
 
 /// reducescatter of every tensor of `ts`, negotiated together (Horovod's
 /// grouped_reducescatter); the parts in the order of `ts`.
 std::vector<torch::Tensor> grouped_reducescatter(const std::vector<torch::Tensor>& ts,
-                                                 op o = op::average, scale_factors f = {});
+                                                 op o = op::average, scale_factors f = {},
+                                                 compression wire = compression::none);
+
+namespace detail {
+/// What travels for `t` under `wire`: a float16 copy of a float32/float64
+/// tensor with compression::fp16, else `t` itself.
+torch::Tensor on_the_wire(const torch::Tensor& t, compression wire);
+} // namespace detail
 
 /// Horovod's alltoall: sends `splits[i]` rows (dimension 0) of `t` to rank
 /// i, in order (empty `splits`: size() equal parts, so the first dimension

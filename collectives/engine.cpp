@@ -216,14 +216,32 @@ int engine::join() {
 }
 
 void engine::set_timeline(collectives::timeline* tl, bool mark_cycles) {
-  // Rounds read the timeline only while they hold busy_: take it, so that
-  // none is recording when the pointer changes.
+  // The timeline is read only by whoever holds busy_. Idle: swap now.
+  // Busy: the next holder swaps it when it takes busy_ (a busy engine may
+  // hand busy_ from round to round without this thread ever seeing it
+  // free), and this call returns once it did.
   std::unique_lock<std::mutex> lk{mu_};
-  while (busy_)
+  next_timeline_ = tl;
+  next_mark_cycles_ = mark_cycles;
+  timeline_swap_ = true;
+  if (!busy_) {
+    apply_timeline_locked();
+    return;
+  }
+  submitted_since_round_ = true; // have the engine run a round soon
+  cv_.notify_all();
+  while (timeline_swap_ && busy_)
     cv_.wait_for(lk, std::chrono::milliseconds(1));
-  opts_.timeline = tl;
-  opts_.timeline_mark_cycles = mark_cycles;
-  fusion_.set_timeline(tl);
+  apply_timeline_locked();
+}
+
+void engine::apply_timeline_locked() {
+  if (!timeline_swap_)
+    return;
+  timeline_swap_ = false;
+  opts_.timeline = next_timeline_;
+  opts_.timeline_mark_cycles = next_mark_cycles_;
+  fusion_.set_timeline(next_timeline_);
 }
 
 void engine::complete(pending_op& p, std::exception_ptr error) {

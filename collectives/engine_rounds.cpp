@@ -110,6 +110,7 @@ bool engine::round(bool leave) {
     std::lock_guard<std::mutex> lk{mu_};
     fresh.swap(incoming_);
     submitted_since_round_ = false;
+    apply_timeline_locked();
     if (join_ && !join_told_) {
       join_told_ = true;
       negotiator_.join();

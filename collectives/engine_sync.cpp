@@ -40,6 +40,7 @@ void engine::run_in_order(const operation& op, Body& body, void* reduced, bool r
     // on the caller's thread, without queueing it (the common case of a
     // synchronous call).
     busy_ = true;
+    apply_timeline_locked();
     if (op.name.empty())
       ++noname_[static_cast<size_t>(op.kind)];
     lk.unlock();

@@ -209,6 +209,7 @@ private:
   void loop();
   std::chrono::milliseconds heartbeat() const;
   bool run_closed() const;
+  void apply_timeline_locked();
   bool has_work_locked() const {
     return !incoming_.empty() || outstanding_count_ > 0 || join_ != nullptr;
   }
@@ -252,6 +253,10 @@ private:
   // Set once the ranks stopped negotiating (a rank shut down, a stall
   // shutdown, a failed transport): every later operation fails with it.
   std::exception_ptr ended_;
+  // set_timeline()'s swap, waiting for whoever takes busy_ next.
+  bool timeline_swap_ = false;
+  collectives::timeline* next_timeline_ = nullptr;
+  bool next_mark_cycles_ = false;
   std::thread thread_;
 };
 

@@ -187,12 +187,13 @@ void broadcast(void* data, size_t count, dtype t, int root) {
           [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
 }
 
-handle broadcast_async(void* data, size_t count, dtype t, int root, std::string name) {
+handle broadcast_async(void* data, size_t count, dtype t, int root, std::string name,
+                       std::shared_ptr<void> keep_alive) {
   auto& eng = engine_for("broadcast_async");
   check_root(root);
   return handle{eng.submit_run(
     {.kind = op_kind::broadcast, .type = t, .count = count, .root = root, .name = std::move(name)},
-    [=](collectives::backend& b) { b.broadcast(data, count, t, root); })};
+    [=, keep = std::move(keep_alive)](collectives::backend& b) { b.broadcast(data, count, t, root); })};
 }
 
 std::vector<char> alltoall(const void* data, size_t count, std::span<const int64_t> send_counts,

@@ -218,6 +218,9 @@ namespace detail {
 struct async_result {
   std::vector<char> bytes;
   std::vector<int64_t> counts;
+  /// What the queued call reads besides the caller's buffer (kept as long
+  /// as the call may run, even when its handle is dropped).
+  std::shared_ptr<void> keep_alive;
 };
 
 /// Rank r's element count in a reducescatter of `count` elements whose
@@ -232,7 +235,8 @@ handle reducescatter_async(const void* in, size_t count, size_t row, dtype t, op
                            const std::shared_ptr<async_result>& result);
 handle allgather_async(const void* data, size_t count, dtype t, std::string name,
                        const std::shared_ptr<async_result>& result);
-handle broadcast_async(void* data, size_t count, dtype t, int root, std::string name);
+handle broadcast_async(void* data, size_t count, dtype t, int root, std::string name,
+                       std::shared_ptr<void> keep_alive = nullptr);
 handle alltoall_async(const void* data, size_t count, std::span<const int64_t> send_counts,
                       dtype t, std::string name, const std::shared_ptr<async_result>& result);
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <sstream>
+#include <algorithm>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -1375,7 +1376,78 @@ std::vector<std::string> sync_batch_norm_vs_one_process() {
   return out;
 }
 
+// In a worker: the tensor async calls with a new tensor as result, named
+// and submitted in an order of each rank's own, against the synchronous
+// calls; a shape that differs on rank 1 fails synchronize() on every rank.
+std::vector<std::string> tensor_async_results() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  auto g = torch::full({r + 1, 2}, float(r));
+  auto b = torch::full({4}, double(r * 10));
+  auto a2a = torch::arange(2 * n * 3, torch::kLong).reshape({2 * n, 3}).add(100 * r);
+  auto rs = torch::arange(7 * 2, torch::kFloat).reshape({7, 2}).mul(r + 1);
+  hvd::tensor_result_handle hg, hb, ha, hr;
+  std::vector<int> order{0, 1, 2, 3};
+  std::rotate(order.begin(), order.begin() + r % 4, order.end());
+  for (int k : order) {
+    if (k == 0)
+      hg = hvd::allgather_async(g, "g");
+    if (k == 1)
+      hb = hvd::broadcast_async(b, n - 1, "b");
+    if (k == 2)
+      ha = hvd::alltoall_async(a2a, {}, "a2a");
+    if (k == 3)
+      hr = hvd::reducescatter_async(rs, hvd::op::sum, "rs");
+  }
+  std::vector<int64_t> splits;
+  auto yg = hvd::synchronize(hg);
+  auto yb = hvd::synchronize(hb);
+  auto ya = hvd::synchronize(ha, &splits);
+  auto yr = hvd::synchronize(hr);
+  expect(torch::equal(yg, hvd::allgather(g)), "allgather_async equals allgather");
+  expect(yb[3].item<double>() == 10.0 * (n - 1) && b[3].item<double>() == r * 10.0,
+         "broadcast_async gives root's tensor and leaves the input alone");
+  std::vector<int64_t> sync_splits;
+  expect(torch::equal(ya, hvd::alltoall(a2a, {}, &sync_splits)) && splits == sync_splits,
+         "alltoall_async equals alltoall, splits included");
+  expect(torch::equal(yr, hvd::reducescatter(rs, hvd::op::sum)), "reducescatter_async equals reducescatter");
+  auto bad = hvd::allgather_async(torch::zeros({2, r == 1 ? 3 : 2}), "bad");
+  try {
+    hvd::synchronize(bad);
+    expect(false, "a shape that differs on rank 1: no error");
+  } catch (const hvactor::collective_error& e) {
+    expect(std::string{e.what()}.find("every dimension but the first must match") != std::string::npos,
+           std::string{"shape mismatch: "} + e.what());
+  }
+  // A handle dropped without synchronize: what it reads is its own.
+  { auto dropped = hvd::allgather_async(torch::ones({3}), "dropped"); }
+  hvd::barrier();
+  hvd::shutdown();
+  return out;
+}
+
 } // namespace
+
+TEST_CASE("tensor allgather_async, broadcast_async, alltoall_async and reducescatter_async, "
+          "submitted in different orders, equal the synchronous calls; a shape mismatch fails "
+          "synchronize on every rank") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = n}};
+    ex.start();
+    for (auto& lines : ex.run(&tensor_async_results)) {
+      REQUIRE(lines.size() == 5);
+      for (auto& line : lines) {
+        INFO(line);
+        CHECK(line.rfind("ok ", 0) == 0);
+      }
+    }
+    ex.shutdown();
+  }
+}
 
 TEST_CASE("SyncBatchNorm on 2 and 3 ranks with batches of different sizes equals one process's "
           "BatchNorm over their union, forward and backward; the differentiable allreduce, "

@@ -7,6 +7,9 @@
 /// tensors of float, double, half, bfloat16, int64, int32, int16, int8,
 /// uint8 and bool.
 
+#include <functional>
+#include <memory>
+
 #include <torch/torch.h>
 
 #include "hvactor/distributed_optimizer.hpp"
@@ -80,6 +83,59 @@ torch::Tensor reducescatter(const torch::Tensor& t, op o = op::average, scale_fa
 std::vector<torch::Tensor> grouped_reducescatter(const std::vector<torch::Tensor>& ts,
                                                  op o = op::average, scale_factors f = {},
                                                  compression wire = compression::none);
+
+/// A tensor collective in flight whose result is a new tensor
+/// (allgather_async, broadcast_async, alltoall_async, reducescatter_async
+/// on tensors): synchronize() it for the result. Move-only.
+class tensor_result_handle {
+public:
+  tensor_result_handle() = default;
+  /// True once the operation finished (successfully or not).
+  bool ready() const {
+    return data_.ready() && (!shapes_.op_ || shapes_.ready());
+  }
+  /// The name it was submitted under ("allgather.noname.<n>" unnamed).
+  const std::string& name() const {
+    return data_.name();
+  }
+
+  // What synchronize() needs (set by the calls that return a handle).
+  handle data_;
+  /// The exchange of every rank's dtype and shape, checked at synchronize()
+  /// (allgather, alltoall, reducescatter).
+  handle shapes_;
+  std::shared_ptr<detail::async_result> data_result_;
+  std::shared_ptr<detail::async_result> shape_result_;
+  /// What travels (kept alive until synchronize()).
+  torch::Tensor source_;
+  /// Builds the result from the bytes; received splits for alltoall.
+  std::function<torch::Tensor(tensor_result_handle&, std::vector<int64_t>*)> finish_;
+};
+
+/// Waits for `h`, checks the ranks' shapes (a collective_error on every
+/// rank naming both when they do not fit, as the synchronous calls), and
+/// returns the result on the input's device; `received_splits` gets
+/// alltoall_async's rows per rank.
+torch::Tensor synchronize(tensor_result_handle& h, std::vector<int64_t>* received_splits = nullptr);
+
+/// Horovod's allgather_async on a tensor: every rank's `t` concatenated
+/// along dimension 0 once synchronize()d (the rules of allgather()).
+tensor_result_handle allgather_async(const torch::Tensor& t, const std::string& name = {});
+
+/// Horovod's broadcast_async: root's `t` as a new tensor once
+/// synchronize()d (every rank passes root's dtype and shape).
+tensor_result_handle broadcast_async(const torch::Tensor& t, int root,
+                                     const std::string& name = {});
+
+/// Horovod's alltoall_async (the rules of alltoall()); the received rows
+/// per rank through synchronize()'s received_splits.
+tensor_result_handle alltoall_async(const torch::Tensor& t,
+                                    const std::vector<int64_t>& splits = {},
+                                    const std::string& name = {});
+
+/// Horovod's reducescatter_async (the rules of reducescatter()).
+tensor_result_handle reducescatter_async(const torch::Tensor& t, op o = op::average,
+                                         const std::string& name = {}, scale_factors f = {});
 
 namespace detail {
 /// What travels for `t` under `wire`: a float16 copy of a float32/float64

@@ -1428,18 +1428,16 @@ std::vector<std::string> tensor_async_results() {
   return out;
 }
 
-} // namespace
-
-TEST_CASE("tensor allgather_async, broadcast_async, alltoall_async and reducescatter_async, "
-          "submitted in different orders, equal the synchronous calls; a shape mismatch fails "
-          "synchronize on every rank") {
+/// Runs `fn` on jobs of 2 and 3 workers: every rank returns `lines` lines,
+/// each "ok ...".
+void each_line_ok(std::vector<std::string> (*fn)(), size_t lines_per_rank) {
   for (int n : {2, 3}) {
     CAPTURE(n);
     hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
                          {.num_workers = n}};
     ex.start();
-    for (auto& lines : ex.run(&tensor_async_results)) {
-      REQUIRE(lines.size() == 5);
+    for (auto& lines : ex.run(fn)) {
+      REQUIRE(lines.size() == lines_per_rank);
       for (auto& line : lines) {
         INFO(line);
         CHECK(line.rfind("ok ", 0) == 0);
@@ -1449,23 +1447,18 @@ TEST_CASE("tensor allgather_async, broadcast_async, alltoall_async and reducesca
   }
 }
 
+} // namespace
+
+TEST_CASE("tensor allgather_async, broadcast_async, alltoall_async and reducescatter_async, "
+          "submitted in different orders, equal the synchronous calls; a shape mismatch fails "
+          "synchronize on every rank") {
+  each_line_ok(&tensor_async_results, 5);
+}
+
 TEST_CASE("SyncBatchNorm on 2 and 3 ranks with batches of different sizes equals one process's "
           "BatchNorm over their union, forward and backward; the differentiable allreduce, "
           "allgather and broadcast give Horovod's gradients") {
-  for (int n : {2, 3}) {
-    CAPTURE(n);
-    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
-                         {.num_workers = n}};
-    ex.start();
-    for (auto& lines : ex.run(&sync_batch_norm_vs_one_process)) {
-      REQUIRE(lines.size() == 12);
-      for (auto& line : lines) {
-        INFO(line);
-        CHECK(line.rfind("ok ", 0) == 0);
-      }
-    }
-    ex.shutdown();
-  }
+  each_line_ok(&sync_batch_norm_vs_one_process, 12);
 }
 
 TEST_CASE("an elastic_sampler tracked by a torch_state: restore, sync from rank 0 and reset give "

@@ -63,7 +63,8 @@ done
 while read -r h; do
   rel=${h#"$include_dir/"}
   case "$rel" in
-    hvactor/torch.hpp | hvactor/torch_state.hpp | hvactor/distributed_optimizer.hpp) continue ;;
+    hvactor/torch.hpp | hvactor/torch_state.hpp | hvactor/distributed_optimizer.hpp | \
+      hvactor/sync_batch_norm.hpp) continue ;;
   esac
   if ! grep -qx "$rel" "$reachable"; then
     echo "installed header $rel is not part of the public API (not reachable from hvactor.hpp)" >&2
@@ -94,7 +95,7 @@ grep -q "consumer ok" <<<"$out" || { echo "consumer did not print 'consumer ok'"
 
 if [[ -f "$config_dir/hvactorTorchTargets.cmake" ]]; then
   echo "== the LibTorch adapter: configuring torch_consumer (find_package(hvactor COMPONENTS torch))"
-  for h in torch.hpp torch_state.hpp distributed_optimizer.hpp; do
+  for h in torch.hpp torch_state.hpp distributed_optimizer.hpp sync_batch_norm.hpp; do
     [[ -f "$include_dir/hvactor/$h" ]] || { echo "missing installed header hvactor/$h" >&2; exit 1; }
   done
   torch_src="$(dirname "$consumer_src")/torch_consumer"

@@ -9,6 +9,7 @@
 #include "hvactor/horovod_runner.hpp"
 #include "hvactor/discovery.hpp"
 #include "hvactor/elastic.hpp"
+#include "hvactor/elastic_sampler.hpp"
 #include "hvactor/hvd.hpp"
 #include "hvactor/hvd_objects.hpp"
 #include "hvactor/runtime.hpp"

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hvactor/errors.hpp"
 #include "hvactor/hvd.hpp"
 #include "hvactor/serialization.hpp"
 
@@ -20,10 +21,18 @@ namespace hvactor::hvd {
 
 namespace detail {
 
+/// `obj`'s bytes, or nothing with the reason in `why` when it cannot be
+/// serialized (the caller still takes part in the collectives, so that
+/// every rank fails together instead of waiting for this one).
 template <class T>
-std::vector<char> pack_object(const T& obj) {
-  // CAF's serializer only reads: the const_cast spares a copy of `obj`.
-  return hvactor::detail::pack(const_cast<T&>(obj));
+std::vector<char> pack_object(const T& obj, std::string& why) {
+  try {
+    // CAF's serializer only reads: the const_cast spares a copy of `obj`.
+    return hvactor::detail::pack(const_cast<T&>(obj));
+  } catch (const std::exception& e) {
+    why = e.what();
+    return {};
+  }
 }
 
 template <class T>
@@ -38,14 +47,15 @@ T unpack_object(const std::vector<char>& bytes) {
 template <class T>
 T broadcast_object(const T& obj, int root = 0) {
   std::vector<char> bytes;
+  std::string why;
   if (rank() == root)
-    bytes = detail::pack_object(obj);
-  int64_t n = static_cast<int64_t>(bytes.size());
+    bytes = detail::pack_object(obj, why);
+  // -1: the root could not serialize its object; every rank fails.
+  int64_t n = why.empty() ? static_cast<int64_t>(bytes.size()) : -1;
   broadcast(std::span<int64_t>(&n, 1), root);
-  if (rank() == root)
-    n = static_cast<int64_t>(bytes.size());
   if (n < 0)
-    throw std::invalid_argument("hvd::broadcast_object: the root sent a negative size");
+    throw error("hvd::broadcast_object: root rank " + std::to_string(root) +
+                " could not serialize its object" + (why.empty() ? "" : ": " + why));
   bytes.resize(static_cast<size_t>(n));
   broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()), root);
   if (rank() == root)
@@ -56,9 +66,15 @@ T broadcast_object(const T& obj, int root = 0) {
 /// Every rank's `obj`, in rank order: Horovod's hvd.allgather_object(obj).
 template <class T>
 std::vector<T> allgather_object(const T& obj) {
-  auto bytes = detail::pack_object(obj);
-  int64_t n = static_cast<int64_t>(bytes.size());
+  std::string why;
+  auto bytes = detail::pack_object(obj, why);
+  // -1: this rank could not serialize its object; every rank fails.
+  int64_t n = why.empty() ? static_cast<int64_t>(bytes.size()) : -1;
   auto sizes = allgather(std::span<const int64_t>(&n, 1));
+  for (size_t r = 0; r < sizes.size(); ++r)
+    if (sizes[r] < 0)
+      throw error("hvd::allgather_object: rank " + std::to_string(r) +
+                  " could not serialize its object" + (why.empty() ? "" : ": " + why));
   auto all = allgather(
     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   std::vector<T> out;

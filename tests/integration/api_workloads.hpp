@@ -365,8 +365,23 @@ inline std::string async_gathers(unsigned seed) {
   return found.report();
 }
 
+/// A value whose serialization fails when poisoned (CAF's inspector gets
+/// an error): a rank that cannot serialize its object must fail every rank,
+/// not leave them waiting.
+struct poisoned {
+  bool poison = false;
+  int32_t value = 0;
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, poisoned& x) {
+    if (x.poison)
+      return caf::make_error(caf::sec::invalid_argument);
+    return f(caf::meta::type_name("poisoned"), x.value);
+  }
+};
+
 /// broadcast_object of a map from the last rank, allgather_object of
-/// strings of each rank's own length.
+/// strings of each rank's own length; an object that cannot be serialized
+/// fails every rank, naming the rank.
 inline std::string objects() {
   findings found;
   const int me = hvd::rank(), n = hvd::size();
@@ -383,6 +398,21 @@ inline std::string objects() {
     for (int r = 0; r < n; ++r)
       if (all[static_cast<size_t>(r)] != std::string(static_cast<size_t>(r) * 5, 'a' + static_cast<char>(r)))
         found.add("allgather_object: rank " + std::to_string(r) + "'s string differs");
+  try {
+    hvd::broadcast_object(poisoned{me == 0, 1}, 0);
+    found.add("broadcast_object of a poisoned root object: no error");
+  } catch (const hvactor::error& e) {
+    if (std::string{e.what()}.find("root rank 0 could not serialize its object") == std::string::npos)
+      found.add(std::string{"broadcast_object poisoned: "} + e.what());
+  }
+  try {
+    hvd::allgather_object(poisoned{me == n - 1, 2});
+    found.add("allgather_object with a poisoned object: no error");
+  } catch (const hvactor::error& e) {
+    if (std::string{e.what()}.find("rank " + std::to_string(n - 1) + " could not serialize") ==
+        std::string::npos)
+      found.add(std::string{"allgather_object poisoned: "} + e.what());
+  }
   return found.report();
 }
 

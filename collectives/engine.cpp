@@ -63,6 +63,7 @@ void engine::stop() {
 // Names an unnamed operation and hands it to the next round.
 void engine::enqueue_locked(const std::shared_ptr<pending_op>& p) {
   p->id = next_id_++;
+  p->process_set = opts_.process_set_id;
   if (p->op.name.empty()) {
     // Named for the handle; a synchronous call stays unnamed (its caller
     // never sees the name, and formatting one per call costs).

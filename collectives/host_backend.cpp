@@ -18,8 +18,6 @@
 
 namespace hvactor::collectives {
 
-namespace {
-
 // The segment the colocator handed down, or nullptr (none, or not usable:
 // then this rank reports segment 0 and the job runs over Gloo).
 std::shared_ptr<shm::segment> inherited_segment(int rank) {
@@ -38,6 +36,8 @@ std::shared_ptr<shm::segment> inherited_segment(int rank) {
   }
 }
 
+namespace {
+
 std::string mib(size_t bytes) {
   return fmt::format("{:g} MiB", static_cast<double>(bytes) / (1 << 20));
 }
@@ -48,7 +48,9 @@ public:
                const std::string& bind_host, const host_backend_options& opts)
     : topo_(topo) {
     gloo_ = make_gloo_backend(topo, client, prefix, bind_host, opts.gloo_allreduce);
-    auto seg = opts.paths.shm ? inherited_segment(topo.rank) : nullptr;
+    std::shared_ptr<shm::segment> seg;
+    if (opts.paths.shm)
+      seg = opts.segment ? opts.segment() : inherited_segment(topo.rank);
     auto table = exchange_places(seg);
     paths_ = host_paths::plan(table, topo.rank, opts.paths);
     if (paths_.shm) {

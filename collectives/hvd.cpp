@@ -45,6 +45,9 @@ struct state {
   // How many times init() connected; names the rendezvous prefix, so that a
   // re-init never reads the previous connection's keys.
   int connections = 0;
+  /// The connection's rendezvous scope and key prefix (process sets
+  /// connect under it).
+  detail::job_connection connection;
   /// The device backend chosen at init: "nccl", "host-staged", "none: ...".
   std::string gpu = "none: hvd::init() was not called";
   /// The CUDA device of the device backend; -1 without one.
@@ -106,15 +109,26 @@ void ignore_sigpipe() {
 
 } // namespace
 
-detail::engine& detail::engine_for(const char* call) {
+detail::engine& detail::global_engine(const char* call) {
   auto& st = global();
   if (!st.engine)
     throw not_started(fmt::format("hvd::{} called before hvd::init()", call));
   return *st.engine;
 }
 
+detail::engine& detail::engine_for(const char* call) {
+  auto& eng = global_engine(call);
+  if (auto id = current_set_id(); id != 0)
+    return set_engine(id, call);
+  return eng;
+}
+
 const collectives::topology& detail::job_topology() {
   return global().topo;
+}
+
+detail::job_connection detail::job_connection_info() {
+  return global().connection;
 }
 
 namespace {
@@ -158,18 +172,11 @@ void detail::check_reduction(dtype t, op o, const char* call, scale_factors f) {
         "hvd::{}: prescale_factor {} and postscale_factor {} must be finite numbers", call,
         f.prescale_factor, f.postscale_factor));
   if (o == op::adasum)
-    collectives::check_adasum(t, global().topo.size, false, call);
+    collectives::check_adasum(t, set_size(), false, call);
   if (t == dtype::boolean && !f.identity())
     throw std::invalid_argument(fmt::format(
       "hvd::{}: bool tensors take no prescale_factor or postscale_factor (got {} and {})", call,
       f.prescale_factor, f.postscale_factor));
-}
-
-void detail::check_root(int root) {
-  const auto& tp = global().topo;
-  if (root < 0 || root >= tp.size)
-    throw std::invalid_argument(
-      fmt::format("hvd::broadcast: root {} is not a rank (size {})", root, tp.size));
 }
 
 namespace {
@@ -219,6 +226,12 @@ void connect_locked(state& st, const topology& t, const std::string& scope) {
   ++st.connections;
   auto prefix = fmt::format("gloo.{}", connection_no);
   st.topo = t;
+  auto addr = env::get(env::rendezvous_addr).value_or("127.0.0.1");
+  st.connection = {.scope = scope,
+                   .prefix = prefix,
+                   .address = addr,
+                   .port = static_cast<uint16_t>(env::get_int(env::rendezvous_port, 0)),
+                   .bind_host = bind_host(addr)};
   opts.timeline = timeline.get();
   auto eng = std::make_unique<detail::engine>(std::move(conn.host), t, opts);
   auto keep = collectives::current_device();
@@ -274,6 +287,7 @@ void shutdown() {
     return;
   if (elastic::detail::enabled())
     elastic::detail::left();
+  detail::close_process_sets();
   st.engine->stop();
   st.engine.reset();
   st.store.reset();
@@ -348,7 +362,14 @@ const std::string& handle::name() const {
 void synchronize(handle& h) {
   if (!h.op_)
     throw std::invalid_argument("hvd::synchronize: empty handle");
-  current("synchronize").wait(*h.op_);
+  auto& global_eng = detail::global_engine("synchronize");
+  if (h.op_->process_set == 0) {
+    global_eng.wait(*h.op_);
+  } else if (auto eng = detail::live_set_engine(h.op_->process_set)) {
+    eng->wait(*h.op_);
+  } else {
+    h.op_->done.get(); // its set was removed: the operation finished (or failed) first
+  }
 }
 
 void barrier() {
@@ -406,7 +427,7 @@ void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_str
   keep_device keep;
   auto& eng = device_engine("allgather");
   collectives::wait_for_stream(s);
-  std::vector<size_t> counts(static_cast<size_t>(global().topo.size), count);
+  std::vector<size_t> counts(static_cast<size_t>(eng.topo().size), count);
   eng.run({.kind = op_kind::allgather, .type = t, .count = count, .device = true},
           [&](collectives::backend& b) { b.allgatherv(in, out, counts, t); });
 }
@@ -414,7 +435,7 @@ void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_str
 void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s) {
   keep_device keep;
   auto& eng = device_engine("broadcast");
-  check_root(root);
+  root = engine_root(root, "broadcast");
   collectives::wait_for_stream(s);
   eng.run({.kind = op_kind::broadcast, .type = t, .count = count, .root = root, .device = true},
           [&](collectives::backend& b) { b.broadcast(data, count, t, root); });

@@ -20,10 +20,13 @@ namespace {
 using collectives::op_kind;
 using body = std::function<void(collectives::backend&)>;
 
+size_t ranks_of(const engine& eng) {
+  return static_cast<size_t>(eng.topo().size);
+}
+
 // Every rank's announcement (count, dtype) for a collective whose sizes
 // differ per rank; call inside the body.
-std::vector<int64_t> announced(collectives::backend& b, size_t count, dtype t) {
-  auto n = static_cast<size_t>(job_topology().size);
+std::vector<int64_t> announced(collectives::backend& b, size_t n, size_t count, dtype t) {
   auto mine = collectives::announce(count, t);
   std::vector<int64_t> table(n * mine.size());
   std::vector<size_t> pairs(n, mine.size());
@@ -33,17 +36,19 @@ std::vector<int64_t> announced(collectives::backend& b, size_t count, dtype t) {
 
 // Counts and dtypes first; the result is sized from the peers' counts, so
 // each is checked before the data phase writes a byte.
-body allgather_body(const void* data, size_t count, dtype t, std::shared_ptr<async_result> r) {
+body allgather_body(const void* data, size_t count, dtype t, std::shared_ptr<async_result> r,
+                   size_t n) {
   return [=](collectives::backend& b) {
-    auto checked = collectives::check_allgather_counts(announced(b, count, t), "hvd::allgather");
+    auto checked =
+      collectives::check_allgather_counts(announced(b, n, count, t), "hvd::allgather");
     r->bytes.resize(checked.total_bytes);
     b.allgatherv(data, r->bytes.data(), checked.counts, t);
   };
 }
 
 // The counts sent to each rank, checked before anything is queued.
-std::vector<int64_t> alltoall_sends(size_t count, std::span<const int64_t> send_counts) {
-  auto n = static_cast<size_t>(job_topology().size);
+std::vector<int64_t> alltoall_sends(size_t count, std::span<const int64_t> send_counts,
+                                    size_t n) {
   std::vector<int64_t> sends;
   if (send_counts.empty()) {
     if (count % n != 0)
@@ -67,7 +72,7 @@ std::vector<int64_t> alltoall_sends(size_t count, std::span<const int64_t> send_
 // What each rank sends here, and its dtype, checked before the result is
 // sized from it; then the data.
 body alltoall_body(const void* data, std::vector<int64_t> sends, dtype t,
-                   std::shared_ptr<async_result> r) {
+                   std::shared_ptr<async_result> r, int me) {
   return [=](collectives::backend& b) {
     auto n = sends.size();
     std::vector<int64_t> words, table(n * collectives::announcement_words);
@@ -78,7 +83,7 @@ body alltoall_body(const void* data, std::vector<int64_t> sends, dtype t,
     std::vector<int64_t> pairs(n, collectives::announcement_words);
     b.alltoallv(words.data(), pairs, table.data(), pairs, dtype::int64);
     auto checked =
-      collectives::check_alltoall_counts(table, t, job_topology().rank, "hvd::alltoall");
+      collectives::check_alltoall_counts(table, t, me, "hvd::alltoall");
     r->counts.assign(checked.counts.begin(), checked.counts.end());
     r->bytes.resize(checked.total_bytes);
     b.alltoallv(data, sends, r->bytes.data(), r->counts, t);
@@ -109,9 +114,9 @@ collectives::operation reducescatter_op(size_t count, dtype t, op o, scale_facto
 // scattered; this rank's part lands in `out` (or in r->bytes when `r` is
 // set), then is averaged and postscaled.
 body reducescatter_body(const void* in, size_t count, size_t row, void* out, dtype t, op o,
-                        scale_factors f, std::shared_ptr<async_result> r) {
+                        scale_factors f, std::shared_ptr<async_result> r,
+                        const collectives::topology& topo) {
   return [=](collectives::backend& b) {
-    const auto& topo = job_topology();
     auto counts = reducescatter_counts(count, row, topo.size);
     auto me = static_cast<size_t>(topo.rank);
     auto esz = size_of(t);
@@ -147,7 +152,8 @@ std::vector<size_t> reducescatter_counts(size_t count, size_t row, int ranks) {
 std::vector<char> allgather(const void* data, size_t count, dtype t) {
   auto& eng = engine_for("allgather");
   auto r = std::make_shared<async_result>();
-  eng.run({.kind = op_kind::allgather, .type = t, .count = count}, allgather_body(data, count, t, r));
+  eng.run({.kind = op_kind::allgather, .type = t, .count = count},
+          allgather_body(data, count, t, r, ranks_of(eng)));
   return std::move(r->bytes);
 }
 
@@ -156,19 +162,19 @@ handle allgather_async(const void* data, size_t count, dtype t, std::string name
   auto& eng = engine_for("allgather_async");
   return handle{eng.submit_run(
     {.kind = op_kind::allgather, .type = t, .count = count, .name = std::move(name)},
-    allgather_body(data, count, t, result))};
+    allgather_body(data, count, t, result, ranks_of(eng)))};
 }
 
 void allgather_into(const void* in, size_t count, void* out, size_t out_count, dtype t) {
   auto& eng = engine_for("allgather");
-  auto n = static_cast<size_t>(job_topology().size);
+  auto n = ranks_of(eng);
   if (out_count != count * n)
     throw std::invalid_argument(fmt::format(
       "hvd::allgather: out holds {} elements; {} ranks x {} need {}", out_count, n, count, count * n));
   eng.run({.kind = op_kind::allgather, .type = t, .count = count}, [&](collectives::backend& b) {
     // The counts first (8 bytes per rank): a rank with another count fails
     // on every rank instead of corrupting `out`.
-    auto counts = collectives::check_allgather_counts(announced(b, count, t), "hvd::allgather")
+    auto counts = collectives::check_allgather_counts(announced(b, n, count, t), "hvd::allgather")
                     .counts;
     for (size_t r = 0; r < n; ++r)
       if (counts[r] != count)
@@ -182,7 +188,7 @@ void allgather_into(const void* in, size_t count, void* out, size_t out_count, d
 
 void broadcast(void* data, size_t count, dtype t, int root) {
   auto& eng = engine_for("broadcast");
-  check_root(root);
+  root = engine_root(root, "broadcast");
   eng.run({.kind = op_kind::broadcast, .type = t, .count = count, .root = root},
           [&](collectives::backend& b) { b.broadcast(data, count, t, root); });
 }
@@ -190,7 +196,7 @@ void broadcast(void* data, size_t count, dtype t, int root) {
 handle broadcast_async(void* data, size_t count, dtype t, int root, std::string name,
                        std::shared_ptr<void> keep_alive) {
   auto& eng = engine_for("broadcast_async");
-  check_root(root);
+  root = engine_root(root, "broadcast_async");
   return handle{eng.submit_run(
     {.kind = op_kind::broadcast, .type = t, .count = count, .root = root, .name = std::move(name)},
     [=, keep = std::move(keep_alive)](collectives::backend& b) { b.broadcast(data, count, t, root); })};
@@ -201,7 +207,8 @@ std::vector<char> alltoall(const void* data, size_t count, std::span<const int64
   auto& eng = engine_for("alltoall");
   auto r = std::make_shared<async_result>();
   eng.run({.kind = op_kind::alltoall, .type = t, .count = count},
-          alltoall_body(data, alltoall_sends(count, send_counts), t, r));
+          alltoall_body(data, alltoall_sends(count, send_counts, ranks_of(eng)), t, r,
+                        eng.topo().rank));
   if (recv_counts)
     *recv_counts = std::move(r->counts);
   return std::move(r->bytes);
@@ -212,16 +219,17 @@ handle alltoall_async(const void* data, size_t count, std::span<const int64_t> s
   auto& eng = engine_for("alltoall_async");
   return handle{eng.submit_run(
     {.kind = op_kind::alltoall, .type = t, .count = count, .name = std::move(name)},
-    alltoall_body(data, alltoall_sends(count, send_counts), t, result))};
+    alltoall_body(data, alltoall_sends(count, send_counts, ranks_of(eng)), t, result,
+                  eng.topo().rank))};
 }
 
 void reducescatter(const void* in, size_t count, size_t row, void* out, dtype t, op o,
                    scale_factors f, const std::string& name) {
   check_reducescatter(t, o, f, "reducescatter");
   auto& eng = engine_for("reducescatter");
-  reducescatter_counts(count, row, job_topology().size); // refuses bad rows before queueing
+  reducescatter_counts(count, row, eng.topo().size); // refuses bad rows before queueing
   eng.run(reducescatter_op(count, t, o, f, name),
-          reducescatter_body(in, count, row, out, t, o, f, nullptr));
+          reducescatter_body(in, count, row, out, t, o, f, nullptr, eng.topo()));
 }
 
 handle reducescatter_async(const void* in, size_t count, size_t row, dtype t, op o,
@@ -229,9 +237,10 @@ handle reducescatter_async(const void* in, size_t count, size_t row, dtype t, op
                            const std::shared_ptr<async_result>& result) {
   check_reducescatter(t, o, f, "reducescatter_async");
   auto& eng = engine_for("reducescatter_async");
-  reducescatter_counts(count, row, job_topology().size); // refuses bad rows before queueing
+  reducescatter_counts(count, row, eng.topo().size); // refuses bad rows before queueing
   return handle{eng.submit_run(reducescatter_op(count, t, o, f, std::move(name)),
-                               reducescatter_body(in, count, row, nullptr, t, o, f, result))};
+                               reducescatter_body(in, count, row, nullptr, t, o, f, result,
+                                                  eng.topo()))};
 }
 
 } // namespace hvactor::hvd::detail

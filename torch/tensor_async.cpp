@@ -86,7 +86,7 @@ namespace {
 // The rows each rank receives: `splits` checked against `rows`, or equal
 // parts when empty.
 std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& splits, int64_t rows) {
-  int n = size();
+  int n = detail::set_size();
   if (splits.empty()) {
     if (rows % n != 0)
       throw std::invalid_argument(fmt::format("hvd::alltoall: {} rows do not split into {} equal "

@@ -115,7 +115,7 @@ desc_table exchange(std::span<const torch::Tensor> ts, std::string_view call) {
   describe(ts, mine);
   auto bytes = allgather(mine.data(), mine.size(), dtype::int64);
   auto words = as_vector<int64_t>(bytes);
-  return split_descs(words, size(), call);
+  return split_descs(words, set_size(), call);
 }
 
 void check_allgather(const desc_table& table, std::string_view call) {

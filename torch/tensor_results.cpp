@@ -37,6 +37,8 @@ torch::Tensor cpu_source(const torch::Tensor& t, const char* call) {
 // Queues the exchange of this rank's description of `c` (the words live
 // with the call: a handle dropped unsynchronized frees nothing it reads).
 void exchange_shapes(tensor_result_handle& h, const torch::Tensor& c, const std::string& name) {
+  h.set_rank_ = detail::set_rank();
+  h.set_size_ = detail::set_size();
   auto words = std::make_shared<std::vector<int64_t>>();
   detail::describe({&c, 1}, *words);
   h.shape_result_ = std::make_shared<detail::async_result>();
@@ -56,7 +58,7 @@ std::shared_ptr<detail::async_result> result_owning(const torch::Tensor& c) {
 // The table of every rank's description, once the exchange finished.
 detail::desc_table shapes_of(tensor_result_handle& h, const std::string& call) {
   auto words = detail::as_vector<int64_t>(h.shape_result_->bytes);
-  return detail::split_descs(words, size(), call);
+  return detail::split_descs(words, h.set_size_, call);
 }
 
 torch::Tensor from_bytes(const std::vector<char>& bytes, std::vector<int64_t> shape,
@@ -94,7 +96,7 @@ tensor_result_handle allgather_async(const torch::Tensor& t, const std::string& 
   h.finish_ = [call, device](tensor_result_handle& hh, std::vector<int64_t>*) {
     auto table = shapes_of(hh, call);
     detail::check_allgather(table, call);
-    std::vector<int64_t> shape{size()}; // 0-dimensional: one element per rank
+    std::vector<int64_t> shape{hh.set_size_}; // 0-dimensional: one element per rank
     if (hh.source_.dim() > 0) {
       shape = hh.source_.sizes().vec();
       shape[0] = 0;
@@ -131,7 +133,7 @@ tensor_result_handle alltoall_async(const torch::Tensor& t, const std::vector<in
   if (t.dim() == 0)
     throw std::invalid_argument("hvd::alltoall: a 0-dimensional tensor has no rows to split");
   auto c = cpu_source(t, "alltoall_async");
-  int64_t inner = row_elements(c), rows = c.size(0), n = size();
+  int64_t inner = row_elements(c), rows = c.size(0), n = detail::set_size();
   std::vector<int64_t> counts;
   if (splits.empty()) {
     if (rows % n != 0)
@@ -187,8 +189,8 @@ tensor_result_handle reducescatter_async(const torch::Tensor& t, op o, const std
   h.finish_ = [call, device](tensor_result_handle& hh, std::vector<int64_t>*) {
     detail::check_same(shapes_of(hh, call), call);
     auto shape = hh.source_.sizes().vec();
-    int64_t rows = shape[0], n = size();
-    shape[0] = rows / n + (rank() < rows % n ? 1 : 0);
+    int64_t rows = shape[0], n = hh.set_size_;
+    shape[0] = rows / n + (hh.set_rank_ < rows % n ? 1 : 0);
     return on_device(from_bytes(hh.data_result_->bytes, shape, hh.source_.options()), device);
   };
   exchange_shapes(h, c, name);

@@ -34,9 +34,9 @@ scatter_plan plan(const torch::Tensor& t) {
   p.count = static_cast<size_t>(p.host.numel());
   for (int64_t d = 1; d < p.host.dim(); ++d)
     p.row *= static_cast<size_t>(p.host.size(d));
-  int64_t rows = p.host.size(0), n = size();
+  int64_t rows = p.host.size(0), n = detail::set_size();
   p.out_shape = p.host.sizes().vec();
-  p.out_shape[0] = rows / n + (rank() < rows % n ? 1 : 0);
+  p.out_shape[0] = rows / n + (detail::set_rank() < rows % n ? 1 : 0);
   if (p.count == 0)
     p.row = 1; // rows of nothing: every rank gets an empty part
   return p;

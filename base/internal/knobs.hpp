@@ -87,6 +87,9 @@ inline constexpr const char* timeline_mark_cycles = "HOROVOD_TIMELINE_MARK_CYCLE
 inline constexpr const char* stall_check_time_seconds = "HOROVOD_STALL_CHECK_TIME_SECONDS";
 inline constexpr const char* stall_shutdown_time_seconds = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS";
 inline constexpr const char* stall_check_disable = "HOROVOD_STALL_CHECK_DISABLE";
+/// "1": hvd::add_process_set / remove_process_set may be called after
+/// hvd::init (Horovod's; hvd::init(sets, true) sets the same).
+inline constexpr const char* dynamic_process_sets = "HOROVOD_DYNAMIC_PROCESS_SETS";
 /// Names the response cache keeps after negotiating them once (0: off).
 inline constexpr const char* cache_capacity = "HOROVOD_CACHE_CAPACITY";
 /// "0": ranks on one node talk over Gloo's TCP instead of the node's

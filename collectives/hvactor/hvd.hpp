@@ -228,6 +228,12 @@ struct async_result {
 /// rows / size each, the first rows % size ranks one row more).
 std::vector<size_t> reducescatter_counts(size_t count, size_t row, int ranks);
 
+/// This rank's index and the number of ranks in the process set this
+/// thread's calls run on (hvd_process_set.hpp; rank() and size() outside
+/// a process_set_scope).
+int set_rank();
+int set_size();
+
 void reducescatter(const void* in, size_t count, size_t row, void* out, dtype t, op o,
                    scale_factors f, const std::string& name);
 handle reducescatter_async(const void* in, size_t count, size_t row, dtype t, op o,
@@ -289,8 +295,8 @@ template <element T>
 std::vector<std::remove_const_t<T>> reducescatter(std::span<T> x, op o = op::average,
                                                   scale_factors f = {}) {
   using U = std::remove_const_t<T>;
-  auto counts = detail::reducescatter_counts(x.size(), 1, size());
-  std::vector<char> out(counts[static_cast<size_t>(rank())] * sizeof(U));
+  auto counts = detail::reducescatter_counts(x.size(), 1, detail::set_size());
+  std::vector<char> out(counts[static_cast<size_t>(detail::set_rank())] * sizeof(U));
   detail::reducescatter(x.data(), x.size(), 1, out.data(), dtype_of<U>(), o, f, {});
   return detail::as_vector<U>(out);
 }
@@ -367,3 +373,5 @@ result_handle<T> alltoall_async(std::span<T> x, std::span<const int64_t> send_co
 
 // Device memory (GPU builds; clear errors otherwise).
 #include "hvactor/hvd_device.hpp"
+// Process sets (Horovod's process_set= argument).
+#include "hvactor/hvd_process_set.hpp"

@@ -46,6 +46,8 @@ struct pending_op {
   bool lane = false;
   /// The negotiator's key (submission order).
   uint64_t id = 0;
+  /// The process set whose engine runs it (0: the global set).
+  int process_set = 0;
   /// An allreduce of `data` in place (async or not, or a joined rank's
   /// zeros): fused with the round's other allreduces, so that every rank
   /// runs the same batches whichever call each made.
@@ -99,6 +101,9 @@ struct engine_options {
   collectives::path_settings paths;
   /// HOROVOD_THREAD_AFFINITY: the core the engine's thread runs on.
   std::optional<int> thread_core;
+  /// The process set this engine runs (0: the global set); stamped on
+  /// every operation, so that synchronize() finds its engine.
+  int process_set_id = 0;
 };
 
 /// Runs the process's collectives (Horovod's background loop): an
@@ -149,6 +154,12 @@ public:
   /// The host backend (Gloo): the host-staged device path reduces there.
   collectives::backend& host_backend() noexcept {
     return *backend_;
+  }
+
+  /// This rank's place among the engine's ranks (a process set's own
+  /// numbering for a set's engine).
+  const collectives::topology& topo() const noexcept {
+    return topo_;
   }
 
   /// The device backend, or nullptr.

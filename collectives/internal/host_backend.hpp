@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -11,11 +12,23 @@
 
 namespace hvactor::collectives {
 
+namespace shm {
+class segment;
+} // namespace shm
+
 /// How hvd::init builds the host backend.
 struct host_backend_options {
   allreduce_algorithm_policy gloo_allreduce;
   path_settings paths;
+  /// Where this rank's shared-memory segment comes from (a process set's
+  /// own, process_sets.cpp); unset: the one the colocator handed down.
+  /// nullptr: none (then the ranks go over Gloo).
+  std::function<std::shared_ptr<shm::segment>()> segment;
 };
+
+/// The node's segment the colocator handed down (HVACTOR_SHM_FD), or
+/// nullptr: none, or not usable (logged, naming `rank`).
+std::shared_ptr<shm::segment> inherited_segment(int rank);
 
 /// The backend of host memory for a job of several processes: a Gloo
 /// context over all ranks (always: alltoall, and every op when nothing

@@ -108,6 +108,9 @@ public:
   std::shared_ptr<detail::async_result> shape_result_;
   /// What travels (kept alive until synchronize()).
   torch::Tensor source_;
+  /// This rank's index and the ranks of the process set it ran on.
+  int set_rank_ = 0;
+  int set_size_ = 1;
   /// Builds the result from the bytes; received splits for alltoall.
   std::function<torch::Tensor(tensor_result_handle&, std::vector<int64_t>*)> finish_;
 };

@@ -31,6 +31,7 @@ engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topol
     fusion_(opts.fusion_threshold, topo.size, opts.timeline, topo.rank),
     negotiator_(topo.rank, topo.size, topo.host, opts.cache_capacity),
     stall_(opts.stall, topo.rank, topo.size) {
+  start_tuning();
   // hvd::init returns with the engine thread named and pinned: a caller
   // that looks at its threads right after init sees them as they stay.
   std::promise<void> ready;
@@ -246,10 +247,12 @@ void engine::apply_timeline_locked() {
 }
 
 void engine::complete(pending_op& p, std::exception_ptr error) {
-  if (error)
+  if (error) {
     p.promise.set_exception(error);
-  else
+  } else {
+    observe_tuning(p.op, p.lane);
     p.promise.set_value();
+  }
 }
 
 collectives::backend& engine::backend_for(const operation& op) {

@@ -153,8 +153,11 @@ bool engine::round(bool leave) {
   std::exception_ptr transport;
   try {
     header = negotiator_.propose(stall.shutdown, leave);
-    if (topo_.size > 1)
+    if (topo_.size > 1) {
+      append_tuning(header);
       backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
+      adopt_tuning(header, true);
+    }
   } catch (...) {
     transport = std::current_exception();
   }

@@ -100,7 +100,9 @@ bool engine::solo(const operation& op, Body& body, void* data, bool reduce) {
   auto combined = solo_exchange_result::header_only;
   if (topo_.size > 1) {
     reduced = header;
+    append_tuning(reduced);
     combined = solo_exchange(op, reduced, data, reduce, transport);
+    adopt_tuning(reduced, !transport);
   }
   const auto& r = topo_.size > 1 ? reduced : header;
   if (combined == solo_exchange_result::reduced || combined == solo_exchange_result::agreed_alone
@@ -130,7 +132,7 @@ engine::solo_exchange_result engine::solo_exchange(const operation& op,
     if (reduce && data && !op.device && op.prescale == 1.0 && op.reduction != hvd::op::adasum) {
       bool agreed = false;
       auto accept = [&](std::span<const int64_t> h) {
-        agreed = negotiator_.solo_agreed(h);
+        agreed = negotiator_.solo_agreed(h.first(h.size() - tuning_words()));
         return agreed && h[negotiator::data_word] == 0;
       };
       if (backend_->allreduce_with_header(header.data(), header.size(), negotiator::data_word,
@@ -168,6 +170,8 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
   } catch (...) {
     err = std::current_exception();
   }
+  if (!err)
+    observe_tuning(op, true);
   if (tl) {
     collectives::timeline_event e;
     e.set_operation(op);

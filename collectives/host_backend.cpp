@@ -209,6 +209,21 @@ public:
                        paths_.why.empty() ? "one rank per node" : paths_.why);
   }
 
+  bool hierarchical_tunable() const override {
+    return cross_ != nullptr;
+  }
+  std::pair<bool, bool> hierarchical_switches() const override {
+    return {paths_.hierarchical_allreduce, paths_.hierarchical_allgather};
+  }
+  // Autotune switches between the hierarchical and the flat Gloo path
+  // where a layout has both (the cross-node contexts stay connected).
+  void set_hierarchical(bool allreduce, bool allgather) override {
+    if (!cross_)
+      return;
+    paths_.hierarchical_allreduce = allreduce;
+    paths_.hierarchical_allgather = allgather;
+  }
+
 private:
   bool hierarchical() const {
     return paths_.hierarchical_allreduce || paths_.hierarchical_allgather;

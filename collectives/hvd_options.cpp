@@ -95,6 +95,48 @@ collectives::stall_settings stall_settings_from_env() {
   return s;
 }
 
+// A whole number in [0, max] from `name`, or `fallback` when unset.
+int count_from_env(const char* name, int fallback, int max, const char* what) {
+  auto text = env::get(name);
+  if (!text)
+    return fallback;
+  int n = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+  if (ec != std::errc{} || end != text->data() + text->size() || n < 0 || n > max)
+    throw std::invalid_argument(fmt::format(
+      "hvd::init: {}='{}' must be a whole number from 0 to {} ({}; default {})", name, *text, max,
+      what, fallback));
+  return n;
+}
+
+// Horovod's autotune knobs (its defaults and bounds).
+collectives::autotune_settings autotune_from_env() {
+  collectives::autotune_settings s;
+  if (auto v = env::get(env::autotune)) {
+    if (*v != "0" && *v != "1")
+      throw std::invalid_argument(
+        fmt::format("hvd::init: {}='{}' must be 1 (tune) or 0", env::autotune, *v));
+    s.enabled = *v == "1";
+  }
+  s.log_file = env::get(env::autotune_log).value_or("");
+  s.warmup_samples = count_from_env(env::autotune_warmup_samples, s.warmup_samples, 1000,
+                                    "scores thrown away before tuning");
+  s.steps_per_sample = count_from_env(env::autotune_steps_per_sample, s.steps_per_sample, 100000,
+                                      "steps per sample");
+  s.bayes_opt_max_samples = count_from_env(env::autotune_bayes_opt_max_samples,
+                                           s.bayes_opt_max_samples, 1000,
+                                           "points of the Bayesian optimisation");
+  if (auto v = env::get(env::autotune_gaussian_process_noise)) {
+    char* end = nullptr;
+    double x = std::strtod(v->c_str(), &end);
+    if (v->empty() || end != v->c_str() + v->size() || !(x >= 0 && x <= 1))
+      throw std::invalid_argument(fmt::format("hvd::init: {}='{}' must be in [0, 1]",
+                                              env::autotune_gaussian_process_noise, *v));
+    s.gaussian_process_noise = x;
+  }
+  return s;
+}
+
 // Bounds of the fusion knobs: a fusion buffer of this size is allocated, and
 // a cycle longer than this delays every batch by that much.
 constexpr uint64_t max_fusion_threshold = uint64_t{16} << 30;
@@ -149,6 +191,7 @@ engine_options engine_options_from_env() {
         env::timeline_mark_cycles, *v));
     opts.timeline_mark_cycles = *v == "1";
   }
+  opts.autotune = autotune_from_env();
   opts.paths.shm = env::get(env::shm).value_or("1") != "0";
   opts.paths.hierarchical_allreduce = collectives::path_settings::parse_switch(
     env::get(env::hierarchical_allreduce).value_or(""), env::hierarchical_allreduce);

@@ -169,6 +169,7 @@ std::shared_ptr<set_entry> connect_set(int id, const std::vector<int>& ranks,
   auto opts = detail::engine_options_from_env();
   opts.process_set_id = id;
   opts.timeline = nullptr;
+  opts.autotune.enabled = false; // Horovod tunes the global set only
   std::unique_ptr<collectives::backend> host;
   auto job = detail::job_connection_info();
   auto prefix = fmt::format("{}/ps.{}", job.prefix, id);

@@ -39,6 +39,8 @@ packages=(
   # hvactor-up: its cluster file (YAML), and ssh; the tests run a real sshd
   # on 127.0.0.1.
   libyaml-cpp-dev
+  # Autotune's Gaussian process (collectives/bayesian_optimization.cpp).
+  libeigen3-dev
   openssh-client
   openssh-server
   # deploy/kubernetes' checks: the manifests' command lines on loopback

@@ -79,24 +79,25 @@ inline constexpr const char* gloo_allreduce = "HVACTOR_GLOO_ALLREDUCE";
 inline constexpr const char* timeline = "HOROVOD_TIMELINE";
 /// 1: a CYCLE_START instant in the timeline at every negotiation cycle.
 inline constexpr const char* timeline_mark_cycles = "HOROVOD_TIMELINE_MARK_CYCLES";
-/// Horovod's stall inspector: whole seconds before a rank warns about
-/// operations other ranks have not submitted (default 60), whole seconds
-/// before it fails them (default 0: never), and "1" to turn it off
-/// (hvactor-run's --stall-check-warning-time-seconds,
-/// --stall-check-shutdown-time-seconds, --no-stall-check).
+/// Horovod's stall inspector: seconds before a rank warns about operations
+/// others have not submitted (60), before it fails them (0: never), "1": off.
 inline constexpr const char* stall_check_time_seconds = "HOROVOD_STALL_CHECK_TIME_SECONDS";
 inline constexpr const char* stall_shutdown_time_seconds = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS";
 inline constexpr const char* stall_check_disable = "HOROVOD_STALL_CHECK_DISABLE";
-/// "1": hvd::add_process_set / remove_process_set may be called after
-/// hvd::init (Horovod's; hvd::init(sets, true) sets the same).
+/// Horovod's autotune ("1"), rank 0's CSV log, and its search's knobs.
+inline constexpr const char* autotune = "HOROVOD_AUTOTUNE";
+inline constexpr const char* autotune_log = "HOROVOD_AUTOTUNE_LOG";
+inline constexpr const char* autotune_warmup_samples = "HOROVOD_AUTOTUNE_WARMUP_SAMPLES";
+inline constexpr const char* autotune_steps_per_sample = "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE";
+inline constexpr const char* autotune_bayes_opt_max_samples = "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES";
+inline constexpr const char* autotune_gaussian_process_noise = "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE";
+/// "1": add/remove_process_set after hvd::init (or hvd::init(sets, true)).
 inline constexpr const char* dynamic_process_sets = "HOROVOD_DYNAMIC_PROCESS_SETS";
 /// Names the response cache keeps after negotiating them once (0: off).
 inline constexpr const char* cache_capacity = "HOROVOD_CACHE_CAPACITY";
-/// "0": ranks on one node talk over Gloo's TCP instead of the node's
-/// shared-memory segment (default: shared memory when possible).
+/// "0": ranks on one node use Gloo's TCP, not the node's shared memory.
 inline constexpr const char* shm = "HVACTOR_SHM";
-/// The file descriptor of the node's shared-memory segment, inherited from
-/// the colocator (set by it; not a user setting).
+/// The node's shared-memory segment's fd, inherited from the colocator.
 inline constexpr const char* shm_fd = "HVACTOR_SHM_FD";
 /// Horovod's switches: "1" forces, "0" forbids the hierarchical path
 /// (shared memory inside a node, Gloo across nodes); unset: automatic.
@@ -146,7 +147,6 @@ int get_int(const char* name, int fallback);
 int64_t get_int64(const char* name, int64_t fallback);
 
 } // namespace hvactor::env
-
 
 namespace hvactor::knobs {
 

@@ -100,6 +100,18 @@ public:
     return name();
   }
 
+  /// Autotune's hierarchical switches: whether they can change at run time
+  /// (the job's layout has a hierarchical path), their state, and the
+  /// switch (on the engine's round driver, between operations).
+  virtual bool hierarchical_tunable() const {
+    return false;
+  }
+  virtual std::pair<bool, bool> hierarchical_switches() const {
+    return {false, false};
+  }
+  virtual void set_hierarchical(bool /*allreduce*/, bool /*allgather*/) {
+  }
+
   // Memory of the buffers this backend reduces. Host backends keep the
   // defaults (plain memory, synchronous); device backends (nccl/) override
   // them so that the engine packs device tensors into a device fusion buffer

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "collectives/internal/autotune.hpp"
 #include "collectives/internal/fusion_executor.hpp"
 #include "collectives/internal/algorithm.hpp"
 #include "collectives/internal/backend.hpp"
@@ -104,6 +105,8 @@ struct engine_options {
   /// The process set this engine runs (0: the global set); stamped on
   /// every operation, so that synchronize() finds its engine.
   int process_set_id = 0;
+  /// HOROVOD_AUTOTUNE and its knobs (engine_tuning.cpp).
+  collectives::autotune_settings autotune;
 };
 
 /// Runs the process's collectives (Horovod's background loop): an
@@ -186,6 +189,10 @@ public:
   /// Finishes what is queued, then stops the thread.
   void stop();
 
+  /// Autotune's changes on this rank, one line each: "exchange N: [values]"
+  /// (N counts the exchanges since tuning began, the same on every rank).
+  std::vector<std::string> tuning_history();
+
 private:
   template <class Body>
   void run_in_order(const collectives::operation& op, Body& body, void* reduced = nullptr,
@@ -221,6 +228,15 @@ private:
   std::chrono::milliseconds heartbeat() const;
   bool run_closed() const;
   void apply_timeline_locked();
+  // Autotune (engine_tuning.cpp): rank 0's values travel at the end of
+  // every round's header while tuning, so every rank adopts them after
+  // the same exchange.
+  void start_tuning();
+  size_t tuning_words() const noexcept;
+  void append_tuning(std::vector<int64_t>& header) const;
+  void adopt_tuning(std::vector<int64_t>& header, bool exchanged);
+  void apply_tuning(const collectives::tuned_params& p);
+  void observe_tuning(const collectives::operation& op, bool lane);
   bool has_work_locked() const {
     return !incoming_.empty() || outstanding_count_ > 0 || join_ != nullptr;
   }
@@ -268,6 +284,13 @@ private:
   bool timeline_swap_ = false;
   collectives::timeline* next_timeline_ = nullptr;
   bool next_mark_cycles_ = false;
+  // Autotune: rank 0's tuner; whether rounds carry its values; the values
+  // in force.
+  std::unique_ptr<collectives::parameter_manager> tuner_;
+  bool tuning_ = false;
+  collectives::tuned_params tuned_;
+  uint64_t tune_exchanges_ = 0;
+  std::vector<std::string> tune_history_; // under mu_
   std::thread thread_;
 };
 

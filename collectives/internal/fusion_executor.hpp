@@ -73,6 +73,11 @@ public:
     timeline_ = tl;
   }
 
+  /// Autotune's new threshold (the buffer grows up to it as batches need).
+  void set_threshold(size_t bytes) {
+    threshold_ = bytes;
+  }
+
 private:
   size_t threshold_;
   int ranks_;

@@ -49,6 +49,10 @@ public:
   size_t threshold() const {
     return threshold_;
   }
+  /// Autotune's new threshold, for the next batches.
+  void set_threshold(size_t bytes) {
+    threshold_ = bytes;
+  }
 
 private:
   size_t threshold_;

@@ -60,3 +60,11 @@ void check_reduction(dtype t, op o, const char* call, scale_factors f = {});
 int engine_root(int root, const char* call);
 
 } // namespace hvactor::hvd::detail
+
+namespace hvactor::hvd::detail {
+
+/// The job engine's autotune changes on this rank (engine::tuning_history):
+/// for tests and logs.
+std::vector<std::string> autotune_history();
+
+} // namespace hvactor::hvd::detail

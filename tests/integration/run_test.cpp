@@ -514,6 +514,16 @@ TEST_CASE("horovodrun's flags: -v and -cb print and exit 0; every bad value exit
     {{"--hostfile", (dir.path() / "none").string()}, "cannot read it"},
     {{"--config-file", (dir.path() / "none.yaml").string()}, "cannot read the config file"},
     {{"--config-file", yaml.string()}, "params.fusion_treshold_mb: unknown key"},
+    {{"--autotune", "--no-autotune"}, "--autotune and --no-autotune contradict each other"},
+    {{"--autotune", "--autotune-warmup-samples", "-1"},
+     "--autotune-warmup-samples must be from 0 to 1000 (got -1)"},
+    {{"--autotune", "--autotune-bayes-opt-max-samples", "many"},
+     "--autotune-bayes-opt-max-samples many: not a number"},
+    {{"--autotune", "--autotune-gaussian-process-noise", "1.5"},
+     "--autotune-gaussian-process-noise must be a number in [0, 1] (got '1.5')"},
+    {{"--autotune-steps-per-sample", "3"},
+     "--autotune-steps-per-sample shapes autotune: give --autotune too"},
+    {{"--autotune", "--autotune-log-file", ""}, "--autotune-log-file must not be empty"},
   };
   write_file(yaml, "params:\n  fusion_treshold_mb: 64\n");
   for (auto& [args, message] : bad) {
@@ -537,7 +547,9 @@ TEST_CASE("horovodrun's flags: -v and -cb print and exit 0; every bad value exit
     {"logging:\n  level: DEBUG\n  level: INFO\n", "logging.level: the key appears twice"},
     {"stall_check: 3\n", "stall_check: must be a mapping"},
     {"- a\n- b\n", "(the document): must be a mapping"},
-    {"autotune:\n  enabled: true\n", "autotune: not available in this build of hvactor-run yet"},
+    {"autotune:\n  warmup_samples: -2\n", "autotune.warmup_samples: must be in 0..100000 (got -2)"},
+    {"autotune:\n  gaussian_process_noise: 3\n", "autotune.gaussian_process_noise: must be"},
+    {"autotune:\n  speed: 3\n", "autotune.speed: unknown key"},
   };
   for (auto& [text, message] : files) {
     write_file(yaml, text);
@@ -556,7 +568,9 @@ TEST_CASE("horovodrun's tunables, timeline, log level, timeouts and interfaces r
     "HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLGATHER", "HOROVOD_TIMELINE",
     "HOROVOD_TIMELINE_MARK_CYCLES", "HOROVOD_LOG_LEVEL", "HVACTOR_LOG_LEVEL",
     "HOROVOD_GLOO_TIMEOUT_SECONDS", "HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME",
-    "HOROVOD_THREAD_AFFINITY", "HOROVOD_STALL_CHECK_TIME_SECONDS"};
+    "HOROVOD_THREAD_AFFINITY", "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_AUTOTUNE",
+    "HOROVOD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+    "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"};
   auto flags = ranks_env(dir,
                          {"-np", "2", "-x", "HOROVOD_CYCLE_TIME=9", "--fusion-threshold-mb", "64",
                           "--cycle-time-ms", "2.5", "--cache-capacity", "0",
@@ -564,7 +578,11 @@ TEST_CASE("horovodrun's tunables, timeline, log level, timeouts and interfaces r
                           "--timeline-filename", (dir.path() / "tl.json").string(),
                           "--timeline-mark-cycles", "--log-level", "debug",
                           "--gloo-timeout-seconds", "45", "--start-timeout", "20",
-                          "--network-interface", "lo", "--thread-affinity", "1"},
+                          "--network-interface", "lo", "--thread-affinity", "1", "--autotune",
+                          "--autotune-log-file", (dir.path() / "at.csv").string(),
+                          "--autotune-warmup-samples", "2", "--autotune-steps-per-sample", "4",
+                          "--autotune-bayes-opt-max-samples", "6",
+                          "--autotune-gaussian-process-noise", "0.5"},
                          vars);
   REQUIRE(flags.size() == 2);
   for (auto& [rank, v] : flags) {
@@ -582,6 +600,12 @@ TEST_CASE("horovodrun's tunables, timeline, log level, timeouts and interfaces r
     CHECK(v["HOROVOD_GLOO_IFACE"] == "lo");
     CHECK(v["NCCL_SOCKET_IFNAME"] == "lo");
     CHECK(v["HOROVOD_THREAD_AFFINITY"] == "1");
+    CHECK(v["HOROVOD_AUTOTUNE"] == "1");
+    CHECK(v["HOROVOD_AUTOTUNE_LOG"] == (dir.path() / "at.csv").string());
+    CHECK(v["HOROVOD_AUTOTUNE_WARMUP_SAMPLES"] == "2");
+    CHECK(v["HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"] == "4");
+    CHECK(v["HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"] == "6");
+    CHECK(v["HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"] == "0.5");
   }
   // The same from horovodrun's YAML; a flag on the command line wins.
   auto yaml = dir.path() / "hv.yaml";
@@ -592,7 +616,9 @@ TEST_CASE("horovodrun's tunables, timeline, log level, timeouts and interfaces r
                    "\n  mark_cycles: true\n"
                    "stall_check:\n  warning_time_seconds: 7\n"
                    "library_options:\n  gloo_timeout_seconds: 40\n"
-                   "logging:\n  level: warning\n");
+                   "logging:\n  level: warning\n"
+                   "autotune:\n  enabled: true\n  warmup_samples: 1\n  steps_per_sample: 3\n"
+                   "  bayes_opt_max_samples: 5\n  gaussian_process_noise: 0.25\n");
   auto cfg = ranks_env(dir, {"-np", "2", "--config-file", yaml.string(), "--cycle-time-ms", "4"},
                        vars);
   REQUIRE(cfg.size() == 2);
@@ -607,6 +633,11 @@ TEST_CASE("horovodrun's tunables, timeline, log level, timeouts and interfaces r
     CHECK(v["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "7");
     CHECK(v["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "40");
     CHECK(v["HOROVOD_LOG_LEVEL"] == "WARNING");
+    CHECK(v["HOROVOD_AUTOTUNE"] == "1");
+    CHECK(v["HOROVOD_AUTOTUNE_WARMUP_SAMPLES"] == "1");
+    CHECK(v["HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"] == "3");
+    CHECK(v["HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"] == "5");
+    CHECK(v["HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"] == "0.25");
   }
   // A real job over Gloo bound to the named interface, with the tunables.
   auto job = run(dir, {"-np", "2", "--network-interface", "lo", "--fusion-threshold-mb", "1",

@@ -1428,6 +1428,55 @@ std::vector<std::string> tensor_async_results() {
   return out;
 }
 
+/// Tensor collectives on a process set of the last two ranks (a
+/// process_set_scope around the adapter's calls, as Horovod's
+/// process_set= argument): exact results on members; a rank outside
+/// gets the error naming the set. 4 lines on every rank.
+std::vector<std::string> tensors_on_process_set() {
+  int n = std::atoi(std::getenv("HOROVOD_SIZE"));
+  hvd::process_set pair({n - 2, n - 1});
+  hvd::init({&pair});
+  int r = hvd::rank();
+  std::vector<std::string> out;
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  if (!pair.included()) {
+    std::string error;
+    try {
+      hvd::process_set_scope on{pair};
+      hvd::allreduce(torch::ones({2}), hvd::op::sum);
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+    }
+    expect(error.find("not a member of process set 1") != std::string::npos, "refused: " + error);
+    for (int i = 0; i < 3; ++i)
+      expect(true, "not a member");
+    hvd::shutdown();
+    return out;
+  }
+  hvactor::hvd::tensor_result_handle pending;
+  {
+    hvd::process_set_scope on{pair};
+    auto sum = hvd::allreduce(torch::full({3, 2}, static_cast<double>(r)), hvd::op::sum);
+    expect(torch::equal(sum, torch::full({3, 2}, static_cast<double>(2 * n - 3))), "allreduce");
+    auto all = hvd::allgather(torch::full({r + 1, 2}, static_cast<int64_t>(r)));
+    expect(all.size(0) == 2 * n - 1 && all[0][0].item<int64_t>() == n - 2 &&
+             all[all.size(0) - 1][1].item<int64_t>() == n - 1,
+           "allgather in the set's order");
+    auto b = hvd::broadcast(torch::full({4}, static_cast<float>(r)), n - 1);
+    expect(torch::equal(b, torch::full({4}, static_cast<float>(n - 1))), "broadcast from a global root");
+    pending = hvd::reducescatter_async(torch::arange(10, torch::kLong).reshape({5, 2}) + r,
+                                       hvd::op::sum, "rs");
+  }
+  // Synchronized outside the scope: a handle knows its set.
+  auto part = hvd::synchronize(pending);
+  int me = pair.rank();
+  auto want = (torch::arange(10, torch::kLong).reshape({5, 2}) * 2 + (2 * n - 3))
+                .narrow(0, me == 0 ? 0 : 3, me == 0 ? 3 : 2);
+  expect(torch::equal(part, want), "reducescatter_async over the set's 2 ranks");
+  hvd::shutdown();
+  return out;
+}
+
 /// Runs `fn` on jobs of 2 and 3 workers: every rank returns `lines` lines,
 /// each "ok ...".
 void each_line_ok(std::vector<std::string> (*fn)(), size_t lines_per_rank) {
@@ -1453,6 +1502,11 @@ TEST_CASE("tensor allgather_async, broadcast_async, alltoall_async and reducesca
           "submitted in different orders, equal the synchronous calls; a shape mismatch fails "
           "synchronize on every rank") {
   each_line_ok(&tensor_async_results, 5);
+}
+
+TEST_CASE("tensor collectives on a process set (the last 2 of 2 and 3 ranks) give exact results "
+          "and refuse a rank outside the set") {
+  each_line_ok(&tensors_on_process_set, 4);
 }
 
 TEST_CASE("SyncBatchNorm on 2 and 3 ranks with batches of different sizes equals one process's "

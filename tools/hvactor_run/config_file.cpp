@@ -1,5 +1,7 @@
 #include "config_file.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "yaml_file.hpp"
@@ -51,6 +53,26 @@ void params(collector& c, const YAML::Node& n) {
       flag[12] = '-';
       c.toggle(flag, r.flag(n[key], std::string{"params."} + key));
     }
+}
+
+void autotune(collector& c, const YAML::Node& n) {
+  auto& r = c.r;
+  r.only(n, "autotune", {"enabled", "log_file", "warmup_samples", "steps_per_sample",
+                         "bayes_opt_max_samples", "gaussian_process_noise"});
+  if (n["enabled"])
+    c.toggle("autotune", r.flag(n["enabled"], "autotune.enabled"));
+  if (n["log_file"])
+    c.value("autotune-log-file", r.text(n["log_file"], "autotune.log_file"));
+  for (std::string key : {"warmup_samples", "steps_per_sample", "bayes_opt_max_samples"})
+    if (n[key]) {
+      auto flag = "autotune-" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      c.value(flag, std::to_string(r.number(n[key], "autotune." + key, 0, 100000)));
+    }
+  if (n["gaussian_process_noise"])
+    c.value("autotune-gaussian-process-noise",
+            fmt::format("{}", r.real(n["gaussian_process_noise"],
+                                     "autotune.gaussian_process_noise", 0, 1)));
 }
 
 void timeline(collector& c, const YAML::Node& n) {
@@ -119,8 +141,8 @@ std::vector<std::string> config_file_words(const std::string& path,
                                          "store); leave the key out or say gloo",
                                          controller));
   }
-  if (doc["autotune"])
-    c.r.fail("autotune", "not available in this build of hvactor-run yet (leave it out)");
+  if (auto n = doc["autotune"])
+    autotune(c, n);
   if (auto n = doc["params"])
     params(c, n);
   if (auto n = doc["timeline"])

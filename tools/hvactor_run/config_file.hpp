@@ -5,6 +5,8 @@
 //
 //   params:          {fusion_threshold_mb, cycle_time_ms, cache_capacity,
 //                     hierarchical_allreduce, hierarchical_allgather}
+//   autotune:        {enabled, log_file, warmup_samples, steps_per_sample,
+//                     bayes_opt_max_samples, gaussian_process_noise}
 //   timeline:        {filename, mark_cycles}
 //   stall_check:     {enabled, warning_time_seconds, shutdown_time_seconds}
 //   library_options: {gloo_timeout_seconds, thread_affinity}
@@ -23,7 +25,7 @@ namespace hvactor::run_tool {
 /// horovodrun. Throws std::invalid_argument naming the file and the key for
 /// an unknown key, a value of the wrong type or out of range, and the keys
 /// of horovodrun's that hvactor has no setting for (MPI, torus allreduce,
-/// NCCL streams, log timestamps, autotune for now).
+/// NCCL streams, log timestamps).
 std::vector<std::string> config_file_words(const std::string& path,
                                            const std::function<bool(const std::string&)>& given);
 

@@ -96,6 +96,54 @@ void tunables(const cxxopts::ParseResult& res, std::map<std::string, std::string
   }
 }
 
+// horovodrun's autotune flags, as the variables hvd::init reads (its
+// bounds: counts from 0, the noise in [0, 1]); the knobs without
+// --autotune are an error rather than silently unused.
+void autotune(const cxxopts::ParseResult& res, std::map<std::string, std::string>& env) {
+  bool on = res.count("autotune") > 0, off = res.count("no-autotune") > 0;
+  if (on && off)
+    throw std::invalid_argument("--autotune and --no-autotune contradict each other");
+  if (off)
+    env[env::autotune] = "0";
+  struct count {
+    const char* flag;
+    const char* variable;
+    int max;
+  };
+  static const count counts[] = {
+    {"autotune-warmup-samples", env::autotune_warmup_samples, 1000},
+    {"autotune-steps-per-sample", env::autotune_steps_per_sample, 100000},
+    {"autotune-bayes-opt-max-samples", env::autotune_bayes_opt_max_samples, 1000}};
+  std::vector<std::string> knobs;
+  for (auto& c : counts)
+    if (res.count(c.flag)) {
+      env[c.variable] = std::to_string(int_flag(res, c.flag, 0, c.max));
+      knobs.push_back(c.flag);
+    }
+  if (res.count("autotune-gaussian-process-noise")) {
+    auto text = res["autotune-gaussian-process-noise"].as<std::string>();
+    char* end = nullptr;
+    double x = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(x >= 0 && x <= 1))
+      throw std::invalid_argument(fmt::format(
+        "--autotune-gaussian-process-noise must be a number in [0, 1] (got '{}')", text));
+    env[env::autotune_gaussian_process_noise] = text;
+    knobs.push_back("autotune-gaussian-process-noise");
+  }
+  if (res.count("autotune-log-file")) {
+    auto path = res["autotune-log-file"].as<std::string>();
+    if (path.empty())
+      throw std::invalid_argument("--autotune-log-file must not be empty");
+    env[env::autotune_log] = path;
+    knobs.push_back("autotune-log-file");
+  }
+  if (!knobs.empty() && !on)
+    throw std::invalid_argument(
+      fmt::format("--{} shapes autotune: give --autotune too", knobs.front()));
+  if (on)
+    env[env::autotune] = "1";
+}
+
 // --network-interface(s): Gloo binds to the first, NCCL may use them all
 // (Horovod's gloo_run sets the same two variables). On this machine's
 // embedded cluster they must exist here.
@@ -253,6 +301,17 @@ void declare_horovod_options(cxxopts::Options& parser) {
                              "(HOROVOD_TIMELINE_MARK_CYCLES=1)")
     ("thread-affinity", "the core of every rank's engine thread (HOROVOD_THREAD_AFFINITY)",
      cxxopts::value<int>())
+    ("autotune", "tune the fusion threshold, cycle time and hierarchical switches during the "
+                 "first steps (HOROVOD_AUTOTUNE=1)")
+    ("no-autotune", "HOROVOD_AUTOTUNE=0")
+    ("autotune-log-file", "rank 0 writes every scored sample there, CSV "
+                          "(HOROVOD_AUTOTUNE_LOG)", cxxopts::value<std::string>())
+    ("autotune-warmup-samples", "scores thrown away first (default 3)", cxxopts::value<int>())
+    ("autotune-steps-per-sample", "steps per sample (default 10)", cxxopts::value<int>())
+    ("autotune-bayes-opt-max-samples", "points of the Bayesian optimisation (default 20)",
+     cxxopts::value<int>())
+    ("autotune-gaussian-process-noise", "the samples' noise, in [0, 1] (default 0.8)",
+     cxxopts::value<std::string>())
     ("output-filename", "write DIR/rank.N/stdout and stderr (as --output-dir)",
      cxxopts::value<std::string>())
     ("H,hosts", "host:slots,... : bring hvactor-node up on these machines over ssh for this "
@@ -267,6 +326,7 @@ void declare_horovod_options(cxxopts::Options& parser) {
 void read_horovod_options(const cxxopts::ParseResult& res, run_request& r) {
   auto& env = r.launch.env;
   tunables(res, env);
+  autotune(res, env);
   interfaces(res, r);
   if (res.count("start-timeout"))
     r.timeout = std::chrono::seconds(int_flag(res, "start-timeout", 1, 1 << 30));

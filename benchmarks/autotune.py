@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Autotune against a hand-picked grid on `hvactor-bench train` (issue 31).
+
+Every configuration trains the same MLP on the same number of workers for
+the same warm-up and measured batches; the grid sets HOROVOD_FUSION_THRESHOLD
+and HOROVOD_CYCLE_TIME by hand, the autotune run starts mistuned (no fusion,
+20 ms cycles) with HOROVOD_AUTOTUNE=1 and tunes during the warm-up batches
+(its log says when it settled). Rounds interleave the configurations, so
+that a slow minute of the machine hits all of them; each gets the median of
+its rounds and the spread (min-max).
+
+usage: benchmarks/autotune.py BUILD_DIR [--rounds 3] [--out results.txt]
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+GRID_MIB = [0, 4, 64]
+GRID_MS = [1, 5, 20]
+TOTAL = re.compile(r"Total samples/sec on (\d+) worker\(s\): ([0-9.]+)")
+
+
+def run(bench, common, env_extra):
+    env = dict(os.environ)
+    env.update(env_extra)
+    out = subprocess.run([bench] + common, env=env, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        sys.exit(f"hvactor-bench failed ({env_extra}):\n{out.stdout}\n{out.stderr}")
+    m = TOTAL.search(out.stdout)
+    if not m:
+        sys.exit(f"no total in hvactor-bench's output:\n{out.stdout}")
+    return float(m.group(2))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    bench = os.path.join(a.build, "tools", "hvactor-bench")
+    common = ["train", "--model", "mlp", "--batch-size", str(a.batch_size), "-np", str(a.np),
+              "--threads", "1", "--num-warmup-batches", str(a.warmup),
+              "--num-batches-per-iter", "10", "--num-iters", "10"]
+    configs = {}
+    for mib in GRID_MIB:
+        for ms in GRID_MS:
+            configs[f"grid {mib} MiB, {ms} ms"] = {
+                "HOROVOD_FUSION_THRESHOLD": str(mib << 20), "HOROVOD_CYCLE_TIME": str(ms)}
+    logs = []
+    results = {name: [] for name in list(configs) + ["autotune from 0 MiB, 20 ms"]}
+    for r in range(a.rounds):
+        for name, env in configs.items():
+            results[name].append(run(bench, common, env))
+            print(f"round {r} {name}: {results[name][-1]:.1f}", flush=True)
+        log = tempfile.NamedTemporaryFile(prefix="hvactor-autotune-", suffix=".csv", delete=False)
+        log.close()
+        tuned = {"HOROVOD_FUSION_THRESHOLD": "0", "HOROVOD_CYCLE_TIME": "20",
+                 "HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": log.name,
+                 "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+                 "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "8"}
+        name = "autotune from 0 MiB, 20 ms"
+        results[name].append(run(bench, common, tuned))
+        with open(log.name) as f:
+            lines = f.read().splitlines()
+        os.unlink(log.name)
+        logs.append(lines)
+        print(f"round {r} {name}: {results[name][-1]:.1f} (chose {lines[-1] if lines else '?'})",
+              flush=True)
+    med = {n: statistics.median(v) for n, v in results.items()}
+    best = max((n for n in med if n.startswith("grid")), key=lambda n: med[n])
+    rows = [f"hvactor-bench {' '.join(common)}; {a.rounds} rounds, interleaved; "
+            "total samples/sec, median (min-max)", "",
+            "| configuration | total samples/sec | vs best grid |", "|---|---:|---:|"]
+    for n, v in results.items():
+        rows.append(f"| {n} | {med[n]:.1f} ({min(v):.1f}-{max(v):.1f}) | "
+                    f"{100 * med[n] / med[best]:.1f} % |")
+    rows.append("")
+    rows.append(f"best grid point: {best}")
+    for i, lines in enumerate(logs):
+        rows.append(f"autotune round {i}: {len(lines) - 2} scored points; best "
+                    f"(hier_ar,hier_ag,cycle_ms,fusion_mb,score): {lines[-1] if lines else '?'}")
+    text = "\n".join(rows) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

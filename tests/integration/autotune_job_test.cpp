@@ -1,0 +1,166 @@
+// Autotune (HOROVOD_AUTOTUNE) in a real job: from a mistuned start (no
+// fusion, 20 ms cycles) rank 0 scores the start and Horovod's test points
+// while every rank trains with exact results; every rank adopts each new
+// set of values after the same exchange and ends with the same final
+// values; rank 0 writes the log. Over shared memory (whose one-step path
+// carries the values with a synchronous allreduce's data) and over Gloo.
+// Bad knobs fail init naming the variable.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <hvactor/hvactor.hpp>
+
+#include "collectives/internal/hvd_calls.hpp"
+#include "hvd_session.hpp"
+#include "test_main.hpp"
+
+using namespace std::chrono_literals;
+
+namespace hvd = hvactor::hvd;
+
+namespace {
+
+// `steps` training steps of 4 named gradients (async, fused as the values
+// allow) and one synchronous allreduce, checked exactly every step;
+// returns what went wrong, "|", then this rank's autotune history.
+std::string tuned_training(int steps) {
+  hvactor::test::hvd_session s;
+  std::ostringstream wrong;
+  int n = hvd::size(), me = hvd::rank();
+  const std::vector<size_t> sizes{1000, 20000, 300, 70000};
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<float>> grads;
+    for (size_t size : sizes)
+      grads.emplace_back(size, static_cast<float>(me + step));
+    std::vector<hvd::handle> hs;
+    for (size_t i = 0; i < grads.size(); ++i)
+      hs.push_back(hvd::allreduce_async(std::span(grads[i]), hvd::op::sum,
+                                        "grad." + std::to_string(i)));
+    for (auto& h : hs)
+      hvd::synchronize(h);
+    float want = static_cast<float>(n * step + n * (n - 1) / 2);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i].front() != want || grads[i].back() != want)
+        wrong << "step " << step << " grad." << i << ": " << grads[i].back() << " != " << want
+              << "\n";
+    std::vector<int64_t> loss{me};
+    hvd::allreduce(std::span(loss), hvd::op::sum);
+    if (loss[0] != int64_t{n} * (n - 1) / 2)
+      wrong << "step " << step << " loss " << loss[0] << "\n";
+  }
+  std::string history;
+  for (auto& line : hvd::detail::autotune_history())
+    history += line + "\n";
+  return wrong.str() + "|" + history;
+}
+
+std::string init_error() {
+  try {
+    hvactor::test::hvd_session s;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);)
+    out.push_back(l);
+  return out;
+}
+
+void tune_a_job(const std::map<std::string, std::string>& extra) {
+  auto log = std::filesystem::temp_directory_path()
+             / ("hvactor-autotune-" + std::to_string(::getpid()) + ".csv");
+  std::filesystem::remove(log);
+  std::map<std::string, std::string> env{{"HOROVOD_AUTOTUNE", "1"},
+                                         {"HOROVOD_AUTOTUNE_LOG", log.string()},
+                                         {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "1"},
+                                         {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
+                                         {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "3"},
+                                         {"HOROVOD_FUSION_THRESHOLD", "0"},
+                                         {"HOROVOD_CYCLE_TIME", "20"}};
+  env.insert(extra.begin(), extra.end());
+  hvactor::executor ex{test_runtime(),
+                       hvactor::executor::create_settings({.timeout = 30s,
+                                                           .placement_timeout = 20s}),
+                       {.num_workers = 3, .extra_env_vars = env}};
+  ex.start();
+  auto reports = ex.run(&tuned_training, 90);
+  ex.shutdown();
+  REQUIRE(reports.size() == 3);
+  std::string history;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    CAPTURE(r);
+    auto bar = reports[r].find('|');
+    REQUIRE(bar != std::string::npos);
+    CHECK_MESSAGE(bar == 0, reports[r].substr(0, bar));
+    auto mine = reports[r].substr(bar + 1);
+    if (r == 0)
+      history = mine;
+    // The same values after the same exchanges on every rank.
+    CHECK(mine == history);
+  }
+  CAPTURE(history);
+  // The start, then Horovod's test points (4 MiB, 5 ms), (32, 50), (16, 25),
+  // then the best of the 4 scored ones, final.
+  std::vector<std::string> changes;
+  std::istringstream in(history);
+  for (std::string l; std::getline(in, l);)
+    changes.push_back(l);
+  REQUIRE(changes.size() == 4);
+  CHECK(changes[0].find("[false, false, 5 ms, 4 mb]") != std::string::npos);
+  CHECK(changes[1].find("[false, false, 50 ms, 32 mb]") != std::string::npos);
+  CHECK(changes[2].find("[false, false, 25 ms, 16 mb]") != std::string::npos);
+  CHECK(changes[3].find("final") != std::string::npos);
+  auto csv = lines_of(log);
+  REQUIRE(csv.size() == 1 + 4 + 1);
+  CHECK(csv[1].rfind("0,0,20,0,", 0) == 0); // the mistuned start, scored
+  std::filesystem::remove(log);
+}
+
+} // namespace
+
+TEST_SUITE("autotune") {
+
+TEST_CASE("a job tunes from a mistuned start; every rank adopts the same values after the "
+          "same exchange; results stay exact; over shared memory") {
+  tune_a_job({});
+}
+
+TEST_CASE("the same over Gloo") {
+  tune_a_job({{"HVACTOR_SHM", "0"}});
+}
+
+TEST_CASE("bad autotune knobs fail hvd::init on every rank, naming the variable") {
+  for (auto [variable, value] : std::vector<std::pair<std::string, std::string>>{
+         {"HOROVOD_AUTOTUNE", "yes"},
+         {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "2"},
+         {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "-1"}}) {
+    CAPTURE(variable);
+    std::map<std::string, std::string> env{{variable, value}};
+    if (variable != "HOROVOD_AUTOTUNE")
+      env["HOROVOD_AUTOTUNE"] = "1";
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = 2, .extra_env_vars = env}};
+    ex.start();
+    auto errors = ex.run(&init_error);
+    ex.shutdown();
+    REQUIRE(errors.size() == 2);
+    for (auto& e : errors)
+      CHECK(e.find(variable) != std::string::npos);
+  }
+}
+
+} // TEST_SUITE

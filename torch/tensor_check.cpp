@@ -1,5 +1,6 @@
 #include "torch/tensor_check.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -147,9 +148,19 @@ void check_allgather(const desc_table& table, std::string_view call) {
 }
 
 void check_broadcast(const desc_table& table, int root, std::string_view call) {
-  const auto& want = table[static_cast<size_t>(root)];
-  for (size_t r = 0; r < table.size(); ++r) {
-    const auto& have = table[r];
+  // The table is in the order of the thread's process set (the job's
+  // ranks outside a process_set_scope); `root` and the messages' ranks
+  // are global ranks.
+  auto set = current_process_set();
+  const auto& members = set.ranks();
+  auto at = std::find(members.begin(), members.end(), root);
+  if (at == members.end() || members.size() != table.size())
+    throw std::invalid_argument(
+      fmt::format("{}: root {} is not a member of {}", call, root, set.to_string()));
+  const auto& want = table[static_cast<size_t>(at - members.begin())];
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& have = table[i];
+    auto r = members[i];
     if (have.size() != want.size())
       throw collective_error(fmt::format("{}: rank {} passed {} tensors but root rank {} passed "
                                          "{}; every rank must pass the same tensors",

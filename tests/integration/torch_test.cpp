@@ -1443,7 +1443,8 @@ std::vector<std::string> tensors_on_process_set() {
     std::string error;
     try {
       hvd::process_set_scope on{pair};
-      hvd::allreduce(torch::ones({2}), hvd::op::sum);
+      auto t = torch::ones({2});
+      hvd::allreduce(t, hvd::op::sum);
     } catch (const std::invalid_argument& e) {
       error = e.what();
     }
@@ -1456,13 +1457,15 @@ std::vector<std::string> tensors_on_process_set() {
   hvactor::hvd::tensor_result_handle pending;
   {
     hvd::process_set_scope on{pair};
-    auto sum = hvd::allreduce(torch::full({3, 2}, static_cast<double>(r)), hvd::op::sum);
+    auto sum = torch::full({3, 2}, static_cast<double>(r));
+    hvd::allreduce(sum, hvd::op::sum);
     expect(torch::equal(sum, torch::full({3, 2}, static_cast<double>(2 * n - 3))), "allreduce");
     auto all = hvd::allgather(torch::full({r + 1, 2}, static_cast<int64_t>(r)));
     expect(all.size(0) == 2 * n - 1 && all[0][0].item<int64_t>() == n - 2 &&
              all[all.size(0) - 1][1].item<int64_t>() == n - 1,
            "allgather in the set's order");
-    auto b = hvd::broadcast(torch::full({4}, static_cast<float>(r)), n - 1);
+    auto b = torch::full({4}, static_cast<float>(r));
+    hvd::broadcast(b, n - 1);
     expect(torch::equal(b, torch::full({4}, static_cast<float>(n - 1))), "broadcast from a global root");
     pending = hvd::reducescatter_async(torch::arange(10, torch::kLong).reshape({5, 2}) + r,
                                        hvd::op::sum, "rs");

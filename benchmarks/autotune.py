@@ -20,9 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-GRID_MIB = [0, 4, 64]
-GRID_MS = [1, 5, 20]
-TOTAL = re.compile(r"Total samples/sec on (\d+) worker\(s\): ([0-9.]+)")
+GRID = {"full": ([0, 4, 64], [1, 5, 20]), "corners": ([0, 64], [1, 20])}
+TOTAL = re.compile(r"Total (?:samples|img)/sec on (\d+) worker\(s\): ([0-9.]+)")
 
 
 def run(bench, common, env_extra):
@@ -43,16 +42,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=200,
+                    help="warm-up batches of the autotune run (tuning happens there)")
+    ap.add_argument("--grid-warmup", type=int,
+                    help="warm-up batches of the grid runs (default: --warmup)")
+    ap.add_argument("--model", default="mlp")
+    ap.add_argument("--image-size", type=int, default=32)
+    ap.add_argument("--grid", choices=sorted(GRID), default="full")
+    ap.add_argument("--steps-per-sample", type=int, default=4)
+    ap.add_argument("--max-samples", type=int, default=8)
     ap.add_argument("--out")
     a = ap.parse_args()
     bench = os.path.join(a.build, "tools", "hvactor-bench")
-    common = ["train", "--model", "mlp", "--batch-size", str(a.batch_size), "-np", str(a.np),
-              "--threads", "1", "--num-warmup-batches", str(a.warmup),
-              "--num-batches-per-iter", "10", "--num-iters", "10"]
+    base = ["train", "--model", a.model, "--image-size", str(a.image_size), "--batch-size",
+            str(a.batch_size), "-np", str(a.np), "--threads", "1",
+            "--num-batches-per-iter", "10", "--num-iters", "10"]
+    grid_warmup = a.warmup if a.grid_warmup is None else a.grid_warmup
+    common = base + ["--num-warmup-batches", str(grid_warmup)]
+    tuned_common = base + ["--num-warmup-batches", str(a.warmup)]
     configs = {}
-    for mib in GRID_MIB:
-        for ms in GRID_MS:
+    for mib in GRID[a.grid][0]:
+        for ms in GRID[a.grid][1]:
             configs[f"grid {mib} MiB, {ms} ms"] = {
                 "HOROVOD_FUSION_THRESHOLD": str(mib << 20), "HOROVOD_CYCLE_TIME": str(ms)}
     logs = []
@@ -65,10 +75,11 @@ def main():
         log.close()
         tuned = {"HOROVOD_FUSION_THRESHOLD": "0", "HOROVOD_CYCLE_TIME": "20",
                  "HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": log.name,
-                 "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
-                 "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "8"}
+                 "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
+                 "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": str(a.steps_per_sample),
+                 "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": str(a.max_samples)}
         name = "autotune from 0 MiB, 20 ms"
-        results[name].append(run(bench, common, tuned))
+        results[name].append(run(bench, tuned_common, tuned))
         with open(log.name) as f:
             lines = f.read().splitlines()
         os.unlink(log.name)
@@ -77,8 +88,10 @@ def main():
               flush=True)
     med = {n: statistics.median(v) for n, v in results.items()}
     best = max((n for n in med if n.startswith("grid")), key=lambda n: med[n])
-    rows = [f"hvactor-bench {' '.join(common)}; {a.rounds} rounds, interleaved; "
-            "total samples/sec, median (min-max)", "",
+    rows = [f"hvactor-bench {' '.join(base)}; warm-up batches: grid {grid_warmup}, autotune "
+            f"{a.warmup}; {a.rounds} rounds, interleaved; "
+            "total samples (images)/sec, median (min-max); autotune: warm-up samples 1, steps per sample "
+            f"{a.steps_per_sample}, Bayesian samples {a.max_samples}", "",
             "| configuration | total samples/sec | vs best grid |", "|---|---:|---:|"]
     for n, v in results.items():
         rows.append(f"| {n} | {med[n]:.1f} ({min(v):.1f}-{max(v):.1f}) | "

@@ -9,7 +9,8 @@ and HOROVOD_CYCLE_TIME by hand, the autotune run starts mistuned (no fusion,
 that a slow minute of the machine hits all of them; each gets the median of
 its rounds and the spread (min-max).
 
-usage: benchmarks/autotune.py BUILD_DIR [--rounds 3] [--out results.txt]
+usage: benchmarks/autotune.py BUILD_DIR [--model resnet50 --image-size 32 --batch-size 2]
+       [--grid corners|full] [--rounds 3] [--warmup 130] [--out results.txt]
 """
 
 import argparse

@@ -9,7 +9,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 for kind in allreduce allgather broadcast; do
   for np in 2 3; do
-    if timeout 120 "$BENCH" "$kind" -np "$np" -b 4 -e 2M -f 8 --iters 5 -w 2 --check \
+    if timeout 120 "$BENCH" "$kind" -np "$np" -b 4 -e 2M -f 8 --iters 5 -w 2 --rounds 1 --check \
          --json "$T/$kind.json" --csv "$T/$kind.csv" > "$T/$kind.out" 2>&1; then
       python3 - "$T/$kind.json" "$kind" "$np" <<'PY' || fail "$kind -np $np: JSON"
 import json, sys
@@ -22,6 +22,7 @@ for k in ("cpu_model", "cores", "hostname", "nics", "hvactor_version", "gloo_ver
 assert len(m["node_ids"]) == np
 s = d["settings"]
 assert s["ranks"] == np and s["check"] is True and s["iters"] == 5 and s["device"] == "cpu"
+assert s["rounds"] == 1 and s["warmup"] == 2
 assert s["peers"] == [] and "lo" in m["nics"]
 sizes = [r["size"] for r in d["results"]]
 unit = 4 * np if kind == "allgather" else 4  # allgather: whole elements per rank
@@ -32,42 +33,62 @@ for r in d["results"]:
               "peers"):
         assert k in r, k
     assert r["wrong"] == 0 and r["time_us"] > 0 and len(r["samples_us"]) == 5
+    assert r["iters"] == 5 and r["warmup"] == 2 and len(r["round_us"]) == 1
     assert r["count"] == r["size"] // 4
 print("ok: %s -np %d: %d sizes, JSON fields present, #wrong 0" % (kind, np, len(sizes)))
 PY
-      [ "$(head -1 "$T/$kind.csv")" = "size,count,type,redop,time_us,algbw,busbw,wrong" ] \
+      [ "$(head -1 "$T/$kind.csv")" = "size,count,type,redop,iters,time_us,range,algbw,busbw,wrong" ] \
         || fail "$kind: CSV header $(head -1 "$T/$kind.csv")"
     else
       fail "$kind -np $np: $(tail -3 "$T/$kind.out")"
     fi
   done
 done
-# Peers, interleaved per size: Open MPI, raw Gloo and torch.distributed
-# where installed, each checked (#wrong 0) with its time and ratio.
+# Peers, interleaved per round: Open MPI, raw Gloo and torch.distributed
+# where installed, each one warm job per round over every size, with the
+# same calls as hvactor, checked (#wrong 0), with its time, range and ratio.
 peers=gloo
 command -v mpirun > /dev/null && [ -x "$B/tools/hvactor-bench-mpi" ] && peers+=,mpi
 /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null && peers+=,torch
 for kind in allreduce allgather broadcast; do
-  if timeout 240 "$BENCH" "$kind" -np 2 -b 64 -e 1M -f 128 --iters 3 -w 1 --check --peer "$peers" \
+  if timeout 240 "$BENCH" "$kind" -np 2 -b 64 -e 1M -f 128 --iters 3 -w 1 --rounds 2 --check --peer "$peers" \
        --json "$T/peer-$kind.json" --csv "$T/peer-$kind.csv" > "$T/peer.out" 2>&1 \
      && python3 - "$T/peer-$kind.json" "$peers" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); peers = sys.argv[2].split(",")
 assert d["settings"]["peers"] == peers, d["settings"]["peers"]
+assert d["settings"]["rounds"] == 2
 assert [r["size"] for r in d["results"]] == [64, 8192, 1048576]
 for r in d["results"]:
     assert sorted(r["peers"]) == sorted(peers), r["peers"].keys()
+    assert len(r["round_us"]) == 2 and len(r["samples_us"]) == 6
     for name, p in r["peers"].items():
-        assert p["wrong"] == 0 and p["time_us"] > 0 and len(p["samples_us"]) == 3, (name, p)
+        assert p["wrong"] == 0 and p["time_us"] > 0 and len(p["samples_us"]) == 6, (name, p)
+        assert len(p["round_us"]) == 2 and min(p["round_us"]) <= p["time_us"] <= max(p["round_us"])
+        assert abs(p["range"] - (max(p["round_us"]) - min(p["round_us"])) / p["time_us"]) < 1e-3
         assert abs(p["ratio"] - p["time_us"] / r["time_us"]) < 1e-3 * p["ratio"] + 1e-3, (name, p)
 PY
   then
     cols=$(head -1 "$T/peer-$kind.csv")
-    [[ "$cols" == *gloo_time_us,gloo_busbw,gloo_wrong,gloo_ratio* ]] || fail "--peer CSV header: $cols"
-    echo "ok: $kind --peer $peers: every size measured by each, checked, ratio = peer / hvactor"
+    [[ "$cols" == *gloo_time_us,gloo_range,gloo_busbw,gloo_wrong,gloo_ratio* ]] || fail "--peer CSV header: $cols"
+    echo "ok: $kind --peer $peers: every size measured by each in 2 rounds, checked, ratio = peer / hvactor"
   else fail "$kind --peer $peers: $(tail -5 "$T/peer.out")"; fi
 done
 grep -q "xgloo" "$T/peer.out" || fail "--peer: no ratio column in the table"
+# --iters auto (the default): the same counts for hvactor and the peer, at
+# least 1000 timed calls for the small sizes (they take under --seconds).
+if timeout 240 "$BENCH" allreduce -np 2 -b 4 -e 64K -f 16 --seconds 0.05 --rounds 1 --peer gloo \
+     --json "$T/auto.json" > "$T/auto.out" 2>&1 \
+   && python3 - "$T/auto.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["settings"]["iters"] == "auto" and d["settings"]["warmup"] == "auto"
+for r in d["results"]:
+    assert r["iters"] == 1000 and r["warmup"] == 100, r
+    assert len(r["samples_us"]) == 1000 and len(r["peers"]["gloo"]["samples_us"]) == 1000, r["size"]
+PY
+then echo "ok: --iters auto: 1000 calls per small size, the same for the peer, samples thinned to 1000"
+else fail "--iters auto: $(tail -5 "$T/auto.out")"; fi
 # A peer that is not installed is named before anything runs.
 PATH=/usr/local/bin:/bin:/usr/sbin "$BENCH" allreduce --peer mpi > "$T/nompi.out" 2>&1; rc=$?
 if ! PATH=/usr/local/bin:/bin:/usr/sbin command -v mpirun > /dev/null; then
@@ -89,7 +110,7 @@ fi
 # with the size and elapsed seconds; never in redirected output.
 if command -v script > /dev/null; then
   script -qec "$BENCH allreduce -np 2 -e 64K -f 16 --iters 3" "$T/tty.log" > /dev/null 2>&1
-  grep -aq "\[allreduce\] 64 B (2/4): hvactor, [0-9.]* s" "$T/tty.log" \
+  grep -aq "\[allreduce\] round 1/4, 64 B (2/4): hvactor, [0-9.]* s" "$T/tty.log" \
     && echo "ok: a progress line on a terminal" || fail "no progress line on a terminal: $(tail -c 300 "$T/tty.log")"
 fi
 grep -q $'\033\[K' "$T/allreduce.out" && fail "progress escapes in redirected output" \
@@ -180,7 +201,10 @@ check_bad "--load must be in 0..16" allreduce --load 17
 check_bad "--launcher slurm: not inside a Slurm allocation" allreduce --launcher slurm
 check_bad "--launcher must be" allreduce --launcher ssh
 check_bad "-np or --num-hosts/--per-host, not both" allreduce -np 2 --num-hosts 2 --per-host 1
-check_bad "--iters abc: not a number" allreduce --iters abc
+check_bad "--iters abc: must be auto or in 1..1000000" allreduce --iters abc
+check_bad "--iters 0: must be auto or in 1..1000000" allreduce --iters 0
+check_bad "--rounds must be in 1..100" allreduce --rounds 0
+check_bad "--seconds must be in 0.001..600" allreduce --seconds 0
 check_bad "-np x: not a number" allreduce -np x
 check_bad "--rounds=y: not a number" control-plane --rounds=y
 # control-plane: start() times, call rate and latency per worker count,

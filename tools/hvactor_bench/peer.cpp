@@ -43,6 +43,14 @@ std::string python() {
   }
 }
 
+std::string netcluster_tool() {
+  try {
+    return find_program("hvactor-netcluster");
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 std::string mpirun() {
   try {
     return find_program("mpirun");
@@ -51,13 +59,18 @@ std::string mpirun() {
   }
 }
 
-// The peer's processes for one size: mpirun over hvactor-bench-mpi, or one
+// The peer's processes for one job: mpirun over hvactor-bench-mpi, or one
 // process per rank (raw Gloo, torch.distributed) meeting in `store`.
 std::vector<process_spec> peer_processes(const peer_request& req, const fs::path& store) {
-  std::vector<std::string> method{"--kind",   req.kind,
-                                  "--bytes",  std::to_string(req.bytes),
-                                  "--iters",  std::to_string(req.iters),
-                                  "--warmup", std::to_string(req.warmup)};
+  std::string sizes, iters, warmup;
+  for (auto& s : req.sizes) {
+    auto sep = sizes.empty() ? "" : ",";
+    sizes += sep + std::to_string(s.bytes);
+    iters += sep + std::to_string(s.iters);
+    warmup += sep + std::to_string(s.warmup);
+  }
+  std::vector<std::string> method{"--kind",  req.kind, "--sizes",  sizes,
+                                  "--iters", iters,    "--warmup", warmup};
   if (req.check)
     method.push_back("--check");
   std::vector<process_spec> specs;
@@ -66,7 +79,21 @@ std::vector<process_spec> peer_processes(const peer_request& req, const fs::path
     s.executable = mpirun();
     bool bind = req.bind && req.ranks <= busy_load::usable_cores();
     s.args = {s.executable,  "--oversubscribe", "--bind-to", bind ? "core" : "none", "-np",
-              std::to_string(req.ranks), helper("hvactor-bench-mpi")};
+              std::to_string(req.ranks)};
+    if (!req.hosts.empty()) {
+      // Slots by node, filled in order (rank r on node r / per_host, as
+      // hvactor's ranks); TCP between nodes only over the cluster's subnet.
+      std::string hosts, subnet = req.hosts.front().address;
+      subnet = subnet.substr(0, subnet.rfind('.')) + ".0/24";
+      for (auto& h : req.hosts)
+        hosts += (hosts.empty() ? "" : ",") + h.address + ":" + std::to_string(req.per_host);
+      std::string cluster = req.hosts.front().ns.substr(0, req.hosts.front().ns.rfind('-'));
+      s.args.insert(s.args.end(),
+                    {"--host", hosts, "--mca", "plm_rsh_agent",
+                     netcluster_tool() + " mpi-agent " + cluster, "--mca", "btl", "self,vader,tcp",
+                     "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet});
+    }
+    s.args.push_back(helper("hvactor-bench-mpi"));
     s.args.insert(s.args.end(), method.begin(), method.end());
     if (::geteuid() == 0)
       s.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
@@ -83,7 +110,14 @@ std::vector<process_spec> peer_processes(const peer_request& req, const fs::path
         specs.push_back(std::move(s));
         break;
       }
-      if (req.name == "gloo") {
+      if (req.name == "gloo" && !req.hosts.empty()) {
+        // In its node's namespace (`ip netns exec` execs the rank itself, so
+        // the signals below reach it), bound to the node's address.
+        auto& h = req.hosts.at(static_cast<size_t>(r / std::max(1, req.per_host)));
+        s.executable = find_program("ip");
+        s.args = {s.executable, "netns", "exec", h.ns, (self_dir() / "hvactor-bench").string(),
+                  "__peer-gloo", "--ip", h.address};
+      } else if (req.name == "gloo") {
         s.executable = (self_dir() / "hvactor-bench").string();
         s.args = {s.executable, "__peer-gloo"};
       } else {
@@ -166,6 +200,35 @@ std::string helper_path(const std::string& file) {
   return {};
 }
 
+std::vector<peer_host> netcluster_hosts() {
+  const char* name = std::getenv("HVACTOR_NETCLUSTER");
+  if (name == nullptr || *name == '\0')
+    return {};
+  auto tool = netcluster_tool();
+  if (tool.empty())
+    throw std::invalid_argument(fmt::format("HVACTOR_NETCLUSTER={}: hvactor-netcluster is not on "
+                                            "PATH to list the cluster's nodes",
+                                            name));
+  process_spec spec;
+  spec.executable = tool;
+  spec.args = {tool, "hosts", name};
+  spec.capture_stdout = true;
+  spec.echo_stderr = false;
+  auto r = run_command(spec, std::chrono::seconds(30));
+  if (r.timed_out || r.exit.exit_code != 0)
+    throw std::invalid_argument(fmt::format("hvactor-netcluster hosts {} failed: {}", name,
+                                            fmt::join(r.exit.stderr_tail, " | ")));
+  std::vector<peer_host> out;
+  std::istringstream in{r.out};
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words{line};
+    peer_host h;
+    if (words >> h.node >> h.ns >> h.address && h.node != "head")
+      out.push_back(h);
+  }
+  return out;
+}
+
 std::string peer_missing(const std::string& name) {
   if (name == "gloo")
     return {};
@@ -212,8 +275,8 @@ std::string peer_missing(const std::string& name) {
   return "--peer " + name + ": not a peer (mpi, gloo, torch, nccl)";
 }
 
-peer_point run_peer(const peer_request& req) {
-  // A fresh rendezvous directory per size (no state carries over), private
+std::vector<peer_point> run_peer(const peer_request& req) {
+  // A fresh rendezvous directory per job (no state carries over), private
   // to this user (mkdtemp: 0700), so no other local user joins the mesh.
   auto tmpl = (fs::temp_directory_path() / "hvactor-bench-peer-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr)
@@ -224,20 +287,29 @@ peer_point run_peer(const peer_request& req) {
   std::error_code ec;
   fs::remove_all(store, ec);
   if (!outcome.in_time)
-    throw std::runtime_error(fmt::format("--peer {}: {} of {} bytes ran past {} s and was stopped",
-                                         req.name, req.kind, req.bytes, req.limit.count()));
-  if (!outcome.failures.empty() || outcome.points.empty())
-    throw std::runtime_error(fmt::format("--peer {}: {} of {} bytes failed: {}", req.name, req.kind,
-                                         req.bytes,
-                                         outcome.failures.empty() ? "it printed no result"
-                                                                  : outcome.failures.front()));
-  std::istringstream in{outcome.points.front().substr(6)};
-  peer_point p;
-  uint64_t bytes = 0;
-  in >> bytes >> p.time_us >> p.wrong;
-  for (double s; in >> s;)
-    p.samples_us.push_back(s);
-  return p;
+    throw std::runtime_error(fmt::format("--peer {}: its {} job ran past {} s and was stopped "
+                                         "after {} of {} sizes",
+                                         req.name, req.kind, req.limit.count(),
+                                         outcome.points.size(), req.sizes.size()));
+  if (!outcome.failures.empty() || outcome.points.size() != req.sizes.size())
+    throw std::runtime_error(fmt::format(
+      "--peer {}: its {} job failed after {} of {} sizes: {}", req.name, req.kind,
+      outcome.points.size(), req.sizes.size(),
+      outcome.failures.empty() ? "it printed no result for the rest" : outcome.failures.front()));
+  std::vector<peer_point> out;
+  for (size_t i = 0; i < outcome.points.size(); ++i) {
+    std::istringstream in{outcome.points[i].substr(6)};
+    peer_point p;
+    in >> p.bytes >> p.time_us >> p.wrong;
+    for (double s; in >> s;)
+      p.samples_us.push_back(s);
+    if (!in.eof() || p.bytes != req.sizes[i].bytes)
+      throw std::runtime_error(fmt::format("--peer {}: unreadable result line for {} B: {}",
+                                           req.name, req.sizes[i].bytes,
+                                           outcome.points[i].substr(0, 120)));
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 } // namespace hvactor::bench_tool

@@ -1,17 +1,22 @@
 #pragma once
 
-// The peers hvactor-bench measures next to hvactor, one size at a time
-// (--peer mpi|gloo|torch): the same collective, sizes, calls and timing
+// The peers hvactor-bench measures next to hvactor (--peer
+// mpi|gloo|torch|nccl): the same collective, sizes, calls and timing
 // (bench_method.hpp; options and output: peer_protocol.hpp) through Open
-// MPI (hvactor-bench-mpi under mpirun), raw Gloo (hvactor-bench __peer-gloo) or torch.distributed's gloo backend
-// (hvactor-bench-torch.py on Debian's python3-torch). Their ranks are local
-// processes of this machine, started for each size and reaped before the
-// next, so that no idle peer competes with hvactor for the cores.
+// MPI (hvactor-bench-mpi under mpirun), raw Gloo (hvactor-bench
+// __peer-gloo), raw NCCL (__peer-nccl) or torch.distributed's gloo backend
+// (hvactor-bench-torch.py on Debian's python3-torch). A peer job is one
+// warm process per rank that measures every size of the sweep, as
+// hvactor's workers do; the sweep runs one job per peer and round, and
+// reaps it before the next, so that no idle peer competes with hvactor for
+// the cores.
 
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "peer_protocol.hpp"
 
 namespace hvactor::bench_tool {
 
@@ -31,29 +36,50 @@ std::string helper_path(const std::string& file);
 
 /// One size measured by a peer.
 struct peer_point {
+  uint64_t bytes = 0;
   double time_us = 0;
   int64_t wrong = 0;
   std::vector<double> samples_us;
 };
 
+/// A node of an emulated cluster (hvactor-netcluster) a peer's ranks run
+/// on: its name (n1), network namespace and address.
+struct peer_host {
+  std::string node, ns, address;
+};
+
+/// The nodes n1, n2, ... of the emulated cluster this process runs in
+/// (HVACTOR_NETCLUSTER, set by `hvactor-netcluster up -- COMMAND`), as
+/// `hvactor-netcluster hosts` lists them; empty outside one. Throws
+/// std::invalid_argument when the cluster cannot be asked.
+std::vector<peer_host> netcluster_hosts();
+
 /// What run_peer() runs.
 struct peer_request {
   std::string name, kind;
   int ranks = 2;
-  uint64_t bytes = 4;
-  int iters = 20, warmup = 5;
+  /// Every size of the sweep, in order, with its call counts.
+  std::vector<peer_size> sizes;
   bool check = false;
   /// The mpi peer's ranks pinned to a core each (mpirun --bind-to core)
   /// while there are no more of them than cores, else --bind-to none.
   bool bind = true;
   /// Every process of the peer is killed after this long.
   std::chrono::seconds limit{120};
+  /// Across the nodes of an emulated cluster: `per_host` ranks on each of
+  /// these (mpi: mpirun's daemons started in their namespaces through
+  /// hvactor-netcluster's rsh agent, TCP between nodes; gloo: each rank
+  /// started in its node's namespace, bound to its address). Empty: every
+  /// rank on this machine, over loopback.
+  std::vector<peer_host> hosts;
+  int per_host = 0;
 };
 
-/// Runs the peer for one size and reaps every process it started. Throws
-/// std::runtime_error naming the peer, how it ended and its last stderr
-/// lines when it fails or runs past the limit.
-peer_point run_peer(const peer_request& req);
+/// Runs one job of the peer over every size and reaps every process it
+/// started; one point per size, in order. Throws std::runtime_error naming
+/// the peer, how it ended and its last stderr lines when it fails, misses a
+/// size or runs past the limit.
+std::vector<peer_point> run_peer(const peer_request& req);
 
 /// `hvactor-bench __peer-gloo ...`: one rank of the raw Gloo peer.
 int run_gloo_peer(int argc, char** argv);

@@ -121,11 +121,18 @@ int run_nccl_peer(int argc, char** argv) {
     throw std::runtime_error(fmt::format("--peer nccl: {} ranks need a GPU each (NCCL refuses two "
                                          "ranks on one GPU) and this machine has {}",
                                          a.size, visible));
-  size_t count = peer_count(a, a.size);
-  gpus g(a.size, count, a.kind == "allgather" ? count * static_cast<size_t>(a.size) : 0);
-  int64_t wrong = a.check ? g.check(a.kind, count) : 0;
-  auto timed = bench::measure_calls(a.warmup, a.iters, [&] { g.run(a.kind, count); }, [] {});
-  print_point(a, timed.loop_us, wrong, timed.samples_us);
+  // One communicator per GPU for the whole job, buffers for the largest
+  // size; every size runs on the front of them.
+  size_t most = 0;
+  for (auto& s : a.sizes)
+    most = std::max<size_t>(most, peer_count(peer_args{a.kind, s.bytes}, a.size));
+  gpus g(a.size, most, a.kind == "allgather" ? most * static_cast<size_t>(a.size) : 0);
+  for_each_size(a, [&] {
+    size_t count = peer_count(a, a.size);
+    int64_t wrong = a.check ? g.check(a.kind, count) : 0;
+    auto timed = bench::measure_calls(a.warmup, a.iters, [&] { g.run(a.kind, count); }, [] {});
+    print_point(a, timed.loop_us, wrong, timed.samples_us);
+  });
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "load.hpp"
 #include "peer.hpp"
 #include "report.hpp"
+#include "sweep_rounds.hpp"
 #include "sweep_types.hpp"
 
 #ifdef HVACTOR_BENCH_CUDA
@@ -60,8 +62,15 @@ void declare_sweep_options(cxxopts::Options& p) {
     ("b,minbytes", "smallest message (K, M, G)", cxxopts::value<std::string>()->default_value("4"))
     ("e,maxbytes", "largest message", cxxopts::value<std::string>()->default_value("64M"))
     ("f,stepfactor", "size multiplier between steps", cxxopts::value<int>()->default_value("4"))
-    ("iters", "timed calls per size", cxxopts::value<int>()->default_value("20"))
-    ("w,warmup", "untimed calls per size", cxxopts::value<int>()->default_value("5"))
+    ("iters", "timed calls per size and round, or auto: 1000 where hvactor's 1000 take at "
+              "most --seconds, else --seconds' worth (at least 5)",
+     cxxopts::value<std::string>()->default_value("auto"))
+    ("w,warmup", "untimed calls per size and round, or auto: a tenth of the timed calls, at "
+                 "least 5", cxxopts::value<std::string>()->default_value("auto"))
+    ("seconds", "what --iters auto aims at per size", cxxopts::value<double>()->default_value("0.5"))
+    ("rounds", "rounds: in each, hvactor and then every peer (the order rotating) measure all "
+               "sizes; the median round is reported with the rounds' range",
+     cxxopts::value<int>()->default_value("4"))
     ("c,check", "check every result (the #wrong column)")
     ("load", "N busy threads per usable core (default priority, never sleeping) compete for the "
              "CPUs with hvactor's ranks and every peer for the whole run, as a training job's "
@@ -94,10 +103,28 @@ void read_method(const cxxopts::ParseResult& o, config& c) {
   if (f < 2 || f > 1024)
     throw std::invalid_argument(fmt::format("-f must be in 2..1024 (got {})", f));
   c.factor = static_cast<size_t>(f);
-  c.iters = o["iters"].as<int>();
-  c.warmup = o["warmup"].as<int>();
-  if (c.iters < 1 || c.iters > 1000000 || c.warmup < 0 || c.warmup > 1000000)
-    throw std::invalid_argument("--iters must be in 1..1000000 and -w in 0..1000000");
+  auto count = [&](const char* name, const char* option, int lowest) {
+    auto v = o[name].as<std::string>();
+    if (v == "auto")
+      return lowest - 1;
+    size_t pos = 0;
+    int n = -1;
+    try {
+      n = std::stoi(v, &pos);
+    } catch (const std::exception&) {
+    }
+    if (pos != v.size() || n < lowest || n > 1000000)
+      throw std::invalid_argument(fmt::format("{} {}: must be auto or in {}..1000000", option, v, lowest));
+    return n;
+  };
+  c.iters = count("iters", "--iters", 1);
+  c.warmup = count("warmup", "-w", 0);
+  c.seconds = o["seconds"].as<double>();
+  if (!(c.seconds >= 0.001 && c.seconds <= 600))
+    throw std::invalid_argument(fmt::format("--seconds must be in 0.001..600 (got {})", c.seconds));
+  c.rounds = o["rounds"].as<int>();
+  if (c.rounds < 1 || c.rounds > 100)
+    throw std::invalid_argument(fmt::format("--rounds must be in 1..100 (got {})", c.rounds));
   c.check = o.count("check") > 0;
   c.load = o["load"].as<int>();
   if (c.load < 0 || c.load > 16)
@@ -111,6 +138,24 @@ void read_method(const cxxopts::ParseResult& o, config& c) {
   c.backend = o["backend"].as<std::string>();
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")
     throw std::invalid_argument("--backend must be auto, shm, gloo or hierarchical (got '" + c.backend + "')");
+}
+
+// --peer with --num-hosts > 1: the peers' ranks go on the nodes of the
+// emulated cluster this runs in (hvactor-netcluster), as hvactor's do.
+void read_peer_hosts(config& c) {
+  c.peer_hosts = netcluster_hosts();
+  if (c.peer_hosts.empty())
+    throw std::invalid_argument("--peer runs its ranks on this machine: use -np N (one node), "
+                                "not --num-hosts > 1, or run inside an emulated cluster "
+                                "(hvactor-netcluster up --nodes N -- hvactor-bench ...)");
+  for (auto& name : c.peers)
+    if (name != "mpi" && name != "gloo")
+      throw std::invalid_argument("--peer " + name + " runs on one node: across the nodes of an "
+                                  "emulated cluster the peers are mpi and gloo");
+  if (static_cast<int>(c.peer_hosts.size()) < c.where.num_hosts)
+    throw std::invalid_argument(fmt::format("--num-hosts {}: the emulated cluster has {} node(s)",
+                                            c.where.num_hosts, c.peer_hosts.size()));
+  c.peer_hosts.resize(static_cast<size_t>(c.where.num_hosts));
 }
 
 // --device and --peer.
@@ -146,8 +191,7 @@ void read_device_and_peers(const cxxopts::ParseResult& o, config& c) {
                                             "nccl (mpi, gloo and torch measure host buffers)"
                                           : "--peer nccl measures device buffers: add --device gpu");
     if (c.where.num_hosts > 1)
-      throw std::invalid_argument("--peer runs its ranks on this machine: use -np N (one node), "
-                                  "not --num-hosts > 1");
+      read_peer_hosts(c);
     for (auto& name : c.peers)
       if (auto why = peer_missing(name); !why.empty())
         throw std::invalid_argument(why);
@@ -235,7 +279,7 @@ std::vector<size_t> sizes_of(const config& c) {
 
 std::string peer_title(const std::string& name) {
   return name == "mpi" ? "Open MPI (hvactor-bench-mpi under mpirun)"
-       : name == "gloo" ? "raw Gloo (its own context, TCP on 127.0.0.1)"
+       : name == "gloo" ? "raw Gloo (its own context, full mesh over TCP)"
        : name == "nccl" ? "raw NCCL (one process over the ranks' GPUs, ncclCommInitAll; each call "
                           "synchronized)"
                         : "torch.distributed, gloo backend (python3-torch)";
@@ -243,61 +287,46 @@ std::string peer_title(const std::string& name) {
 
 // The table's header: what runs, the load, the peers, the columns.
 void print_header(const config& c, const busy_load& load) {
-  fmt::print("# hvactor-bench {}: {} ranks, float32 sum, {} buffers, {} timed + {} warm-up calls "
-             "per size{}\n",
-             c.kind, c.where.np, c.gpu ? "device" : "host", c.iters, c.warmup, c.check ? ", checked" : "");
+  auto calls = c.iters > 0 ? fmt::format("{} timed + {} warm-up calls per size", c.iters,
+                                         c.warmup >= 0 ? c.warmup : std::max(5, c.iters / 10))
+                           : fmt::format("timed calls per size: 1000, or {} s' worth where 1000 "
+                                         "take longer (calls column); warm-up: a tenth",
+                                         c.seconds);
+  fmt::print("# hvactor-bench {}: {} ranks, float32 sum, {} buffers, {}{}\n", c.kind, c.where.np,
+             c.gpu ? "device" : "host", calls, c.check ? ", checked" : "");
+  fmt::print("# {} round(s); in each, every implementation measures all sizes in one warm job, "
+             "the order rotating; time_us: the median round, range: the rounds' (max - min) / "
+             "median\n",
+             c.rounds);
   if (c.load > 0)
     fmt::print("# load: {} busy thread(s) per core, {} in all on {} usable cores, for the whole "
                "run (hvactor and every peer)\n",
                c.load, load.threads(), busy_load::usable_cores());
   for (auto& p : c.peers)
-    fmt::print("# peer {}: {}, {} ranks on this machine, each size right after hvactor's\n", p,
-               peer_title(p), c.where.np);
+    fmt::print("# peer {}: {}, {} ranks {}, the same calls per size\n", p, peer_title(p),
+               c.where.np,
+               c.peer_hosts.empty() ? std::string{"on this machine"}
+                                    : fmt::format("on {} nodes of emulated cluster {} ({} each)",
+                                                  c.peer_hosts.size(),
+                                                  std::getenv("HVACTOR_NETCLUSTER"), c.where.per_host));
   if (!c.peers.empty())
     fmt::print("# <peer>_us: the peer's time per call; x<peer>: its time / hvactor's (above 1: "
                "hvactor is faster)\n");
-  std::string header = fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>12} {:>8} {:>8} {:>7}", "size",
-                                   "count", "type", "redop", "time_us", "algbw", "busbw", "#wrong");
+  std::string header =
+    fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>8} {:>12} {:>6} {:>8} {:>8} {:>7}", "size", "count",
+                "type", "redop", "calls", "time_us", "range", "algbw", "busbw", "#wrong");
   for (auto& p : c.peers)
-    header += fmt::format(" {:>12} {:>7}", p + "_us", "x" + p);
+    header += fmt::format(" {:>12} {:>6} {:>7}", p + "_us", "range", "x" + p);
   fmt::print("{}\n", header);
-}
-
-// hvactor's measurement of one size, then each peer's right after it.
-row measure_size(hvactor::executor& ex, const config& c, size_t bytes, progress& line,
-                 const std::string& step, std::string& path_info) {
-  line.show(step + ": hvactor");
-  auto points = ex.run(&measure_point, c.kind, uint64_t{bytes}, int32_t{c.iters},
-                       int32_t{c.warmup}, c.check, c.gpu);
-  row r;
-  r.bytes = bytes;
-  r.count = bytes / 4;
-  for (auto& p : points) {
-    r.time_us = std::max(r.time_us, p.loop_us / std::max(1, p.iters));
-    r.wrong += p.wrong;
-  }
-  r.samples = points.at(0).samples_us;
-  path_info = points.at(0).path;
-  r.algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
-  r.busbw = r.algbw * bus_factor(c.kind, c.where.np);
-  for (auto& name : c.peers) {
-    line.show(step + ": " + name);
-    auto pp = run_peer({name, c.kind, c.where.np, bytes, c.iters, c.warmup, c.check,
-                        c.bind == "core"});
-    peer_row pr{name, pp.time_us, 0, pp.wrong, std::move(pp.samples_us)};
-    pr.busbw = pr.time_us > 0 ? static_cast<double>(r.bytes) / (pr.time_us * 1e3) * bus_factor(c.kind, c.where.np) : 0;
-    r.peers.push_back(std::move(pr));
-  }
-  return r;
 }
 
 // One row of the table.
 void print_row(const config& c, const row& r) {
-  auto text = fmt::format("  {:>12} {:>12} {:>6} {:>6} {:>12.2f} {:>8.3f} {:>8.3f} {:>7}",
-                          r.bytes, r.count, "float", "sum", r.time_us, r.algbw, r.busbw,
-                          c.check ? std::to_string(r.wrong) : "N/A");
+  auto text = fmt::format("  {:>12} {:>12} {:>6} {:>6} {:>8} {:>12.2f} {:>5.0f}% {:>8.3f} {:>8.3f} {:>7}",
+                          r.bytes, r.count, "float", "sum", r.iters, r.time_us, 100 * r.range,
+                          r.algbw, r.busbw, c.check ? std::to_string(r.wrong) : "N/A");
   for (auto& p : r.peers)
-    text += fmt::format(" {:>12.2f} {:>7.2f}", p.time_us, ratio(r, p));
+    text += fmt::format(" {:>12.2f} {:>5.0f}% {:>7.2f}", p.time_us, 100 * p.range, ratio(r, p));
   fmt::print("{}\n", text);
   std::fflush(stdout);
 }
@@ -316,23 +345,18 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   auto sizes = sizes_of(c);
   busy_load load{c.load};
   print_header(c, load);
-  // Fresh workers: the first calls pay for connections, page faults and
-  // sleeping peers; one untimed round of the smallest size before the sweep.
-  ex.run(&measure_point, c.kind, uint64_t{sizes.front()}, int32_t{c.iters}, int32_t{c.warmup},
-         false, c.gpu);
-  std::vector<row> rows;
-  std::string path_info;
   progress line;
+  std::vector<double> call_us;
+  auto counts = call_counts(ex, c, sizes, line, call_us);
+  std::string path_info;
+  auto rows = measure_rounds(ex, c, counts, call_us, line, path_info);
+  line.clear();
   int64_t wrong_total = 0;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    auto step = fmt::format("[{}] {} B ({}/{})", c.kind, sizes[k], k + 1, sizes.size());
-    auto r = measure_size(ex, c, sizes[k], line, step, path_info);
+  for (auto& r : rows) {
     wrong_total += r.wrong;
     for (auto& p : r.peers)
       wrong_total += p.wrong;
-    line.clear();
     print_row(c, r);
-    rows.push_back(std::move(r));
   }
   fmt::print("# path: {}\n", path_info);
   auto nodes = ex.worker_nodes();

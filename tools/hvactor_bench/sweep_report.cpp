@@ -30,24 +30,30 @@ void write_json(const config& c, const std::vector<row>& rows, const std::vector
   out << json_head(c.kind, nodes, path_info,
                    fmt::format("{{\"ranks\": {}, \"num_hosts\": {}, \"per_host\": {}, "
                                "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, "
-                               "\"warmup\": {}, \"check\": {}, \"backend\": {}, \"device\": {}, "
-                               "\"peers\": [{}]}}",
-                               c.where.np, c.where.num_hosts, c.where.per_host, c.iters, c.warmup,
+                               "\"warmup\": {}, \"seconds\": {}, \"rounds\": {}, \"check\": {}, "
+                               "\"backend\": {}, \"device\": {}, \"peers\": [{}]}}",
+                               c.where.np, c.where.num_hosts, c.where.per_host,
+                               c.iters > 0 ? std::to_string(c.iters) : "\"auto\"",
+                               c.warmup >= 0 ? std::to_string(c.warmup) : "\"auto\"", c.seconds,
+                               c.rounds,
                                c.check, json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"",
                                peers));
   for (size_t i = 0; i < rows.size(); ++i) {
     auto& r = rows[i];
     out << fmt::format("    {{\"size\": {}, \"count\": {}, \"type\": \"float\", \"redop\": \"sum\", "
-                       "\"time_us\": {:.3f}, \"algbw\": {:.4f}, \"busbw\": {:.4f}, \"wrong\": {}, "
+                       "\"iters\": {}, \"warmup\": {}, \"time_us\": {:.3f}, \"range\": {:.4f}, "
+                       "\"round_us\": {}, \"algbw\": {:.4f}, \"busbw\": {:.4f}, \"wrong\": {}, "
                        "\"samples_us\": {}, \"peers\": {{",
-                       r.bytes, r.count, r.time_us, r.algbw, r.busbw, r.wrong,
-                       json_numbers(r.samples));
+                       r.bytes, r.count, r.iters, r.warmup, r.time_us, r.range,
+                       json_numbers(r.round_us), r.algbw, r.busbw, r.wrong, json_numbers(r.samples));
     for (size_t j = 0; j < r.peers.size(); ++j) {
       auto& p = r.peers[j];
-      out << fmt::format("{}{}: {{\"time_us\": {:.3f}, \"busbw\": {:.4f}, \"wrong\": {}, "
-                         "\"ratio\": {:.4f}, \"samples_us\": {}}}",
-                         j ? ", " : "", json_string(p.name), p.time_us, p.busbw, p.wrong,
-                         ratio(r, p), json_numbers(p.samples));
+      out << fmt::format("{}{}: {{\"time_us\": {:.3f}, \"range\": {:.4f}, \"round_us\": {}, "
+                         "\"busbw\": {:.4f}, \"wrong\": {}, \"ratio\": {:.4f}, "
+                         "\"samples_us\": {}}}",
+                         j ? ", " : "", json_string(p.name), p.time_us, p.range,
+                         json_numbers(p.round_us), p.busbw, p.wrong, ratio(r, p),
+                         json_numbers(p.samples));
     }
     out << "}}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
@@ -58,15 +64,16 @@ void write_csv(const config& c, const std::vector<row>& rows) {
   std::ofstream out{c.csv};
   if (!out)
     throw std::runtime_error("cannot write " + c.csv);
-  out << "size,count,type,redop,time_us,algbw,busbw,wrong";
+  out << "size,count,type,redop,iters,time_us,range,algbw,busbw,wrong";
   for (auto& p : c.peers)
-    out << fmt::format(",{0}_time_us,{0}_busbw,{0}_wrong,{0}_ratio", p);
+    out << fmt::format(",{0}_time_us,{0}_range,{0}_busbw,{0}_wrong,{0}_ratio", p);
   out << "\n";
   for (auto& r : rows) {
-    out << fmt::format("{},{},float,sum,{:.3f},{:.4f},{:.4f},{}", r.bytes, r.count, r.time_us,
-                       r.algbw, r.busbw, r.wrong);
+    out << fmt::format("{},{},float,sum,{},{:.3f},{:.4f},{:.4f},{:.4f},{}", r.bytes, r.count,
+                       r.iters, r.time_us, r.range, r.algbw, r.busbw, r.wrong);
     for (auto& p : r.peers)
-      out << fmt::format(",{:.3f},{:.4f},{},{:.4f}", p.time_us, p.busbw, p.wrong, ratio(r, p));
+      out << fmt::format(",{:.3f},{:.4f},{:.4f},{},{:.4f}", p.time_us, p.range, p.busbw, p.wrong,
+                         ratio(r, p));
     out << "\n";
   }
 }

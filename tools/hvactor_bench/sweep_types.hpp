@@ -9,23 +9,28 @@
 #include <vector>
 
 #include "layout.hpp"
+#include "peer.hpp"
 
 namespace hvactor::bench_tool {
 
-/// One peer's measurement of one size.
+/// One implementation's measurement of one size over every round: time_us
+/// is the median of the rounds' times per call (each the slowest rank's
+/// loop / calls), range the rounds' (max - min) / median.
 struct peer_row {
   std::string name;
-  double time_us = 0, busbw = 0;
+  double time_us = 0, busbw = 0, range = 0;
   int64_t wrong = 0;
-  std::vector<double> samples;
+  std::vector<double> round_us, samples;
 };
 
 /// hvactor's measurement of one size, with its peers'.
 struct row {
   size_t bytes = 0, count = 0;
-  double time_us = 0, algbw = 0, busbw = 0;
+  /// Timed and warm-up calls per round, the same for every peer.
+  int iters = 0, warmup = 0;
+  double time_us = 0, algbw = 0, busbw = 0, range = 0;
   int64_t wrong = 0;
-  std::vector<double> samples;
+  std::vector<double> round_us, samples;
   std::vector<peer_row> peers;
 };
 
@@ -39,7 +44,12 @@ struct config {
   std::string kind;
   layout where;
   size_t min_bytes = 4, max_bytes = size_t{64} << 20, factor = 4;
-  int iters = 20, warmup = 5;
+  /// Timed and warm-up calls per size; 0 and -1: derived per size from
+  /// `seconds` (at least 1000 timed calls where 1000 take less).
+  int iters = 0, warmup = -1;
+  double seconds = 0.5;
+  /// Rounds: in each, hvactor and every peer measure all sizes in turn.
+  int rounds = 4;
   /// --load: busy threads per core during the whole run.
   int load = 0;
   /// --bind-to: core or none.
@@ -47,6 +57,9 @@ struct config {
   bool check = false, gpu = false;
   std::string backend = "auto";
   std::vector<std::string> peers;
+  /// The nodes of an emulated cluster the peers' ranks run on (--num-hosts
+  /// > 1 inside hvactor-netcluster); empty: this machine.
+  std::vector<peer_host> peer_hosts;
   std::string json, csv, plot;
   /// gnuplot, found on PATH when --plot is given.
   std::string gnuplot;

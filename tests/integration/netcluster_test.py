@@ -159,7 +159,7 @@ def case_command(env, name):
 
 
 def probe(env, name, src, dst_addr):
-    _, out = env.nc("exec", name, src, "--", "python3", "-c", PROBE, dst_addr, timeout=20)
+    _, out = env.nc("exec", name, src, "--", sys.executable, "-c", PROBE, dst_addr, timeout=20)
     return out.split()[0] if out.split() else out
 
 

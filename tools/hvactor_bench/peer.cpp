@@ -125,6 +125,8 @@ std::vector<process_spec> peer_processes(const peer_request& req, const fs::path
         s.args = {s.executable, helper("hvactor-bench-torch.py")};
       }
       s.args.insert(s.args.end(), method.begin(), method.end());
+      if (req.name == "gloo")
+        s.env = {{"HVACTOR_GLOO_ALLREDUCE", req.gloo_algorithm}};
       s.args.insert(s.args.end(), {"--rank", std::to_string(r), "--size", std::to_string(req.ranks),
                                    "--store", req.name == "torch" ? (store / "file").string() : store.string()});
       specs.push_back(std::move(s));

@@ -64,6 +64,8 @@ struct peer_request {
   /// The mpi peer's ranks pinned to a core each (mpirun --bind-to core)
   /// while there are no more of them than cores, else --bind-to none.
   bool bind = true;
+  /// The gloo peer's allreduce algorithm (HVACTOR_GLOO_ALLREDUCE's values).
+  std::string gloo_algorithm = "auto";
   /// Every process of the peer is killed after this long.
   std::chrono::seconds limit{120};
   /// Across the nodes of an emulated cluster: `per_host` ranks on each of

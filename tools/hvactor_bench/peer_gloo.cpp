@@ -48,12 +48,16 @@ int run_gloo_peer(int argc, char** argv) {
   context->connectFullMesh(store, device);
   std::shared_ptr<gloo::Context> ctx = context;
 
+  // hvactor's automatic choice per size, or the one HVACTOR_GLOO_ALLREDUCE forces.
+  const char* forced = std::getenv("HVACTOR_GLOO_ALLREDUCE");
+  auto policy = collectives::allreduce_algorithm_policy::parse(forced ? forced : "",
+                                                               "HVACTOR_GLOO_ALLREDUCE");
   for_each_size(a, [&] {
     size_t count = peer_count(a, a.size);
     std::vector<float> in(count, 1.0f), out;
     if (a.kind == "allgather")
       out.resize(count * static_cast<size_t>(a.size));
-    auto algorithm = collectives::allreduce_algorithm_policy{}.choose(a.bytes, a.size);
+    auto algorithm = policy.choose(a.bytes, a.size);
     auto run = [&] {
       if (a.kind == "allreduce") {
         gloo::AllreduceOptions opts{ctx};

@@ -80,6 +80,8 @@ void declare_sweep_options(cxxopts::Options& p) {
                 "| auto: core on one node, none across nodes (emulated nodes share the cores)",
      cxxopts::value<std::string>()->default_value("auto"))
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
+    ("gloo-algorithm", "auto | ring | bcube | gather: the Gloo allreduce (HVACTOR_GLOO_ALLREDUCE) of "
+                       "hvactor and of the gloo peer", cxxopts::value<std::string>()->default_value("auto"))
     ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
      cxxopts::value<std::string>()->default_value("cpu"))
     ("peer", "also measure each size through mpi, gloo and/or torch (host buffers) or nccl "
@@ -135,6 +137,11 @@ void read_method(const cxxopts::ParseResult& o, config& c) {
     throw std::invalid_argument("--bind-to must be auto, core or none (got '" + c.bind + "')");
   if (c.bind == "auto")
     c.bind = c.where.num_hosts > 1 ? "none" : "core";
+  c.gloo_algorithm = o["gloo-algorithm"].as<std::string>();
+  if (c.gloo_algorithm != "auto" && c.gloo_algorithm != "ring" && c.gloo_algorithm != "bcube"
+      && c.gloo_algorithm != "gather")
+    throw std::invalid_argument("--gloo-algorithm must be auto, ring, bcube or gather (got '"
+                                + c.gloo_algorithm + "')");
   c.backend = o["backend"].as<std::string>();
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")
     throw std::invalid_argument("--backend must be auto, shm, gloo or hierarchical (got '" + c.backend + "')");
@@ -339,6 +346,7 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   c.where.apply(opts);
   opts.extra_env_vars = backend_env(c.backend);
   opts.extra_env_vars["HVACTOR_BIND_TO"] = c.bind;
+  opts.extra_env_vars["HVACTOR_GLOO_ALLREDUCE"] = c.gloo_algorithm;
   hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::seconds(60)}),
                        opts};
   ex.start();

@@ -41,6 +41,7 @@ void peer_round(const config& c, const std::string& name, const std::vector<peer
   peer_request req{name, c.kind, c.where.np, counts, c.check, c.bind == "core"};
   // A peer may be far slower than hvactor (raw Gloo's small sizes: 100x).
   req.limit = std::chrono::seconds(300 + static_cast<long>(50 * expected_s));
+  req.gloo_algorithm = c.gloo_algorithm;
   req.hosts = c.peer_hosts;
   req.per_host = c.where.per_host;
   auto points = run_peer(req);
@@ -90,11 +91,13 @@ std::vector<peer_size> call_counts(hvactor::executor& ex, const config& c,
   std::vector<peer_size> out;
   for (size_t k = 0; k < sizes.size(); ++k) {
     line.show(fmt::format("[{}] warm-up {} B ({}/{})", c.kind, sizes[k], k + 1, sizes.size()));
-    auto points = ex.run(&measure_point, c.kind, uint64_t{sizes[k]}, int32_t{3}, int32_t{2}, false,
+    // The median of 10 calls: one slow call (a page fault, a rank not yet
+    // scheduled) must not cut the count of a fast size.
+    auto points = ex.run(&measure_point, c.kind, uint64_t{sizes[k]}, int32_t{10}, int32_t{3}, false,
                          c.gpu);
     double us = 0;
     for (auto& p : points)
-      us = std::max(us, p.loop_us / std::max(1, p.iters));
+      us = std::max(us, bench::median(p.samples_us));
     call_us.push_back(us);
     int iters = c.iters > 0 ? c.iters : auto_iters(us, c.seconds);
     out.push_back({sizes[k], iters, c.warmup >= 0 ? c.warmup : std::max(5, iters / 10)});

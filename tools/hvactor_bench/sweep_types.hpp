@@ -56,6 +56,8 @@ struct config {
   std::string bind = "core";
   bool check = false, gpu = false;
   std::string backend = "auto";
+  /// --gloo-algorithm: HVACTOR_GLOO_ALLREDUCE for hvactor and the gloo peer.
+  std::string gloo_algorithm = "auto";
   std::vector<std::string> peers;
   /// The nodes of an emulated cluster the peers' ranks run on (--num-hosts
   /// > 1 inside hvactor-netcluster); empty: this machine.

@@ -23,6 +23,7 @@
 #include "peer_abort.hpp"
 #include "collectives/shm/reduce.hpp"
 #include "base/internal/knobs.hpp"
+#include "base/net/net.hpp"
 #include "hvactor/errors.hpp"
 
 namespace hvactor::collectives {
@@ -56,7 +57,10 @@ class gloo_backend : public backend {
 public:
   gloo_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
                const std::string& bind_host, allreduce_algorithm_policy algorithm)
-    : topo_(topo), timeout_(client.timeout()), algorithm_(algorithm), client_(&client),
+    : topo_(topo), timeout_(client.timeout()),
+      // Over a network link gather loses to the ring from smaller sizes.
+      algorithm_(net::is_loopback(bind_host) ? algorithm : algorithm.over_network()),
+      client_(&client),
       prefix_(prefix) {
     connect(client, prefix, bind_host);
   }

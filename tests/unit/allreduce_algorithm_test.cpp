@@ -67,6 +67,23 @@ TEST_CASE("the automatic policy answers exactly the contract for every size from
   }
 }
 
+TEST_CASE("over a network the automatic policy gathers only while ranks x bytes fit 512 KiB; a "
+          "forced one is kept") {
+  auto p = allreduce_algorithm_policy{}.over_network();
+  CHECK(allreduce_algorithm_policy::network_gather_max_bytes == 512 * kib);
+  CHECK(p.choose(4, 2) == allreduce_algorithm::gather);
+  CHECK(p.choose(256 * kib, 2) == allreduce_algorithm::gather);
+  CHECK(p.choose(256 * kib + 1, 2) == allreduce_algorithm::ring);
+  CHECK(p.choose(128 * kib, 4) == allreduce_algorithm::gather);
+  CHECK(p.choose(128 * kib + 1, 4) == allreduce_algorithm::ring);
+  CHECK(p.choose(4, 1) == allreduce_algorithm::ring);
+  CHECK(p.choose(~size_t{0}, 4) == allreduce_algorithm::ring);
+  // Loopback keeps the 4 MiB bound; a forced algorithm stays forced.
+  CHECK(allreduce_algorithm_policy{}.choose(1024 * kib, 2) == allreduce_algorithm::gather);
+  auto ring = allreduce_algorithm_policy{allreduce_algorithm::gather}.over_network();
+  CHECK(ring.choose(64 << 20, 2) == allreduce_algorithm::gather);
+}
+
 TEST_CASE("a forced algorithm is taken for every size and rank count") {
   for (auto forced :
        {allreduce_algorithm::ring, allreduce_algorithm::bcube, allreduce_algorithm::gather}) {

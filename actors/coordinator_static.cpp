@@ -169,10 +169,20 @@ void static_node_lost(coord_actor self, const std::string& node, const caf::erro
   auto why = reason && reason != caf::exit_reason::user_shutdown
                ? caf::to_string(reason)
                : std::string{"the node was shut down"};
+  auto ranks = st.fixed.roster.on_node(node);
+  // The other ranks may wait in a collective on the lost ones: a cut link
+  // closes no connection, so Gloo would wait out its whole timeout. Closing
+  // the job's scope tells them now (gloo_backend's failure watch), naming
+  // the peer; they fail before the job's workers are stopped.
+  if (st.cfg.store && !ranks.empty())
+    caf::anon_send(st.cfg.store, close_atom_v, fmt::format("{}/0", st.cfg.job_id),
+                   fmt::format("peer {} on node '{}'{} is unreachable: {} ({})",
+                               fmt::join(ranks, ", "), node, where,
+                               proto::node_left_the_cluster, why));
   fail(self, make_error(error_kind::node_lost,
                         fmt::format("node '{}'{} left the cluster during the job ({}); its "
                                     "workers are gone: {}",
-                                    node, where, why, fmt::join(st.fixed.roster.on_node(node), ", "))));
+                                    node, where, why, fmt::join(ranks, ", "))));
 }
 
 void registration_due(coord_actor self) {

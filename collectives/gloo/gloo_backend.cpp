@@ -262,10 +262,13 @@ private:
                  : fmt::format("rank {} failed first and told every rank; which rank is at "
                                "fault is not known",
                                e.announcer);
+    bool unreachable = e.announcer < 0 && who.find(proto::node_left_the_cluster) != std::string::npos;
     auto msg = fmt::format("{} failed on rank {} of {} ({}): {}. {}", what, topo_.rank, topo_.size,
                            topo_.host, who,
-                           "A peer process probably died or stalls; the collectives stay "
-                           "unusable until hvd::shutdown() and hvd::init()");
+                           unreachable ? "The collectives stay unusable until hvd::shutdown() and "
+                                         "hvd::init()"
+                                       : "A peer process probably died or stalls; the collectives "
+                                         "stay unusable until hvd::shutdown() and hvd::init()");
     broken_ = e.what();
     announce(culprit, false);
     close_and_throw(msg, culprit);
@@ -379,9 +382,16 @@ private:
           return;
         abort->raise(announcer, culprit >= 0 && culprit < size ? culprit : -1);
       },
-      [abort](const std::string& why) {
-        if (why.find(proto::superseded_after_failure) != std::string::npos)
+      [abort, size = topo_.size](const std::string& why) {
+        if (why.find(proto::superseded_after_failure) != std::string::npos) {
           abort->raise(why);
+        } else if (auto at = why.find("peer rank ");
+                   at != std::string::npos
+                   && why.find(proto::node_left_the_cluster) != std::string::npos) {
+          // A static job's driver lost a node of the job: its first rank.
+          int culprit = std::atoi(why.c_str() + at + 10);
+          abort->raise(why.substr(at), culprit >= 0 && culprit < size ? culprit : -1);
+        }
       });
   }
 

@@ -79,6 +79,10 @@ void peer_abort::raise(const std::string& reason) {
   raise(-1, -1, reason);
 }
 
+void peer_abort::raise(const std::string& reason, int culprit) {
+  raise(-1, culprit, reason);
+}
+
 void peer_abort::raise(int announcer, int culprit, std::string reason) {
   std::lock_guard<std::mutex> lock{mutex_};
   if (raised_.load())

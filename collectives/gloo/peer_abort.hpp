@@ -45,6 +45,9 @@ public:
   /// raise() for a reason that names no rank.
   void raise(const std::string& reason);
 
+  /// raise() for a reason from the driver that blames `culprit` (-1: none).
+  void raise(const std::string& reason, int culprit);
+
   /// Throws peer_announced_failure once raise() was called.
   void check() const;
 

@@ -28,6 +28,15 @@ typename Inspector::result_type inspect(Inspector& f, key_list& x) {
 /// in a collective stops at once (gloo_backend), since the others reset.
 inline constexpr const char* superseded_after_failure = "a worker of it failed";
 
+/// Part of the reason a static job's driver closes the job's scope with
+/// when a node of the job left the cluster (its process died, or its link
+/// went down: CAF's heartbeat timeout): "peer rank R (pid P) on node 'N' at
+/// ADDRESS is unreachable: the node left the cluster during the job (...)".
+/// A rank that waits in a collective on it stops at once, blaming rank R
+/// (gloo_backend), instead of waiting out its transfer timeout on a peer
+/// whose packets no longer arrive.
+inline constexpr const char* node_left_the_cluster = "the node left the cluster during the job";
+
 } // namespace hvactor::proto
 
 CAF_BEGIN_TYPE_ID_BLOCK(hvactor_rendezvous, caf::first_custom_type_id)

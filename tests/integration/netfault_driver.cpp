@@ -36,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -161,11 +162,12 @@ int main(int argc, char** argv) {
   }
   std::string dir = args[5];
   int code = 0;
+  std::optional<hvactor::executor> job;
   try {
-    hvactor::executor ex{rt,
-                         hvactor::executor::create_settings({.placement_timeout = 20s}),
-                         {.num_hosts = hosts, .num_workers_per_host = 1,
-                          .extra_env_vars = env}};
+    job.emplace(rt, hvactor::executor::create_settings({.placement_timeout = 20s}),
+                hvactor::executor_options{.num_hosts = hosts, .num_workers_per_host = 1,
+                                          .extra_env_vars = env});
+    auto& ex = *job;
     ex.on_event([](int rank, const std::map<std::string, std::string>& f) {
       std::string line = "EVENT rank=" + std::to_string(rank);
       for (auto& [k, v] : f)
@@ -190,7 +192,11 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     say("ERROR " + std::string(typeid(e).name()) + ": " + one_line(e.what()));
     code = 1;
+    // The surviving ranks write their own errors (DIR/rank-R) as they see
+    // them: give them time before shutdown() stops them.
+    std::this_thread::sleep_for(std::chrono::seconds(std::getenv("NETFAULT_GRACE_S") ? std::atoi(std::getenv("NETFAULT_GRACE_S")) : 3));
   }
+  job.reset();
   say("DONE");
   return code;
 }

@@ -11,12 +11,14 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
@@ -33,9 +35,18 @@ namespace {
 // source_actor(8) dest_actor(8), then payload_len bytes.
 constexpr size_t basp_header_size = 32;
 constexpr size_t basp_payload_len_offset = 4;
+// Operations whose handler deserializes the payload without checking that
+// there is one: in 0.17.6 (basp/instance.cpp, instance::handle) a valid
+// handshake header announcing 0 bytes dereferences a null payload, so 32
+// bytes from any peer crash the process (SIGSEGV in the multiplexer).
+constexpr uint8_t basp_server_handshake = 0x00;
+constexpr uint8_t basp_client_handshake = 0x01;
 
 constexpr int max_tracked_fd = 1 << 16;
 constexpr size_t max_ports = 64;
+// Longest one accept call spends refusing connections before it returns to
+// CAF's event loop (guarded_accept).
+constexpr auto accept_refusal_budget = std::chrono::milliseconds{2};
 
 struct port_entry {
   std::atomic<uint16_t> port{0};
@@ -70,6 +81,7 @@ std::atomic<size_t> max_connections_{knobs::max_connections_per_port};
 
 std::atomic<uint64_t> refused_other_user_{0};
 std::atomic<uint64_t> refused_oversized_{0};
+std::atomic<uint64_t> refused_empty_handshakes_{0};
 std::atomic<uint64_t> refused_over_cap_{0};
 std::atomic<uint64_t> refused_connects_{0};
 
@@ -110,9 +122,22 @@ std::string text_of(const sockaddr* sa) {
   return std::string{host} + ":" + std::to_string(port);
 }
 
+// False when the peer of the accepted connection `fd` already reset it
+// while it waited to be accepted (a port scan, a flood of resets): it needs
+// no owner lookup, counts against no cap, and is not worth a log line.
+bool peer_still_there(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0)
+    return true; // no answer: the checks below decide
+  return info.tcpi_state == TCP_ESTABLISHED || info.tcpi_state == TCP_CLOSE_WAIT;
+}
+
 // Whether the connection `fd` (just accepted on a guarded port, peer
 // `peer`) may stay; logs why not.
 bool admit(int fd, const sockaddr* peer, uint16_t port, port_entry& entry) {
+  if (!peer_still_there(fd))
+    return false;
   if (entry.connections.load() >= max_connections_.load()) {
     auto n = ++refused_over_cap_;
     if (worth_logging(n))
@@ -141,9 +166,13 @@ bool admit(int fd, const sockaddr* peer, uint16_t port, port_entry& entry) {
   return false;
 }
 
-// Follows the BASP framing over the bytes a recv returned; false when a
-// header announces more than the limit.
-bool frames_ok(fd_slot& slot, const uint8_t* data, size_t n) {
+// What the framing check found in the bytes of one recv.
+enum class frame_verdict { ok, oversized, empty_handshake };
+
+// Follows the BASP framing over the bytes a recv returned; stops at the
+// first header that announces more than the limit, or a handshake without
+// a payload (which CAF would crash on).
+frame_verdict check_frames(fd_slot& slot, const uint8_t* data, size_t n) {
   while (n > 0) {
     if (slot.payload_left > 0) {
       auto take = std::min<size_t>(n, slot.payload_left);
@@ -164,9 +193,12 @@ bool frames_ok(fd_slot& slot, const uint8_t* data, size_t n) {
     slot.header_fill = 0;
     slot.payload_left = ntohl(len_be);
     if (slot.payload_left > max_message_bytes_.load())
-      return false;
+      return frame_verdict::oversized;
+    auto op = slot.header[0];
+    if (slot.payload_left == 0 && (op == basp_server_handshake || op == basp_client_handshake))
+      return frame_verdict::empty_handshake;
   }
-  return true;
+  return frame_verdict::ok;
 }
 
 // A freshly accepted fd on listening socket `listener`: tracked and
@@ -242,7 +274,7 @@ void unwatch(uint16_t port) {
 
 counters refused() {
   return {refused_other_user_.load(), refused_oversized_.load(), refused_over_cap_.load(),
-          refused_connects_.load()};
+          refused_connects_.load(), refused_empty_handshakes_.load()};
 }
 
 } // namespace hvactor::port_guard
@@ -252,11 +284,16 @@ using namespace hvactor::port_guard;
 namespace {
 
 // accept/accept4 through the guard: the next connection the guard admits,
-// or the real call's failure. A refused connection is closed and the next
-// pending one taken (CAF's listening sockets are non-blocking, so this ends
-// with EAGAIN).
+// or -1. Refused connections are closed and the next pending one taken, for
+// at most accept_refusal_budget; then the call fails with
+// ECONNABORTED (accept's word for a connection reset while pending; CAF
+// ignores it). CAF's multiplexer thread runs this: looping through a whole
+// flood of resets kept it from its heartbeats past the connection timeout,
+// and the process dropped its real peers (a node lost the head). The
+// listener stays readable, so epoll (level-triggered) brings CAF back.
 template <class Accept>
 int guarded_accept(int fd, sockaddr* addr, socklen_t* len, Accept real_call) {
+  auto until = std::chrono::steady_clock::now() + accept_refusal_budget;
   for (;;) {
     sockaddr_storage peer{};
     socklen_t plen = sizeof(peer);
@@ -264,13 +301,17 @@ int guarded_accept(int fd, sockaddr* addr, socklen_t* len, Accept real_call) {
     if (got < 0)
       return got;
     int kept = on_accepted(fd, got, reinterpret_cast<sockaddr*>(&peer));
-    if (kept < 0)
-      continue;
-    if (addr != nullptr && len != nullptr) {
-      std::memcpy(addr, &peer, std::min<size_t>(*len, plen));
-      *len = plen;
+    if (kept >= 0) {
+      if (addr != nullptr && len != nullptr) {
+        std::memcpy(addr, &peer, std::min<size_t>(*len, plen));
+        *len = plen;
+      }
+      return kept;
     }
-    return kept;
+    if (std::chrono::steady_clock::now() >= until) {
+      errno = ECONNABORTED;
+      return -1;
+    }
   }
 }
 
@@ -297,14 +338,25 @@ ssize_t recv(int fd, void* buf, size_t len, int flags) {
   auto& slot = slots_[fd];
   if (slot.port_index.load(std::memory_order_relaxed) == 0 || !check_frames_.load())
     return n;
-  if (frames_ok(slot, static_cast<const uint8_t*>(buf), static_cast<size_t>(n)))
+  auto verdict = check_frames(slot, static_cast<const uint8_t*>(buf), static_cast<size_t>(n));
+  if (verdict == frame_verdict::ok)
     return n;
-  auto count = ++refused_oversized_;
-  if (worth_logging(count))
-    hvactor::log::warn("port guard: closed a connection on port {} whose message header announced "
-                       "{} bytes (limit {}; HVACTOR_MAX_MESSAGE_BYTES raises it; closed so far: {})",
-                       ports_[slot.port_index.load() - 1u].port.load(), slot.payload_left,
-                       max_message_bytes_.load(), count);
+  auto port = ports_[slot.port_index.load() - 1u].port.load();
+  if (verdict == frame_verdict::oversized) {
+    auto count = ++refused_oversized_;
+    if (worth_logging(count))
+      hvactor::log::warn("port guard: closed a connection on port {} whose message header "
+                         "announced {} bytes (limit {}; HVACTOR_MAX_MESSAGE_BYTES raises it; "
+                         "closed so far: {})",
+                         port, slot.payload_left, max_message_bytes_.load(), count);
+  } else {
+    auto count = ++refused_empty_handshakes_;
+    if (worth_logging(count))
+      hvactor::log::warn("port guard: closed a connection on port {} that sent a handshake "
+                         "without a payload (not a CAF peer; closed so far: {})",
+                         port, count);
+  }
+  // CAF never sees these bytes: the read fails as if the peer reset.
   ::shutdown(fd, SHUT_RDWR);
   errno = ECONNRESET;
   return -1;

@@ -12,10 +12,15 @@
 // - accept on a published port: a peer on loopback must be a process of
 //   this process's user (the kernel's owner of the peer's socket, from
 //   /proc/net/tcp), or it is closed before CAF sees it; at most
-//   knobs::max_connections_per_port connections per port.
+//   knobs::max_connections_per_port connections per port. A connection its
+//   peer already reset is closed without a lookup, and each refusal ends
+//   that accept call, so that a flood of them never keeps CAF's event loop
+//   from its heartbeats.
 // - recv on an accepted connection: the BASP framing is followed and a
 //   header announcing more than max_message_bytes closes the connection
-//   before CAF allocates anything.
+//   before CAF allocates anything; so does a handshake header announcing
+//   no payload, which CAF 0.17.6 dereferences as a null payload (any peer
+//   could crash the process with 32 bytes).
 // - connect (drivers and nodes joining a head): a loopback port must belong
 //   to this user too, so that another user cannot stand in for a head.
 //
@@ -66,6 +71,7 @@ struct counters {
   uint64_t oversized = 0;
   uint64_t over_cap = 0;
   uint64_t connects_refused = 0;
+  uint64_t empty_handshakes = 0;
 };
 counters refused();
 

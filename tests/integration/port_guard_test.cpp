@@ -2,7 +2,9 @@
 // a process allocate without bound: real hvactor-node processes and a real
 // driver, probed by processes of another local user (uid 65534 via
 // setpriv; these cases need root and are skipped otherwise) and by raw
-// sockets that announce a 4 GiB message.
+// sockets that announce a 4 GiB message. Garbage from this user's own
+// processes (random bytes, junk BASP frames, replayed handshakes, floods of
+// resets) on any node's port disconnects no node from the head.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -121,6 +124,173 @@ std::chrono::milliseconds status_time(cluster& c, size_t nodes) {
   CHECK(st.ok());
   CHECK(st.nodes.size() == nodes);
   return took;
+}
+
+/// A connection to 127.0.0.1:port with 200 ms send and receive timeouts;
+/// -1 when refused.
+int connect_loopback(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{0, 200 * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+/// Closes `fd` with a reset (SO_LINGER {1, 0}) instead of a FIN.
+void close_with_reset(int fd) {
+  linger l{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  ::close(fd);
+}
+
+/// A BASP frame (layout in base/net/port_guard.cpp): the header, big-endian,
+/// then `payload` (which may be shorter or longer than `len` announces).
+std::vector<uint8_t> basp_frame(uint8_t op, uint8_t flags, uint32_t len, uint64_t op_data,
+                                uint64_t source, uint64_t dest,
+                                const std::vector<uint8_t>& payload = {}) {
+  std::vector<uint8_t> out(32, 0);
+  auto put = [&](size_t at, uint64_t value, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i, value >>= 8)
+      out[at + static_cast<size_t>(i)] = static_cast<uint8_t>(value);
+  };
+  out[0] = op;
+  out[3] = flags;
+  put(4, len, 4);
+  put(8, op_data, 8);
+  put(16, source, 8);
+  put(24, dest, 8);
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+/// The payload of the server handshake `port` greets a new connection with
+/// (its node id first); empty under TLS, whose server waits for the client.
+std::vector<uint8_t> handshake_of(int port) {
+  std::vector<uint8_t> got;
+  int fd = connect_loopback(port);
+  uint8_t buf[4096];
+  for (ssize_t n; fd >= 0 && got.size() < 32 + 4096 && (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    got.insert(got.end(), buf, buf + n);
+  if (fd >= 0)
+    close_with_reset(fd);
+  if (got.size() < 32 || got[0] != 0)
+    return {};
+  size_t len = (size_t{got[4]} << 24) | (size_t{got[5]} << 16) | (size_t{got[6]} << 8) | got[7];
+  if (got.size() < 32 + len)
+    return {};
+  return {got.begin() + 32, got.begin() + 32 + static_cast<std::ptrdiff_t>(len)};
+}
+
+/// Frames that look like BASP and are not: every operation with nonsense
+/// payloads, empty or cut short, and the handshakes of `peers` replayed
+/// (a client claiming to be another node, or this one).
+std::vector<std::vector<uint8_t>> junk_frames(std::mt19937& rng,
+                                              const std::vector<std::vector<uint8_t>>& peers) {
+  auto noise = [&](size_t n) {
+    std::vector<uint8_t> out(n);
+    for (auto& b : out)
+      b = static_cast<uint8_t>(rng());
+    return out;
+  };
+  std::vector<std::vector<uint8_t>> out;
+  for (uint8_t op = 0; op <= 7; ++op) {
+    out.push_back(basp_frame(op, 0, 64, 1, 0, 0, noise(64)));
+    out.push_back(basp_frame(op, 0, 64, 0, 1, 0, noise(64)));
+    out.push_back(basp_frame(op, 0, 4096, 1, 0, 1, noise(100)));
+    out.push_back(basp_frame(op, 0, 0, 0, 0, 0));
+  }
+  out.push_back(basp_frame(0, 0, 0, 1, 0, 0)); // a valid server handshake without payload
+  out.push_back(basp_frame(2, 0, 0xFFFFFFF0u, 0, 0, 1));
+  for (auto& hs : peers) {
+    auto len = static_cast<uint32_t>(hs.size());
+    out.push_back(basp_frame(0, 0, len, 1, 0, 0, hs));
+    out.push_back(basp_frame(1, 0, len, 0, 0, 0, hs));
+    out.push_back(basp_frame(1, 2, len, 0, 0, 0, hs)); // select_connection_flag
+    auto more = basp_frame(6, 0, 0, 0, 0, 0);          // then a heartbeat
+    out.back().insert(out.back().end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+/// From this process, on every listening port of every node of `c`: 64 KiB
+/// of random bytes, the junk frames (each on its own connection, held open
+/// a moment, half closed with a reset), then `resets` connections reset at
+/// once.
+void flood_ports(cluster& c, int resets) {
+  std::mt19937 rng{20240932};
+  std::vector<int> ports;
+  for (auto& id : c.options().node_ids)
+    for (int port : listening_ports(c.node(id).pid()))
+      ports.push_back(port);
+  MESSAGE("flooding " << ports.size() << " ports");
+  std::vector<std::vector<uint8_t>> peers;
+  for (int port : ports)
+    if (auto hs = handshake_of(port); !hs.empty())
+      peers.push_back(std::move(hs));
+  for (int port : ports) {
+    std::vector<uint8_t> noise(64 * 1024);
+    for (auto& b : noise)
+      b = static_cast<uint8_t>(rng());
+    std::vector<int> open;
+    for (auto& frame : junk_frames(rng, peers))
+      if (int fd = connect_loopback(port); fd >= 0) {
+        ::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+        open.push_back(fd);
+      }
+    if (int fd = connect_loopback(port); fd >= 0) {
+      ::send(fd, noise.data(), noise.size(), MSG_NOSIGNAL);
+      open.push_back(fd);
+    }
+    std::this_thread::sleep_for(300ms);
+    for (size_t i = 0; i < open.size(); ++i)
+      i % 2 ? close_with_reset(open[i]) : (void)::close(open[i]);
+    for (int i = 0; i < resets; ++i)
+      if (int fd = connect_loopback(port); fd >= 0)
+        close_with_reset(fd);
+  }
+}
+
+/// Every node of `c` stays listed for `span`, none logged losing the head,
+/// and a job with one worker on each node runs (a driver with `tls_args`).
+void check_all_nodes_serve(cluster& c, std::chrono::milliseconds span,
+                           const std::vector<std::string>& tls_args = {}) {
+  auto& ids = c.options().node_ids;
+  auto logs = [&] {
+    std::string out;
+    for (auto& id : ids)
+      out += "node '" + id + "' stderr:\n" + c.node(id).stderr_text();
+    return out;
+  };
+  auto until = std::chrono::steady_clock::now() + span;
+  do {
+    auto st = c.status();
+    INFO("status:\n" << st.result.out << st.result.err << logs());
+    REQUIRE(st.ok());
+    for (auto& id : ids)
+      REQUIRE_MESSAGE(st.find(id) != nullptr, "node '" << id << "' is no longer listed");
+    std::this_thread::sleep_for(250ms);
+  } while (std::chrono::steady_clock::now() < until);
+  INFO(logs());
+  for (auto& id : ids) {
+    CHECK(pid_alive(c.node(id).pid()));
+    CHECK(c.node(id).stderr_text().find("lost the head") == std::string::npos);
+  }
+  auto driver = c.driver({"hosts", std::to_string(ids.size()), "1"}, tls_args);
+  auto done = driver->read_line_with("DONE", 60s);
+  auto exit = driver->wait_exit(10s);
+  INFO("driver stdout:\n" << driver->stdout_text() << "\nstderr:\n" << driver->stderr_text());
+  REQUIRE(done);
+  REQUIRE(exit);
+  CHECK(exit->success());
+  CHECK(lines_with(*driver, "WORKER ").size() == ids.size());
 }
 
 } // namespace
@@ -294,6 +464,23 @@ TEST_CASE("against a TLS head the same header never gets past the handshake") {
   MESSAGE("TLS head peak RSS " << rss_before << " KiB -> " << rss_after << " KiB");
   CHECK(rss_after - rss_before < 32 * 1024);
   CHECK(status_time(c, 2) < std::max(baseline * 3, std::chrono::milliseconds{1500}));
+}
+
+TEST_CASE("garbage, junk frames and resets on every node's port disconnect no node from the "
+          "head") {
+  cluster c{{.node_ids = {"head", "node-a", "node-b"}, .cpus_per_node = 1}};
+  REQUIRE(c.status().nodes.size() == 3);
+  flood_ports(c, 200);
+  check_all_nodes_serve(c, 5s);
+}
+
+TEST_CASE("on a TLS cluster the same garbage fails its handshakes and disconnects no node") {
+  temp_dir certs_dir;
+  auto certs = make_certs(certs_dir.path(), {"head", "node-a", "node-b", "driver"});
+  cluster c{{.node_ids = {"head", "node-a", "node-b"}, .cpus_per_node = 1, .tls = certs}};
+  REQUIRE(c.status().nodes.size() == 3);
+  flood_ports(c, 200);
+  check_all_nodes_serve(c, 5s, certs.at("driver").args());
 }
 
 } // TEST_SUITE

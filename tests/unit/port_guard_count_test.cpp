@@ -28,8 +28,7 @@ struct listener {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     REQUIRE(::listen(fd, 8) == 0);
-    // A refused connection makes the guard's accept retry the next one:
-    // nonblocking, it returns -1 instead of waiting for one.
+    // Nonblocking, as CAF's listeners are.
     ::fcntl(fd, F_SETFL, O_NONBLOCK);
     socklen_t len = sizeof a;
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);

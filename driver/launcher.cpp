@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <thread>
 #include <mutex>
 #include <stdexcept>
 
@@ -170,14 +169,10 @@ int launcher::run(const std::atomic<int>& stop) {
   session->launch([ended](caf::expected<job_exit> out) { ended->set_value(std::move(out)); });
   while (outcome.wait_for(knobs::launcher_poll) != std::future_status::ready) {
     if (int sig = stop.load(); sig != 0) {
+      // hvactor-run's signal waiter bounds this stop (and the teardown of
+      // the cluster it brought up) even when a write to our own output
+      // blocks: tools/hvactor_run/main.cpp.
       fmt::print(stderr, "hvactor-run: received signal {}: stopping every rank\n", sig);
-      // Bounded even when a write to our own output blocks (a reader that
-      // stopped reading): exit anyway after the stop limit.
-      std::thread{[sig] {
-        std::this_thread::sleep_for(knobs::launcher_stop_limit);
-        // No message and no flush: both could block on that same output.
-        std::_Exit(128 + sig);
-      }}.detach();
       shutdown();
       return 128 + sig;
     }

@@ -313,9 +313,10 @@ inline constexpr auto shutdown_slack = 10s;
 inline constexpr auto launcher_poll = 100ms;
 
 /// hvactor-run after SIGTERM/SIGINT: the ranks get this long to stop
-/// (leave_grace + stop_grace, reaping, slack); then it exits anyway (the
-/// ranks die with it: PR_SET_PDEATHSIG, or their colocator's watch on the
-/// driver). A reader that stopped reading hvactor-run's output must not
+/// (leave_grace + stop_grace, reaping, slack), plus the teardown bound of a
+/// cluster hvactor-run brought up itself (-H, Slurm); then it exits anyway
+/// (the ranks die with it: PR_SET_PDEATHSIG, or their colocator's watch on
+/// the driver). A reader that stopped reading hvactor-run's output must not
 /// keep it alive.
 inline constexpr auto launcher_stop_limit = 6s;
 

@@ -50,11 +50,18 @@ ok() { echo "ok: $*"; }
 
 # What a job's cluster leaves: node processes of hvactor-run clusters, their
 # directories on the "machines" (this host's home of the ssh user) and the
-# CA here.
+# CA here. Only this test's: what an earlier run on this machine left (a
+# killed test) is not counted again.
+cluster_dirs() {
+  ls -d "$REMOTE_HOME"/.hvactor/nodes/hvactor-run-* "$HOME_LOCAL"/.hvactor/up/hvactor-run-* 2>/dev/null
+}
+before_dirs=$(cluster_dirs)
+before_procs=$(pgrep -f -- "hvactor-node.*--node-id (localhost|127\.0\.0\.1)( |$)")
 leftovers() {
   local procs files
-  procs=$(pgrep -f -- "hvactor-node.*--node-id (localhost|127\.0\.0\.1)( |$)" | tr '\n' ' ')
-  files=$(ls -d "$REMOTE_HOME"/.hvactor/nodes/hvactor-run-* "$HOME_LOCAL"/.hvactor/up/hvactor-run-* 2>/dev/null | tr '\n' ' ')
+  procs=$(pgrep -f -- "hvactor-node.*--node-id (localhost|127\.0\.0\.1)( |$)" \
+          | grep -vxF -e "${before_procs:-none}" | tr '\n' ' ')
+  files=$(cluster_dirs | grep -vxF -e "${before_dirs:-none}" | tr '\n' ' ')
   echo "$procs$files"
 }
 

@@ -51,6 +51,10 @@ public:
   /// The driver's TLS identity (off on loopback).
   tls::config driver_tls() const;
 
+  /// The longest stop() takes: the step's end (15 s), scancel and the
+  /// signals after it (3 x 5 s), the head's SIGKILL (2 x 5 s).
+  static constexpr std::chrono::milliseconds teardown_bound{40'000};
+
   /// Tears the cluster down (idempotent).
   void stop();
 

@@ -81,6 +81,10 @@ job_cluster::~job_cluster() {
   up_tool::down(c_, true);
 }
 
+std::chrono::milliseconds job_cluster::teardown_bound() const {
+  return static_cast<long>(c_.machines().size()) * up_tool::stop_bound(c_);
+}
+
 std::string job_cluster::address() const {
   return up_tool::head_address(c_);
 }

@@ -6,6 +6,7 @@
 // when the job ends: the nodes stopped, their files removed there and
 // here.
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,11 @@ public:
   ~job_cluster();
   job_cluster(const job_cluster&) = delete;
   job_cluster& operator=(const job_cluster&) = delete;
+
+  /// How long the teardown may take at most: each node's stop over ssh
+  /// (its connect timeout, the node's own stop, the removal of its files),
+  /// one node after the other.
+  std::chrono::milliseconds teardown_bound() const;
 
   /// The head's HEAD:PORT and the driver's identity.
   std::string address() const;

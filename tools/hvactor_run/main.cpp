@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -14,6 +15,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
+#include "base/internal/knobs.hpp"
 #include "tools/cluster/node_options.hpp"
 #include "tools/cluster/slurm_cluster.hpp"
 #include "driver.hpp"
@@ -28,8 +30,17 @@ using namespace hvactor;
 
 // Ctrl-C / SIGTERM: stop every rank on every node, then exit. Blocked
 // before any thread starts, so only the waiter started here sees them.
-std::atomic<int>& stop_on_signals() {
-  static std::atomic<int> stop{0};
+// Once the launcher runs (`limit` set), the first signal also starts a hard
+// limit: the ranks' stop plus the teardown of a cluster this run brought
+// up. Past it the process ends at once, even when a write to its own output
+// blocks (no message, no flush: both could block on that same output).
+struct stop_signal {
+  std::atomic<int> sig{0};
+  std::atomic<std::chrono::milliseconds::rep> limit_ms{0};
+};
+
+stop_signal& stop_on_signals() {
+  static stop_signal stop;
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -37,19 +48,27 @@ std::atomic<int>& stop_on_signals() {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::thread{[stop_signals] {
     int sig = 0;
-    if (sigwait(&stop_signals, &sig) == 0)
-      stop = sig;
+    if (sigwait(&stop_signals, &sig) != 0)
+      return;
+    stop.sig = sig;
+    auto limit = std::chrono::milliseconds{stop.limit_ms.load()};
+    if (limit.count() == 0)
+      return;
+    std::this_thread::sleep_for(limit);
+    std::_Exit(128 + sig);
   }}.detach();
   return stop;
 }
 
 // Brings up the Slurm cluster when there is an allocation, then runs the
 // driver once or the ranks through the launcher.
-int launch(run_tool::run_request& r, std::atomic<int>& stop) {
+int launch(run_tool::run_request& r, stop_signal& stop) {
   std::optional<cluster::slurm_cluster> slurm;
   std::optional<run_tool::job_cluster> hosts;
+  std::chrono::milliseconds teardown{0};
   if (!r.hosts.empty()) {
     hosts.emplace(r.hosts, r.ssh_port, r.ssh_identity, static_cast<int>(r.timeout.count()));
+    teardown += hosts->teardown_bound();
     r.runtime_args.insert(r.runtime_args.end(), {"--address", hosts->address()});
     for (auto& a : cluster::tls_args(hosts->driver_tls()))
       r.runtime_args.push_back(a);
@@ -58,7 +77,8 @@ int launch(run_tool::run_request& r, std::atomic<int>& stop) {
     slurm.emplace(*r.allocation,
                   cluster::slurm_cluster_options{cluster::node_binary(), r.bind, r.timeout});
     if (r.driver)
-      return run_tool::run_driver(r.launch, slurm->address(), slurm->driver_tls(), stop);
+      return run_tool::run_driver(r.launch, slurm->address(), slurm->driver_tls(), stop.sig);
+    teardown += cluster::slurm_cluster::teardown_bound;
     r.runtime_args.insert(r.runtime_args.end(), {"--address", slurm->address()});
     for (auto& a : cluster::tls_args(slurm->driver_tls()))
       r.runtime_args.push_back(a);
@@ -71,7 +91,8 @@ int launch(run_tool::run_request& r, std::atomic<int>& stop) {
   s.timeout = r.gloo_timeout.value_or(r.timeout);
   s.placement_timeout = r.timeout;
   launcher run{rt, s, r.launch};
-  return run.run(stop);
+  stop.limit_ms = (std::chrono::milliseconds{knobs::launcher_stop_limit} + teardown).count();
+  return run.run(stop.sig);
 }
 
 } // namespace

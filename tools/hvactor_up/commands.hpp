@@ -2,6 +2,7 @@
 
 // hvactor-up / hvactor-down's commands over a cluster file.
 
+#include <chrono>
 #include <string>
 
 #include "cluster_file.hpp"
@@ -20,6 +21,11 @@ int up(const cluster_file& c, bool print_usage = true);
 /// certificates, logs and work directories) and here (its CA): a cluster
 /// made for one job (hvactor-run -H).
 int down(const cluster_file& c, bool remove_files = false);
+
+/// The longest down() spends on one machine: its two ssh commands (the
+/// stop, then the removal of its files), each cut off after the cluster's
+/// timeout.
+std::chrono::milliseconds stop_bound(const cluster_file& c);
 
 /// What up() and down() print their lines after ("hvactor-up" unless set).
 void set_message_prefix(std::string prefix);

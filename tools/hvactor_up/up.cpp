@@ -269,6 +269,10 @@ int down(const cluster_file& c, bool remove_files) {
   return rc;
 }
 
+std::chrono::milliseconds stop_bound(const cluster_file& c) {
+  return 2 * std::chrono::seconds{c.timeout_s};
+}
+
 int status(const cluster_file& c) {
   auto node = cluster::node_binary();
   auto argv = cluster::status_argv(node, head_address(c), driver_tls(c));

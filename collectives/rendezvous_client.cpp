@@ -189,7 +189,10 @@ rendezvous_client::watch(const std::string& key,
             // would spin).
             bool expired = std::chrono::steady_clock::now() - asked
                            >= knobs::store_watch_period / 2;
-            if (in_hvactor && expired) {
+            // A busy store (or connection) that answered late: the watch
+            // must not end silently while the store is still there.
+            bool late = err == caf::sec::request_timeout;
+            if ((in_hvactor && expired) || late) {
               self->send(self, int32_t{0}); // not set yet: ask again
               return;
             }

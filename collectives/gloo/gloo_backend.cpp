@@ -208,12 +208,23 @@ private:
     } catch (const peer_announced_failure& e) {
       fail_announced(describe(), e);
     } catch (const ::gloo::IoException& e) {
-      fail(describe(), e.what());
+      fail_gloo(describe(), e.what());
     } catch (const ::gloo::EnforceNotMet& e) {
-      fail(describe(), e.what());
+      fail_gloo(describe(), e.what());
     } catch (const ::gloo::Exception& e) {
-      fail(describe(), e.what());
+      fail_gloo(describe(), e.what());
     }
+  }
+
+  // A wait on Gloo's own buffers (the ring's scratch) that an announced
+  // failure woke ends in Gloo's error: the announcement is the cause.
+  [[noreturn]] void fail_gloo(const std::string& what, const std::string& gloo_text) {
+    try {
+      abort_->check();
+    } catch (const peer_announced_failure& e) {
+      fail_announced(what, e);
+    }
+    fail(what, gloo_text);
   }
 
   // A rank whose collective fails first says whom it blames (in the store,
@@ -362,6 +373,7 @@ private:
     ::gloo::rendezvous::PrefixStore prefixed{prefix, store};
     guarded([&] { return std::string{"hvd::init (Gloo connectFullMesh)"}; },
             [&] { ctx_->connectFullMesh(prefixed, device_); });
+    abort_->attach(ctx_);
     learn_peer_addresses(client, prefix);
     watch_failures(client);
   }

@@ -2,10 +2,38 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <exception>
+#include <typeinfo>
 
 #include <fmt/format.h>
+#include <gloo/transport/pair.h>
+
+// Gloo's own way to fail a TCP pair from outside its device thread (its
+// buffers call it on a timeout): tcp::Pair::signalExceptionExternal(msg)
+// wakes every operation pending on the pair with an IoException and closes
+// it. Debian's libgloo-dev ships gloo/transport/tcp/pair.h without the
+// gloo/common/memory.h it includes, so the class cannot be named here; the
+// member, which libgloo exports, is called through its symbol. Under the
+// Itanium C++ ABI a member function takes its object as the first argument
+// (after the hidden pointer of a class-type result), as this declaration
+// does; peer_abort_test checks the call against a real Gloo ring.
+std::exception_ptr hvactor_gloo_tcp_pair_signal_exception_external(void* pair,
+                                                                   const std::string& msg)
+  __asm__("_ZN4gloo9transport3tcp4Pair23signalExceptionExternalERKNSt7__cxx1112basic_"
+          "stringIcSt11char_traitsIcESaIcEEE");
 
 namespace hvactor::collectives {
+
+namespace {
+
+// tcp::Pair's primary base is transport::Pair: the same address.
+void fail_pair(::gloo::transport::Pair* pair, const std::string& why) {
+  if (pair != nullptr && std::strcmp(typeid(*pair).name(), "N4gloo9transport3tcp4PairE") == 0)
+    hvactor_gloo_tcp_pair_signal_exception_external(pair, why);
+}
+
+} // namespace
 
 peer_announced_failure::peer_announced_failure(int announcer, int culprit,
                                                const std::string& reason)
@@ -97,6 +125,17 @@ void peer_abort::raise(int announcer, int culprit, std::string reason) {
     b->abortWaitSend();
     b->abortWaitRecv();
   }
+  // The waits on Gloo's own buffers: failing a pair wakes every operation
+  // pending on it (and closes it, as a failed rank's close_and_throw does).
+  if (auto ctx = ctx_.lock())
+    for (int r = 0; r < ctx->size; ++r)
+      if (r != ctx->rank)
+        fail_pair(ctx->getPair(r).get(), reason_);
+}
+
+void peer_abort::attach(std::weak_ptr<::gloo::Context> ctx) {
+  std::lock_guard<std::mutex> lock{mutex_};
+  ctx_ = std::move(ctx);
 }
 
 void peer_abort::check() const {

@@ -32,9 +32,17 @@ class abortable_buffer;
 /// buffers of its transmit queue), so that rank waits out its whole timeout
 /// while the others have failed at once. Every buffer hvactor hands Gloo
 /// is an abortable_buffer registered here; raise() makes each of their
-/// waits, now or later, throw peer_announced_failure.
+/// waits, now or later, throw peer_announced_failure. Gloo's algorithms
+/// also wait on buffers of their own (the ring's and bcube's scratch for
+/// the reduce-scatter): raise() therefore also fails every pair of the
+/// attached context, which wakes those waits with Gloo's IoException
+/// (gloo_backend then reports the announcement, check()).
 class peer_abort {
 public:
+  /// The context whose pairs raise() fails (held weakly: the backend owns
+  /// it and may drop it while a watch raises).
+  void attach(std::weak_ptr<::gloo::Context> ctx);
+
   /// Wraps Gloo's own buffer for `ptr` (size `bytes`) in `ctx`.
   std::unique_ptr<::gloo::transport::UnboundBuffer>
   buffer(::gloo::Context& ctx, void* ptr, size_t bytes);
@@ -63,6 +71,7 @@ private:
   std::string reason_;
   mutable std::mutex mutex_;
   std::vector<abortable_buffer*> live_;
+  std::weak_ptr<::gloo::Context> ctx_;
 };
 
 /// The value announced under "<prefix>/failed": "<announcer> <culprit>".

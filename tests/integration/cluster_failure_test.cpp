@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -145,6 +146,72 @@ TEST_CASE("a node stopped with SIGSTOP leaves the registry within 5 s") {
   CHECK(lists(st, "head"));
   CHECK(lists(st, "node-a"));
   CHECK(elapsed < 6s); // 5 s plus one status round trip
+}
+
+TEST_CASE("a node frozen with its worker while the others wait on it inside a ring allreduce: "
+          "every survivor fails within 5 s naming the frozen rank, not after Gloo's timeout") {
+  // The survivors wait in the ring's reduce-scatter, on Gloo's own scratch
+  // buffer; the driver's closed scope (node_lost) must wake that wait too.
+  cluster c;
+  auto runs = c.dir() / "runs";
+  std::filesystem::create_directories(runs);
+  // 3 ranks, one per node, 4 Mi floats each (16 MiB: the ring), no pause.
+  auto drv = c.driver_program(HVACTOR_NETFAULT_DRIVER,
+                              {"3", "1000000", "4194304", "0", runs.string()});
+  std::map<int, std::pair<std::string, int>> running; // rank -> (host, pid)
+  REQUIRE(wait_until(
+    [&] {
+      for (int r = 0; r < 3; ++r)
+        if (!running.count(r))
+          if (auto w = split_words(read_file(runs / ("running-" + std::to_string(r))));
+              w.size() == 2)
+            running[r] = {w[0], std::stoi(w[1])};
+      return running.size() == 3;
+    },
+    60s));
+  int victim = -1;
+  for (auto& [r, hp] : running)
+    if (hp.first == "node-b")
+      victim = r;
+  REQUIRE(victim >= 0);
+  std::this_thread::sleep_for(200ms);
+  auto t0 = clock_type::now();
+  c.node("node-b").signal(SIGSTOP);
+  ::kill(running[victim].second, SIGSTOP);
+  auto error = drv->read_line_with("ERROR ", 10s);
+  // Each survivor writes its report as its collective fails.
+  std::map<int, std::string> reports;
+  wait_until(
+    [&] {
+      for (auto& [r, hp] : running)
+        if (r != victim && !reports.count(r))
+          if (auto text = read_file(runs / ("rank-" + std::to_string(r))); !text.empty())
+            reports[r] = text;
+      return reports.size() == 2;
+    },
+    15s);
+  ::kill(running[victim].second, SIGKILL);
+  c.node("node-b").signal(SIGCONT);
+  c.kill_node("node-b");
+  INFO("driver stdout:\n" << drv->stdout_text() << "\nstderr:\n" << drv->stderr_text());
+  REQUIRE(error);
+  CHECK(error->find("node_lost") != std::string::npos);
+  CHECK(error->find("'node-b'") != std::string::npos);
+  REQUIRE(reports.size() == 2);
+  auto t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+  for (auto& [r, text] : reports) {
+    INFO("rank " << r << ": " << text);
+    auto w = split_words(text);
+    REQUIRE(w.size() > 3);
+    CHECK(w[0] == "collective_error");
+    CHECK(w[1] == std::to_string(victim));
+    CHECK(text.find("peer rank " + std::to_string(victim)) != std::string::npos);
+    double after_s = static_cast<double>(std::stoll(w[2]) - t0_ns) / 1e9;
+    MESSAGE("rank " << r << " failed " << after_s << " s after the freeze");
+    CHECK(after_s < 5.0);
+  }
+  REQUIRE(drv->read_line_with("DONE", 30s));
+  CHECK(c.no_workers_within(5s));
 }
 
 TEST_CASE("a node resumed after a long SIGSTOP is back in the registry within 2 s and runs "

@@ -308,7 +308,15 @@ public:
   /// then `tls_args`, then `args`.
   std::unique_ptr<process> driver(const std::vector<std::string>& args,
                                   const std::vector<std::string>& tls_args = {}) {
-    std::vector<std::string> argv{HVACTOR_CLUSTER_DRIVER, "--address", address_};
+    return driver_program(HVACTOR_CLUSTER_DRIVER, args, tls_args);
+  }
+
+  /// Starts another driver program (it takes `--address` as an
+  /// hvactor::runtime does) against this cluster.
+  std::unique_ptr<process> driver_program(const std::string& binary,
+                                          const std::vector<std::string>& args,
+                                          const std::vector<std::string>& tls_args = {}) {
+    std::vector<std::string> argv{binary, "--address", address_};
     argv.insert(argv.end(), tls_args.begin(), tls_args.end());
     argv.insert(argv.end(), args.begin(), args.end());
     return std::make_unique<process>(argv, dir_.path() / ("driver-" + next_log()));

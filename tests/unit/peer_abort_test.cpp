@@ -1,12 +1,24 @@
 // The announcement that stops every rank's Gloo waits once one rank's call
-// failed (collectives/gloo/peer_abort.hpp): its text, and the first
-// announcement winning. Its effect on real Gloo waits is in
-// collectives_failure_test.
+// failed (collectives/gloo/peer_abort.hpp): its text, the first
+// announcement winning, and raise() waking a ring allreduce that waits on
+// Gloo's own scratch buffer (two in-process ranks over loopback TCP). Its
+// effect on whole jobs is in collectives_failure_test and
+// cluster_failure_test.
 
+#include <chrono>
+#include <future>
 #include <limits>
+#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
+#include <gloo/allreduce.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
 
 #include "collectives/gloo/peer_abort.hpp"
 
@@ -57,6 +69,60 @@ TEST_CASE("once raised, every check throws the first announcement; later ones ch
     CHECK(e.announcer == -1);
     CHECK(std::string{e.what()} == "rendezvous scope 'job/3' was closed");
   }
+}
+
+TEST_CASE("raise() wakes a ring allreduce waiting on a silent peer inside Gloo's own buffers") {
+  using namespace std::chrono_literals;
+  // Rank 1 connects and then never calls: rank 0's ring waits in its
+  // reduce-scatter on Gloo's scratch buffer, which no abortable_buffer
+  // wraps. Without raise() it would wait out its 30 s timeout.
+  ::gloo::rendezvous::HashStore store;
+  ::gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = ::gloo::transport::tcp::CreateDevice(attr);
+  std::vector<std::shared_ptr<::gloo::rendezvous::Context>> ctx(2);
+  std::vector<std::thread> connect;
+  for (int r = 0; r < 2; ++r)
+    connect.emplace_back([&, r] {
+      ctx[r] = std::make_shared<::gloo::rendezvous::Context>(r, 2);
+      ctx[r]->setTimeout(30s);
+      ctx[r]->connectFullMesh(store, device);
+    });
+  for (auto& t : connect)
+    t.join();
+  auto abort = std::make_shared<peer_abort>();
+  abort->attach(ctx[0]);
+  std::vector<float> data(1 << 20, 1.0f); // 4 MiB: the ring
+  auto started = std::chrono::steady_clock::now();
+  auto call = std::async(std::launch::async, [&] {
+    ::gloo::AllreduceOptions opts(ctx[0]);
+    opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
+    opts.setOutput<float>(abort->buffer(*ctx[0], data.data(), data.size() * sizeof(float)));
+    opts.setReduceFunction([](void* c, const void* a, const void* b, size_t n) {
+      auto* out = static_cast<float*>(c);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = static_cast<const float*>(a)[i] + static_cast<const float*>(b)[i];
+    });
+    opts.setTimeout(30s);
+    ::gloo::allreduce(opts);
+  });
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(call.wait_for(0s) == std::future_status::timeout); // waiting on rank 1
+  abort->raise("peer rank 1 is unreachable", 1);
+  REQUIRE(call.wait_for(5s) == std::future_status::ready);
+  auto took = std::chrono::steady_clock::now() - started;
+  CHECK_THROWS_AS(call.get(), ::gloo::IoException);
+  CHECK(took < 5s);
+  try {
+    abort->check();
+    FAIL("check() did not throw");
+  } catch (const peer_announced_failure& e) {
+    CHECK(e.culprit == 1);
+    CHECK(std::string{e.what()} == "peer rank 1 is unreachable");
+  }
+  // The context may go before the abort that holds it weakly.
+  ctx.clear();
+  abort->raise("again");
 }
 
 } // TEST_SUITE

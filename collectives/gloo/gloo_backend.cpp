@@ -184,10 +184,11 @@ public:
   }
 
 private:
-  // Every buffer Gloo sends from or receives into is hvactor's, so that a
-  // peer's announced failure stops this rank's waits (peer_abort.hpp).
+  // Every buffer, this one and those Gloo's algorithms make for
+  // themselves, comes from the abortable context, so that a peer's
+  // announced failure stops this rank's waits (peer_abort.hpp).
   std::unique_ptr<::gloo::transport::UnboundBuffer> buf(const void* ptr, size_t bytes) {
-    return abort_->buffer(*ctx_, const_cast<void*>(ptr), bytes);
+    return ctx_->createUnboundBuffer(const_cast<void*>(ptr), bytes);
   }
 
   uint32_t next_tag() {
@@ -367,13 +368,12 @@ private:
                               e.what()));
     }
     arrive(client, prefix);
-    ctx_ = std::make_shared<::gloo::rendezvous::Context>(topo_.rank, topo_.size);
+    ctx_ = std::make_shared<abortable_context>(topo_.rank, topo_.size, abort_);
     ctx_->setTimeout(timeout_);
     gloo_store store{client};
     ::gloo::rendezvous::PrefixStore prefixed{prefix, store};
     guarded([&] { return std::string{"hvd::init (Gloo connectFullMesh)"}; },
-            [&] { ctx_->connectFullMesh(prefixed, device_); });
-    abort_->attach(ctx_);
+            [&] { ctx_->connect(prefixed, device_); });
     learn_peer_addresses(client, prefix);
     watch_failures(client);
   }
@@ -462,7 +462,7 @@ private:
   std::chrono::milliseconds timeout_;
   allreduce_algorithm_policy algorithm_;
   std::shared_ptr<::gloo::transport::Device> device_;
-  std::shared_ptr<::gloo::rendezvous::Context> ctx_;
+  std::shared_ptr<abortable_context> ctx_;
   // Shared with the watch's callback, which may run as the backend goes.
   std::shared_ptr<peer_abort> abort_ = std::make_shared<peer_abort>();
   std::shared_ptr<void> failure_watch_;

@@ -2,38 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
-#include <exception>
-#include <typeinfo>
 
 #include <fmt/format.h>
-#include <gloo/transport/pair.h>
-
-// Gloo's own way to fail a TCP pair from outside its device thread (its
-// buffers call it on a timeout): tcp::Pair::signalExceptionExternal(msg)
-// wakes every operation pending on the pair with an IoException and closes
-// it. Debian's libgloo-dev ships gloo/transport/tcp/pair.h without the
-// gloo/common/memory.h it includes, so the class cannot be named here; the
-// member, which libgloo exports, is called through its symbol. Under the
-// Itanium C++ ABI a member function takes its object as the first argument
-// (after the hidden pointer of a class-type result), as this declaration
-// does; peer_abort_test checks the call against a real Gloo ring.
-std::exception_ptr hvactor_gloo_tcp_pair_signal_exception_external(void* pair,
-                                                                   const std::string& msg)
-  __asm__("_ZN4gloo9transport3tcp4Pair23signalExceptionExternalERKNSt7__cxx1112basic_"
-          "stringIcSt11char_traitsIcESaIcEEE");
 
 namespace hvactor::collectives {
-
-namespace {
-
-// tcp::Pair's primary base is transport::Pair: the same address.
-void fail_pair(::gloo::transport::Pair* pair, const std::string& why) {
-  if (pair != nullptr && std::strcmp(typeid(*pair).name(), "N4gloo9transport3tcp4PairE") == 0)
-    hvactor_gloo_tcp_pair_signal_exception_external(pair, why);
-}
-
-} // namespace
 
 peer_announced_failure::peer_announced_failure(int announcer, int culprit,
                                                const std::string& reason)
@@ -94,8 +66,52 @@ private:
 };
 
 std::unique_ptr<::gloo::transport::UnboundBuffer>
-peer_abort::buffer(::gloo::Context& ctx, void* ptr, size_t bytes) {
-  return std::make_unique<abortable_buffer>(ctx.createUnboundBuffer(ptr, bytes), *this);
+peer_abort::wrap(std::unique_ptr<::gloo::transport::UnboundBuffer> inner) {
+  return std::make_unique<abortable_buffer>(std::move(inner), *this);
+}
+
+namespace {
+
+/// The connected transport context behind the same interface: its pairs
+/// as they are, its buffers wrapped. Gloo's algorithms reach both through
+/// gloo::Context (getPair, createUnboundBuffer).
+class abortable_transport : public ::gloo::transport::Context {
+public:
+  abortable_transport(std::shared_ptr<::gloo::transport::Context> inner,
+                      std::shared_ptr<peer_abort> abort)
+    : ::gloo::transport::Context(inner->rank, inner->size), inner_(std::move(inner)),
+      abort_(std::move(abort)) {
+    setTimeout(inner_->getTimeout());
+  }
+
+  std::unique_ptr<::gloo::transport::Pair>& getPair(int rank) override {
+    return inner_->getPair(rank);
+  }
+
+  std::unique_ptr<::gloo::transport::Pair>& createPair(int rank) override {
+    return inner_->createPair(rank);
+  }
+
+  std::unique_ptr<::gloo::transport::UnboundBuffer> createUnboundBuffer(void* ptr,
+                                                                       size_t size) override {
+    return abort_->wrap(inner_->createUnboundBuffer(ptr, size));
+  }
+
+private:
+  std::shared_ptr<::gloo::transport::Context> inner_;
+  // Every buffer refers to it: it lives as long as the context.
+  std::shared_ptr<peer_abort> abort_;
+};
+
+} // namespace
+
+abortable_context::abortable_context(int rank, int size, std::shared_ptr<peer_abort> abort)
+  : ::gloo::rendezvous::Context(rank, size), abort_(std::move(abort)) {}
+
+void abortable_context::connect(::gloo::rendezvous::Store& store,
+                                std::shared_ptr<::gloo::transport::Device>& device) {
+  connectFullMesh(store, device);
+  transportContext_ = std::make_shared<abortable_transport>(transportContext_, abort_);
 }
 
 void peer_abort::raise(int announcer, int culprit) {
@@ -125,17 +141,6 @@ void peer_abort::raise(int announcer, int culprit, std::string reason) {
     b->abortWaitSend();
     b->abortWaitRecv();
   }
-  // The waits on Gloo's own buffers: failing a pair wakes every operation
-  // pending on it (and closes it, as a failed rank's close_and_throw does).
-  if (auto ctx = ctx_.lock())
-    for (int r = 0; r < ctx->size; ++r)
-      if (r != ctx->rank)
-        fail_pair(ctx->getPair(r).get(), reason_);
-}
-
-void peer_abort::attach(std::weak_ptr<::gloo::Context> ctx) {
-  std::lock_guard<std::mutex> lock{mutex_};
-  ctx_ = std::move(ctx);
 }
 
 void peer_abort::check() const {

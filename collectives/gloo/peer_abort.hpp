@@ -8,6 +8,9 @@
 #include <vector>
 
 #include <gloo/context.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
 namespace hvactor::collectives {
@@ -32,20 +35,16 @@ class abortable_buffer;
 /// buffers of its transmit queue), so that rank waits out its whole timeout
 /// while the others have failed at once. Every buffer hvactor hands Gloo
 /// is an abortable_buffer registered here; raise() makes each of their
-/// waits, now or later, throw peer_announced_failure. Gloo's algorithms
-/// also wait on buffers of their own (the ring's and bcube's scratch for
-/// the reduce-scatter): raise() therefore also fails every pair of the
-/// attached context, which wakes those waits with Gloo's IoException
-/// (gloo_backend then reports the announcement, check()).
+/// waits, now or later, throw peer_announced_failure. That includes the
+/// buffers Gloo's algorithms make for themselves (the ring's and bcube's
+/// scratch for the reduce-scatter), whose waits neither a closed pair nor
+/// a failed one always wakes (a receive already reading from a peer whose
+/// link went down stays parked): an abortable_context makes every buffer.
 class peer_abort {
 public:
-  /// The context whose pairs raise() fails (held weakly: the backend owns
-  /// it and may drop it while a watch raises).
-  void attach(std::weak_ptr<::gloo::Context> ctx);
-
-  /// Wraps Gloo's own buffer for `ptr` (size `bytes`) in `ctx`.
+  /// Wraps `inner` (a buffer of Gloo's transport).
   std::unique_ptr<::gloo::transport::UnboundBuffer>
-  buffer(::gloo::Context& ctx, void* ptr, size_t bytes);
+  wrap(std::unique_ptr<::gloo::transport::UnboundBuffer> inner);
 
   /// From any thread; the first announcement wins.
   void raise(int announcer, int culprit);
@@ -71,7 +70,21 @@ private:
   std::string reason_;
   mutable std::mutex mutex_;
   std::vector<abortable_buffer*> live_;
-  std::weak_ptr<::gloo::Context> ctx_;
+};
+
+/// A Gloo context whose every unbound buffer, hvactor's and Gloo's own,
+/// `abort` can stop: after connectFullMesh(), buffers are made through a
+/// transport context that wraps the connected one's.
+class abortable_context : public ::gloo::rendezvous::Context {
+public:
+  abortable_context(int rank, int size, std::shared_ptr<peer_abort> abort);
+
+  /// rendezvous::Context::connectFullMesh, then the wrapping.
+  void connect(::gloo::rendezvous::Store& store,
+               std::shared_ptr<::gloo::transport::Device>& device);
+
+private:
+  std::shared_ptr<peer_abort> abort_;
 };
 
 /// The value announced under "<prefix>/failed": "<announcer> <culprit>".

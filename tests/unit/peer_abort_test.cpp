@@ -22,6 +22,7 @@
 
 #include "collectives/gloo/peer_abort.hpp"
 
+using hvactor::collectives::abortable_context;
 using hvactor::collectives::announcement;
 using hvactor::collectives::parse_announcement;
 using hvactor::collectives::peer_abort;
@@ -74,30 +75,30 @@ TEST_CASE("once raised, every check throws the first announcement; later ones ch
 TEST_CASE("raise() wakes a ring allreduce waiting on a silent peer inside Gloo's own buffers") {
   using namespace std::chrono_literals;
   // Rank 1 connects and then never calls: rank 0's ring waits in its
-  // reduce-scatter on Gloo's scratch buffer, which no abortable_buffer
-  // wraps. Without raise() it would wait out its 30 s timeout.
+  // reduce-scatter on Gloo's scratch buffer, which the abortable context
+  // made too. Without raise() it would wait out its 30 s timeout.
   ::gloo::rendezvous::HashStore store;
   ::gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
   auto device = ::gloo::transport::tcp::CreateDevice(attr);
-  std::vector<std::shared_ptr<::gloo::rendezvous::Context>> ctx(2);
+  std::vector<std::shared_ptr<peer_abort>> abort{std::make_shared<peer_abort>(),
+                                                std::make_shared<peer_abort>()};
+  std::vector<std::shared_ptr<abortable_context>> ctx(2);
   std::vector<std::thread> connect;
   for (int r = 0; r < 2; ++r)
     connect.emplace_back([&, r] {
-      ctx[r] = std::make_shared<::gloo::rendezvous::Context>(r, 2);
+      ctx[r] = std::make_shared<abortable_context>(r, 2, abort[r]);
       ctx[r]->setTimeout(30s);
-      ctx[r]->connectFullMesh(store, device);
+      ctx[r]->connect(store, device);
     });
   for (auto& t : connect)
     t.join();
-  auto abort = std::make_shared<peer_abort>();
-  abort->attach(ctx[0]);
   std::vector<float> data(1 << 20, 1.0f); // 4 MiB: the ring
   auto started = std::chrono::steady_clock::now();
   auto call = std::async(std::launch::async, [&] {
     ::gloo::AllreduceOptions opts(ctx[0]);
     opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
-    opts.setOutput<float>(abort->buffer(*ctx[0], data.data(), data.size() * sizeof(float)));
+    opts.setOutput<float>(ctx[0]->createUnboundBuffer(data.data(), data.size() * sizeof(float)));
     opts.setReduceFunction([](void* c, const void* a, const void* b, size_t n) {
       auto* out = static_cast<float*>(c);
       for (size_t i = 0; i < n; ++i)
@@ -108,21 +109,18 @@ TEST_CASE("raise() wakes a ring allreduce waiting on a silent peer inside Gloo's
   });
   std::this_thread::sleep_for(300ms);
   REQUIRE(call.wait_for(0s) == std::future_status::timeout); // waiting on rank 1
-  abort->raise("peer rank 1 is unreachable", 1);
+  abort[0]->raise("peer rank 1 is unreachable", 1);
   REQUIRE(call.wait_for(5s) == std::future_status::ready);
   auto took = std::chrono::steady_clock::now() - started;
-  CHECK_THROWS_AS(call.get(), ::gloo::IoException);
+  CHECK_THROWS_AS(call.get(), peer_announced_failure);
   CHECK(took < 5s);
   try {
-    abort->check();
+    abort[0]->check();
     FAIL("check() did not throw");
   } catch (const peer_announced_failure& e) {
     CHECK(e.culprit == 1);
     CHECK(std::string{e.what()} == "peer rank 1 is unreachable");
   }
-  // The context may go before the abort that holds it weakly.
-  ctx.clear();
-  abort->raise("again");
 }
 
 } // TEST_SUITE

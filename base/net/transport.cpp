@@ -98,7 +98,23 @@ caf::expected<caf::strong_actor_ptr> connect(caf::actor_system& sys, const std::
     return ask<caf::node_id, caf::strong_actor_ptr, std::set<std::string>>(
       sys, connector(sys), bound, caf::connect_atom::value, host, port);
   };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   auto found = ask_connect(timeout);
+  // CAF 0.17.6 stamps a client connection "last seen" at the clock's epoch
+  // until the server's handshake arrives (basp_broker, connect_atom), so a
+  // heartbeat tick in between drops it at once with connection_timeout: a
+  // busy server (a worker loading its model) loses the race. Such a drop
+  // says nothing about the peer; try again while time is left.
+  while (!found && found.error() == caf::sec::connection_timeout) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left < knobs::connect_retry_min)
+      break;
+    log::debug("connecting to {}:{}: dropped during the handshake (connection_timeout); "
+               "trying again",
+               host, port);
+    found = ask_connect(left);
+  }
   if (!found) {
     // A timed-out ask leaves its connect running in the middleman actor
     // (CAF 0.17). If the handshake then completes while the caller's

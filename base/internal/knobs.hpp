@@ -154,10 +154,6 @@ using namespace std::chrono_literals;
 
 // -- connections (every process; identical everywhere) -----------------------
 
-/// transport::connect tries a connection that CAF dropped during its
-/// handshake again while at least this much of its timeout is left.
-inline constexpr auto connect_retry_min = 10ms;
-
 /// CAF heartbeat on every connection. Identical on every process: a
 /// one-sided setting drops healthy peers. Also keeps bytes flowing twice a
 /// second, which the TLS connection watchdog relies on.

@@ -108,7 +108,7 @@ caf::expected<caf::strong_actor_ptr> connect(caf::actor_system& sys, const std::
   while (!found && found.error() == caf::sec::connection_timeout) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
-    if (left < knobs::connect_retry_min)
+    if (left < std::chrono::milliseconds{10})
       break;
     log::debug("connecting to {}:{}: dropped during the handshake (connection_timeout); "
                "trying again",

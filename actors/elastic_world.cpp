@@ -81,6 +81,24 @@ void found(coord_actor self, std::vector<host_slots> hosts) {
   evaluate(self);
 }
 
+// A node that left the cluster's registry (the head lost it: its process
+// died or its link went down) takes its workers with it. Often the head
+// notices before this driver's own connection to the node times out; were
+// the node then only dropped from the hosts, the generation would change
+// gracefully and its survivors, which may wait on the lost workers inside
+// a collective, would wait out their Gloo timeout. A failure ends the
+// generation at once (its scope closed "a worker of it failed").
+void fail_workers_of_lost_nodes(coord_actor self) {
+  auto& st = self->state;
+  std::vector<int32_t> lost;
+  for (auto& [id, w] : st.workers)
+    if (!st.infos_by_node.count(w.node) && !is_gone(st, id) && !is_leaving(st, id)
+        && !w.returned)
+      lost.push_back(id);
+  for (auto id : lost)
+    worker_failed(self, id, "was lost with its node (the node left the cluster's registry)");
+}
+
 void poll_done(coord_actor self) {
   auto& st = self->state;
   if (st.ph != phase::stopping && st.ph != phase::stopped && !st.failure)
@@ -123,6 +141,7 @@ void poll_discovery(coord_actor self) {
         // hvactor-node agents are connected when a worker starts there.
         for (auto& node : take_view(self, view))
           st.el.shipped.erase(node);
+        fail_workers_of_lost_nodes(self);
         if (st.cfg.options.discovery.from_cluster()) {
           std::vector<host_slots> hosts;
           for (auto& n : view.nodes)

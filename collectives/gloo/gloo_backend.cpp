@@ -217,8 +217,9 @@ private:
     }
   }
 
-  // A wait on Gloo's own buffers (the ring's scratch) that an announced
-  // failure woke ends in Gloo's error: the announcement is the cause.
+  // Once a failure was announced, the peers close their connections too: a
+  // wait may see that close (Gloo's IoException) before its own abort. The
+  // announcement is the cause, and names whom to blame.
   [[noreturn]] void fail_gloo(const std::string& what, const std::string& gloo_text) {
     try {
       abort_->check();

@@ -10,7 +10,8 @@ Cases (each one cleans up after itself, also when it fails):
              both at their 198.18 addresses; a 4 MiB allreduce across the two
              nodes runs at 0.3-1.05 x 25 MB/s (the shaping is real); the
              command's exit status comes back; nothing is left.
-  foreground `up` in the foreground: link down/up cuts and restores a node (and
+  foreground `up --cpus 1` in the foreground: each node pinned to a core of its
+             own (the head to all); link down/up cuts and restores a node (and
              it rejoins the head), block/unblock cuts only head<->n2 while
              n1<->n2 passes, rate re-shapes, bad input exits 2; SIGTERM tears
              everything down.
@@ -19,6 +20,7 @@ Exit 77 (ctest: skipped) without root or `ip netns`.
 """
 import argparse
 import csv
+import json
 import os
 import re
 import secrets
@@ -172,10 +174,29 @@ def expect(env, name, src, dst, addr, want, tries=1):
     raise AssertionError(f"{src} -> {dst} ({addr}): {got}, expected {want}")
 
 
+def allowed_cores(pid):
+    return os.sched_getaffinity(int(pid))
+
+
+def check_cores(name):
+    """With --cpus 1 each node gets a core of its own while the machine
+    has one (its workers bind within it); the head keeps every core."""
+    with open(f"/run/hvactor-netcluster/{name}/state.json") as f:
+        pids = json.load(f)["pids"]
+    machine = sorted(os.sched_getaffinity(0))
+    head, n1, n2 = (allowed_cores(pids[x]) for x in ("head", "n1", "n2"))
+    assert head == set(machine), f"head pinned: {head}"
+    if len(machine) >= 2:
+        assert n1 == {machine[0]} and n2 == {machine[1]}, f"n1 {n1}, n2 {n2}, machine {machine}"
+    else:
+        assert n1 == n2 == set(machine), f"n1 {n1}, n2 {n2}"
+
+
 def case_foreground(env, name):
-    fg = Foreground(env.up_args(name))
+    fg = Foreground(env.up_args(name, "--cpus", "1"))
     try:
         fg.wait_up()
+        check_cores(name)
         a = {"head": "198.18.0.1", "n1": "198.18.0.11", "n2": "198.18.0.12"}
         rc, out = env.nc("up", "--name", name, "--node-bin", env.node_bin, check=False)
         assert rc == 2 and "exists" in out, f"a second up with the same name: {rc} {out}"

@@ -128,6 +128,11 @@ if [ "$(nproc)" -ge 2 ]; then
   timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --bind-to none > "$T/nobind.out" 2>&1 \
     && ! grep -q "bound to" "$T/nobind.out" && echo "ok: --bind-to none leaves the ranks unbound" \
     || fail "--bind-to none: $(tail -3 "$T/nobind.out")"
+  # Over Gloo a pinned rank shares its core with Gloo's device thread: auto leaves it unbound.
+  timeout 120 "$BENCH" allreduce -np 2 -e 1K -f 16 --iters 3 --check --backend gloo > "$T/gloobind.out" 2>&1 \
+    && ! grep -q "bound to" "$T/gloobind.out" && grep -q "allreduce: gloo" "$T/gloobind.out" \
+    && echo "ok: --bind-to auto leaves --backend gloo's ranks unbound" \
+    || fail "--bind-to auto --backend gloo: $(tail -3 "$T/gloobind.out")"
 fi
 
 # The Gloo path too, and its path is reported.

@@ -47,7 +47,15 @@ void engine::loop() {
       cv_.wait(lk, [&] { return stopping_ && !busy_; });
       return;
     }
-    bool woken = cv_.wait_until(lk, last_round_ + heartbeat(),
+    // While another thread holds busy_ it runs the rounds, heartbeats
+    // included; one of its rounds may outlast the heartbeat (a 64 MiB
+    // allreduce on a 1 Gbit/s link), and a deadline already past would
+    // have this thread spin on it until the round ends: wait a heartbeat
+    // from now instead (the holder wakes this thread if it leaves work).
+    auto due = last_round_ + heartbeat();
+    if (busy_)
+      due = std::max(due, std::chrono::steady_clock::now() + heartbeat());
+    bool woken = cv_.wait_until(lk, due,
                                 [&] { return !busy_ && (has_work_locked() || stopping_); });
     if (busy_)
       continue;

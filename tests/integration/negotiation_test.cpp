@@ -4,11 +4,14 @@
 // get exact results; the same name with two shapes fails every rank.
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <mutex>
 #include <thread>
 #include <string>
@@ -113,6 +116,37 @@ std::string wait_for_dead_peer(std::string dir) {
   return outcome;
 }
 
+/// Rank 1 stops itself (SIGSTOP, a forked child sends SIGCONT after
+/// `ms`) before its allreduce, so that rank 0's one round waits that long
+/// on its own thread; returns the CPU seconds rank 0's process used
+/// meanwhile, or -1 on the other ranks.
+double cpu_during_long_round(int ms) {
+  hvactor::test::hvd_session s;
+  std::vector<float> x(8, 1.0f);
+  hvd::allreduce(std::span<float>(x), hvd::op::sum);
+  if (hvd::rank() == 1) {
+    pid_t self = ::getpid();
+    if (::fork() == 0) {
+      ::usleep(static_cast<useconds_t>(ms) * 1000);
+      ::kill(self, SIGCONT);
+      ::_exit(0);
+    }
+    ::raise(SIGSTOP);
+  }
+  auto cpu = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec)
+           + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  double before = cpu();
+  hvd::allreduce(std::span<float>(x), hvd::op::sum);
+  double used = cpu() - before;
+  if (x[0] != 4.0f) // two sums of 1 + 1
+    throw std::runtime_error("wrong sum " + std::to_string(x[0]));
+  return hvd::rank() == 0 ? used : -1;
+}
+
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -165,6 +199,25 @@ TEST_CASE("the same name with different sizes on two ranks fails every rank with
       CHECK(contains(errors[r], "rank 0 sent a tensor 'w' of 10 elements"));
       CHECK(contains(errors[r], "rank 1 sent one of 11"));
     }
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("a round that outlasts the negotiation heartbeat on the caller's thread leaves the "
+          "engine thread asleep: rank 0 uses little CPU while a stopped peer holds it 1.4 s") {
+  // The job's timeout of 3 s makes the heartbeat 750 ms; a stop of 1.4 s
+  // stays inside CAF's 2 s connection timeout. The engine thread once
+  // spun on the heartbeat's past deadline for the rest of such a round:
+  // 0.6 s of CPU or more here.
+  for (const char* shm : {"1", "0"}) {
+    CAPTURE(shm);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 3s}),
+                         {.num_workers = 2, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+    ex.start();
+    auto used = ex.run(&cpu_during_long_round, 1400);
+    REQUIRE(used.size() == 2);
+    CHECK(used[0] >= 0.0);
+    CHECK(used[0] < 0.25);
     ex.shutdown();
   }
 }

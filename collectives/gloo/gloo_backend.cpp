@@ -183,6 +183,10 @@ public:
     return "gloo";
   }
 
+  void interrupt(const std::string& why) override {
+    abort_->raise(why);
+  }
+
 private:
   // Every buffer, this one and those Gloo's algorithms make for
   // themselves, comes from the abortable context, so that a peer's

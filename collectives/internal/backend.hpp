@@ -149,6 +149,15 @@ public:
   virtual void finish() {
   }
 
+  /// From any thread: the call in progress on another thread fails now
+  /// (with `why`) instead of waiting for its peers, and so does every
+  /// later one. Used when work this backend's call was part of failed
+  /// elsewhere (the hierarchical pipeline). Backends without waits of
+  /// their own ignore it.
+  virtual void interrupt(const std::string& why) {
+    (void)why;
+  }
+
   /// Orders the work queued from now on after `ready`, a CUDA event the
   /// caller recorded on its stream (device backends: the GPU waits, not
   /// the host); host backends have nothing to order.

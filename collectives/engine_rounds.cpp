@@ -52,11 +52,18 @@ void engine::loop() {
     // allreduce on a 1 Gbit/s link), and a deadline already past would
     // have this thread spin on it until the round ends: wait a heartbeat
     // from now instead (the holder wakes this thread if it leaves work).
-    auto due = last_round_ + heartbeat();
-    if (busy_)
-      due = std::max(due, std::chrono::steady_clock::now() + heartbeat());
-    bool woken = cv_.wait_until(lk, due,
-                                [&] { return !busy_ && (has_work_locked() || stopping_); });
+    // A rank alone has no peer to keep company: no heartbeat rounds (one
+    // at start raced the first synchronous call onto the queued path).
+    auto wanted = [&] { return !busy_ && (has_work_locked() || stopping_); };
+    bool woken = true;
+    if (topo_.size == 1) {
+      cv_.wait(lk, wanted);
+    } else {
+      auto due = last_round_ + heartbeat();
+      if (busy_)
+        due = std::max(due, std::chrono::steady_clock::now() + heartbeat());
+      woken = cv_.wait_until(lk, due, wanted);
+    }
     if (busy_)
       continue;
     if (stopping_) {

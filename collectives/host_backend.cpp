@@ -3,19 +3,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <functional>
-#include <mutex>
 #include <numeric>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "collectives/gloo/gloo_backend.hpp"
+#include "collectives/internal/cross_pipeline.hpp"
 #include "hvactor/errors.hpp"
 #include "base/internal/knobs.hpp"
 #include "base/internal/log.hpp"
@@ -50,91 +46,6 @@ std::string mib(size_t bytes) {
 /// A hierarchical allreduce of at least twice this much is pipelined in
 /// chunks of it (hierarchical_allreduce).
 constexpr size_t hierarchical_chunk_bytes = size_t{4} << 20;
-
-/// The cross-node half of a pipelined hierarchical allreduce: a thread
-/// that runs the jobs handed to it, in order, each a call on the
-/// cross-node backend. Destroyed before every job ran (the caller
-/// failed), it drops the jobs not yet started and interrupts the running
-/// one, so that nothing outlives the call.
-class cross_pipeline {
-public:
-  explicit cross_pipeline(backend& cross) : cross_(cross), thread_([this] { run(); }) {
-  }
-
-  cross_pipeline(const cross_pipeline&) = delete;
-  cross_pipeline& operator=(const cross_pipeline&) = delete;
-
-  ~cross_pipeline() {
-    bool running;
-    {
-      std::lock_guard lock(mutex_);
-      closed_ = true;
-      running = running_;
-    }
-    cv_.notify_all();
-    if (running)
-      cross_.interrupt("hvd: the node-local part of this hierarchical allreduce failed");
-    thread_.join();
-  }
-
-  void submit(std::function<void()> job) {
-    {
-      std::lock_guard lock(mutex_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_all();
-  }
-
-  /// Waits until the first `n` jobs finished; rethrows the first failure.
-  /// Every job's own waits are bounded (the backend's timeout).
-  void wait(size_t n) {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return done_ >= n || error_; });
-    if (error_)
-      std::rethrow_exception(error_);
-  }
-
-private:
-  void run() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return closed_ || !jobs_.empty(); });
-        if (closed_)
-          return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-        running_ = true;
-      }
-      try {
-        job();
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        error_ = std::current_exception();
-        running_ = false;
-        cv_.notify_all();
-        return;
-      }
-      {
-        std::lock_guard lock(mutex_);
-        running_ = false;
-        ++done_;
-      }
-      cv_.notify_all();
-    }
-  }
-
-  backend& cross_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  size_t done_ = 0;
-  bool running_ = false;
-  bool closed_ = false;
-  std::exception_ptr error_;
-  std::thread thread_;
-};
 
 class host_backend : public backend {
 public:

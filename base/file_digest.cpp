@@ -90,4 +90,26 @@ std::string sha256_bytes(std::span<const char> bytes) {
   return finish_hex(ctx.get());
 }
 
+struct sha256_stream::impl {
+  md_ctx_ptr ctx = new_sha256();
+};
+
+sha256_stream::sha256_stream() : impl_(std::make_unique<impl>()) {
+}
+
+sha256_stream::~sha256_stream() = default;
+sha256_stream::sha256_stream(sha256_stream&&) noexcept = default;
+sha256_stream& sha256_stream::operator=(sha256_stream&&) noexcept = default;
+
+void sha256_stream::update(std::span<const char> bytes) {
+  if (EVP_DigestUpdate(impl_->ctx.get(), bytes.data(), bytes.size()) != 1)
+    throw error("sha256: OpenSSL digest update failed");
+}
+
+std::string sha256_stream::finish() {
+  auto hex = finish_hex(impl_->ctx.get());
+  impl_->ctx = new_sha256();
+  return hex;
+}
+
 } // namespace hvactor

@@ -18,6 +18,7 @@
 #include "base/internal/log.hpp"
 #include "base/internal/process_system.hpp"
 #include "base/net/net.hpp"
+#include "train/internal/checkpoint_stream.hpp"
 #include "train/internal/train_protocol.hpp"
 #include "base/net/transport.hpp"
 
@@ -43,7 +44,12 @@ struct progress_state {
   std::map<int32_t, std::vector<char>> metrics;
   std::map<int32_t, caf::typed_response_promise<std::string>> answers;
   uint32_t chunk_count = 0;
-  std::map<uint32_t, std::vector<char>> chunks;
+  /// Rank 0's checkpoint of report `next` as it streams in: written under
+  /// `partial` chunk by chunk (chunks_fed so far), or why it was refused.
+  std::unique_ptr<checkpoint_sink> sink;
+  fs::path partial;
+  uint32_t chunks_fed = 0;
+  std::string sink_error;
   /// Report `next`, complete and persisted, until the trainer takes it.
   std::optional<train_event> complete;
   /// The report handed over last: a trainer whose wait timed out as it
@@ -56,18 +62,31 @@ struct progress_state {
   /// What ended the attempt (kind rank_failed or failed), once known.
   std::optional<train_event> end;
   static inline const char* name = "train_progress";
+
+  /// Drops a checkpoint that did not complete: nothing of it stays.
+  void drop_partial() {
+    sink.reset();
+    if (!partial.empty()) {
+      std::error_code ec;
+      fs::remove_all(partial, ec);
+      partial.clear();
+    }
+    chunks_fed = 0;
+  }
+
+  ~progress_state() {
+    drop_partial();
+  }
 };
 
 using progress_actor = train_progress::stateful_pointer<progress_state>;
 
-fs::path persist(const progress_config& cfg, const std::vector<char>& archive) {
-  auto index = next_checkpoint_index(cfg.run_dir);
-  auto final_dir = cfg.run_dir / checkpoint_dir_name(index);
-  auto partial = cfg.run_dir / (".partial_" + checkpoint_dir_name(index));
-  std::error_code ec;
-  fs::remove_all(partial, ec);
-  extract_archive(archive, partial);
+// The streamed checkpoint in `partial` becomes checkpoint_NNNNNN.
+fs::path persist(const progress_config& cfg, const fs::path& partial) {
+  auto name = partial.filename().string().substr(std::string_view{".partial_"}.size());
+  auto final_dir = cfg.run_dir / name;
   fs::rename(partial, final_dir);
+  std::error_code ec;
   if (auto keep = cfg.num_to_keep) {
     // By index: the newest `keep` stay.
     std::vector<std::pair<int64_t, fs::path>> all;
@@ -108,27 +127,23 @@ void complete_report(progress_actor self) {
     ev.metrics.push_back(std::move(m));
   if (st.chunk_count > 0) {
     try {
-      std::vector<char> archive;
-      size_t total = 0;
-      for (auto& [no, bytes] : st.chunks)
-        total += bytes.size();
-      archive.reserve(total);
-      for (uint32_t i = 0; i < st.chunk_count; ++i) {
-        auto it = st.chunks.find(i);
-        if (it == st.chunks.end())
-          throw std::runtime_error(fmt::format("chunk {} of {} never came", i, st.chunk_count));
-        archive.insert(archive.end(), it->second.begin(), it->second.end());
-        st.chunks.erase(it);
-      }
-      ev.checkpoint_dir = persist(st.cfg, archive).string();
+      if (!st.sink_error.empty())
+        throw std::runtime_error(st.sink_error);
+      if (!st.sink || st.chunks_fed != st.chunk_count || !st.sink->complete())
+        throw std::runtime_error(fmt::format("{} of its {} chunks came", st.chunks_fed,
+                                             st.chunk_count));
+      st.sink.reset();
+      ev.checkpoint_dir = persist(st.cfg, st.partial).string();
+      st.partial.clear();
     } catch (const std::exception& e) {
       ev.failure = fmt::format("the driver could not persist the checkpoint of report {}: {}",
                                st.next + 1, e.what());
       log::error("train: {}", ev.failure);
     }
   }
+  st.drop_partial();
+  st.sink_error.clear();
   st.metrics.clear();
-  st.chunks.clear();
   st.chunk_count = 0;
   st.complete = std::move(ev);
 }
@@ -164,17 +179,39 @@ caf::error refused(const std::string& what) {
   return make_error(error_kind::generic, "train::report: " + what);
 }
 
+// Writes chunk `no` of rank 0's checkpoint stream as it comes (in order:
+// CAF keeps one sender's messages in order); the first one opens the
+// partial directory. A refused stream is dropped at once, and the report
+// fails with the reason.
 caf::result<bool> on_chunk(progress_actor self, train_chunk& c) {
   auto& st = self->state;
   if (c.index != st.next || st.complete)
     return refused(fmt::format("a checkpoint chunk for report {} while the driver collects "
                                "report {}",
                                c.index + 1, st.next + 1));
-  if (c.bytes.size() > knobs::ship_chunk_bytes || c.no >= max_chunks || st.chunks.count(c.no))
-    return refused(fmt::format("checkpoint chunk {} of report {} is oversized or repeated", c.no,
-                               c.index + 1));
-  st.chunks.emplace(c.no, std::move(c.bytes));
-  return true;
+  if (!st.sink_error.empty())
+    return refused(st.sink_error);
+  try {
+    if (c.no != st.chunks_fed || c.no >= max_chunks)
+      throw std::runtime_error(fmt::format("chunk {} came where chunk {} was due", c.no,
+                                           st.chunks_fed));
+    if (c.no == 0) {
+      st.drop_partial();
+      st.partial = st.cfg.run_dir
+                   / (".partial_" + checkpoint_dir_name(next_checkpoint_index(st.cfg.run_dir)));
+      std::error_code ec;
+      fs::remove_all(st.partial, ec);
+      st.sink = std::make_unique<checkpoint_sink>(st.partial);
+    }
+    st.sink->feed(c.bytes);
+    ++st.chunks_fed;
+    return true;
+  } catch (const std::exception& e) {
+    st.sink_error = fmt::format("checkpoint of report {} refused: {}", c.index + 1, e.what());
+    log::error("train: {}", st.sink_error);
+    st.drop_partial();
+    return refused(st.sink_error);
+  }
 }
 
 caf::result<std::string> on_report(progress_actor self, train_report& r) {

@@ -330,7 +330,8 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
       put_chunked(set, keys::data(name, r), ds.shard(r, size, opts.dataset_config).to_bytes());
   }
   if (resume) {
-    put_chunked(set, keys::resume, archive_directory(resume.path()));
+    checkpoint_source source{resume.path()};
+    put_stream(set, keys::resume, source);
     spec.has_resume = true;
     spec.resume_name = fs::path{resume.path()}.filename().string();
   }

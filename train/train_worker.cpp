@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
 #include <filesystem>
 #include <random>
 
@@ -20,6 +21,7 @@
 #include "base/internal/process.hpp"
 #include "base/internal/process_system.hpp"
 #include "collectives/internal/rendezvous_client.hpp"
+#include "train/internal/checkpoint_stream.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
 #include "base/net/transport.hpp"
@@ -131,9 +133,11 @@ checkpoint get_checkpoint() {
   if (!s.spec.has_resume)
     return {};
   if (!s.resume_fetched) {
-    auto bytes = get_chunked(s.get_many(), keys::resume);
-    auto dir = s.scratch() / (s.spec.resume_name.empty() ? "checkpoint" : s.spec.resume_name);
-    extract_archive(bytes, dir);
+    auto& name = s.spec.resume_name;
+    bool plain = !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+    auto dir = s.scratch() / (plain ? name : std::string{"checkpoint"});
+    checkpoint_sink sink{dir};
+    get_stream(s.get_many(), keys::resume, sink);
     s.resume = checkpoint::from_directory(dir.string());
     s.resume_fetched = true;
   }
@@ -142,41 +146,40 @@ checkpoint get_checkpoint() {
 
 namespace {
 
-// Receives the answers to `ids` (tr_chunk's), each within `timeout`.
-void receive_acks(caf::blocking_actor& self, std::vector<caf::message_id>& ids,
-                  std::chrono::milliseconds timeout, uint64_t report) {
-  for (auto id : ids) {
-    caf::error err = caf::sec::request_timeout;
-    caf::blocking_actor::accept_one_cond until_one;
-    self.varargs_receive(
-      until_one, id, [&](bool) { err = caf::error{}; }, [&](caf::error& e) { err = std::move(e); },
-      caf::after(wait_bound(timeout)) >> [] {});
-    if (err)
-      throw error(fmt::format("train::report: the checkpoint of report {} did not reach the "
-                              "driver: {}",
-                              report + 1, describe(err)));
-  }
-  ids.clear();
+// Receives the answer to a tr_chunk request within `timeout`.
+void receive_ack(caf::blocking_actor& self, caf::message_id id, std::chrono::milliseconds timeout,
+                 uint64_t report) {
+  caf::error err = caf::sec::request_timeout;
+  caf::blocking_actor::accept_one_cond until_one;
+  self.varargs_receive(
+    until_one, id, [&](bool) { err = caf::error{}; }, [&](caf::error& e) { err = std::move(e); },
+    caf::after(wait_bound(timeout)) >> [] {});
+  if (err)
+    throw error(fmt::format("train::report: the checkpoint of report {} did not reach the "
+                            "driver: {}",
+                            report + 1, describe(err)));
 }
 
-// Rank 0's checkpoint archive to the driver in ship_chunk_bytes chunks,
-// train_chunks_in_flight at a time; the chunk count.
-uint32_t send_checkpoint(worker_session& s, uint64_t i, const std::vector<char>& archive) {
-  auto chunk = knobs::ship_chunk_bytes;
-  auto count = std::max<size_t>(1, (archive.size() + chunk - 1) / chunk);
+// Rank 0's checkpoint directory to the driver as a stream of
+// ship_chunk_bytes chunks (internal/checkpoint_stream.hpp), read from disk
+// as they go, at most train_chunks_in_flight unanswered; the chunk count.
+uint32_t send_checkpoint(worker_session& s, uint64_t i, const fs::path& dir) {
+  checkpoint_source source{dir};
   caf::scoped_actor self{*s.sys};
-  std::vector<caf::message_id> ids;
-  for (size_t n = 0; n < count; ++n) {
-    auto begin = archive.begin() + static_cast<ptrdiff_t>(std::min(archive.size(), n * chunk));
-    auto end = archive.begin() + static_cast<ptrdiff_t>(std::min(archive.size(), (n + 1) * chunk));
-    train_chunk c{i, static_cast<uint32_t>(n), std::vector<char>(begin, end)};
-    // Bounded by the receive (receive_acks), as ask() does.
+  std::deque<caf::message_id> ids;
+  uint32_t count = 0;
+  while (auto bytes = source.next()) {
+    if (ids.size() == knobs::train_chunks_in_flight) {
+      receive_ack(*self, ids.front(), s.timeout(), i);
+      ids.pop_front();
+    }
+    train_chunk c{i, count++, std::move(*bytes)};
+    // Bounded by the receive (receive_ack), as ask() does.
     ids.push_back(self->request(s.progress, caf::infinite, tr_chunk_atom_v, std::move(c)).id());
-    if (ids.size() == knobs::train_chunks_in_flight)
-      receive_acks(*self, ids, s.timeout(), i);
   }
-  receive_acks(*self, ids, s.timeout(), i);
-  return static_cast<uint32_t>(count);
+  for (auto id : ids)
+    receive_ack(*self, id, s.timeout(), i);
+  return count;
 }
 
 } // namespace
@@ -189,7 +192,7 @@ void report(const metrics& m, const checkpoint& ckpt) {
   auto i = s.next_report++;
   int rank = s.ctx.world_rank();
   bool with_checkpoint = rank == 0 && static_cast<bool>(ckpt);
-  uint32_t chunks = with_checkpoint ? send_checkpoint(s, i, archive_directory(ckpt.path())) : 0;
+  uint32_t chunks = with_checkpoint ? send_checkpoint(s, i, ckpt.path()) : 0;
   train_report r{rank, i, encode_report(m, with_checkpoint), chunks};
   // Answered once every rank reported and the driver recorded it (the
   // other ranks may still be in their epoch).

@@ -9,6 +9,11 @@
 //                [--kill-rank R --kill-epoch E] [--throw-rank R --throw-epoch E]
 //                [--resume DIR] [--ckpt-bytes B] [--short-rank R]
 //                [--equal 0|1]   (dataset_config.equal; default 1)
+//                [--sparse-gib G] (rank 0's checkpoints also hold a sparse
+//                 file of G GiB, an empty file and an empty directory, under
+//                 names with spaces and non-ASCII letters)
+//                [--kill-mid-report-epoch E] (rank 0 of the first attempt
+//                 SIGKILLs itself 150 ms into report E's checkpoint transfer)
 //
 // Prints key=value lines: "history ..." per report of rank 0, "shard ..."
 // per rank of the last report, "checkpoint path=... intact=0|1", and
@@ -17,8 +22,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,6 +56,34 @@ std::string payload(int64_t bytes, int epoch) {
 std::string read(const fs::path& p) {
   std::ifstream in{p, std::ios::binary};
   return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+const char* sparse_name = "sparse ñandú.bin";
+
+/// Marks at the start, the middle and the end of an otherwise empty file.
+bool sparse_intact(const fs::path& p, uint64_t size) {
+  if (!fs::exists(p) || fs::file_size(p) != size)
+    return false;
+  int fd = ::open(p.c_str(), O_RDONLY);
+  char buf[8] = {};
+  bool ok = ::pread(fd, buf, 4, 0) == 4 && std::string(buf, 4) == "head"
+            && ::pread(fd, buf, 6, static_cast<off_t>(size / 2)) == 6
+            && std::string(buf, 6) == "middle"
+            && ::pread(fd, buf, 4, static_cast<off_t>(size - 4)) == 4
+            && std::string(buf, 4) == "tail" && ::pread(fd, buf, 4, 4096) == 4
+            && std::string(buf, 4) == std::string(4, '\0');
+  ::close(fd);
+  return ok;
+}
+
+void write_sparse(const fs::path& p, uint64_t size) {
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  bool ok = ::pwrite(fd, "head", 4, 0) == 4
+            && ::pwrite(fd, "middle", 6, static_cast<off_t>(size / 2)) == 6
+            && ::pwrite(fd, "tail", 4, static_cast<off_t>(size - 4)) == 4;
+  ::close(fd);
+  if (!ok)
+    throw std::runtime_error("cannot write the sparse file");
 }
 
 int64_t cfg(const train::context& ctx, const char* key, int64_t fallback) {
@@ -87,6 +124,16 @@ void loop(train::context& ctx) {
     fs::create_directories(dir / "sub");
     std::ofstream{dir / "epoch"} << epoch;
     std::ofstream{dir / "sub" / "payload", std::ios::binary} << payload(bytes, epoch);
+    if (auto gib = cfg(ctx, "sparse_gib", 0); gib > 0) {
+      fs::create_directories(dir / "empty dir ü");
+      std::ofstream{dir / "sub" / "empty file"};
+      write_sparse(dir / "sub" / sparse_name, static_cast<uint64_t>(gib) << 30);
+    }
+    if (ctx.attempt() == 0 && rank == 0 && epoch == cfg(ctx, "kill_mid_report_epoch", -1))
+      std::thread{[] {
+        std::this_thread::sleep_for(std::chrono::milliseconds{150});
+        ::kill(::getpid(), SIGKILL);
+      }}.detach();
     train::report({{"epoch", epoch},
                    {"rank", rank},
                    {"rows", shard.count()},
@@ -137,7 +184,7 @@ int main(int argc, char** argv) {
     if (auto resume = opt("--resume", ""); !resume.empty())
       o.resume_from_checkpoint = train::checkpoint::from_directory(resume);
     for (auto key : {"epochs", "ckpt_bytes", "kill_rank", "kill_epoch", "throw_rank",
-                     "throw_epoch", "short_rank"}) {
+                     "throw_epoch", "short_rank", "sparse_gib", "kill_mid_report_epoch"}) {
       std::string flag = "--" + std::string{key};
       std::replace(flag.begin(), flag.end(), '_', '-');
       auto v = opt(flag, "");
@@ -155,6 +202,10 @@ int main(int argc, char** argv) {
       auto dir = fs::path{r.checkpoint.path()};
       auto epoch = std::stoi(read(dir / "epoch"));
       bool intact = read(dir / "sub" / "payload") == payload(num("--ckpt-bytes", 16), epoch);
+      if (auto gib = num("--sparse-gib", 0); gib > 0)
+        intact = intact && fs::is_directory(dir / "empty dir ü")
+                 && fs::file_size(dir / "sub" / "empty file") == 0
+                 && sparse_intact(dir / "sub" / sparse_name, static_cast<uint64_t>(gib) << 30);
       std::cout << "checkpoint path=" << dir.string() << " epoch=" << epoch
                 << " intact=" << intact << "\n";
     }

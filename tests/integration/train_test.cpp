@@ -166,6 +166,38 @@ TEST_CASE("a worker killed at epoch 2 of 4: max_failures = 1 restarts from check
   CHECK(parse_fields(rest_of(r.out, "checkpoint"))["epoch"] == "3");
 }
 
+TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, streamed") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "2", "--epochs", "2", "--sparse-gib", "4", "--name", "big"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  auto ck = parse_fields(rest_of(r.out, "checkpoint"));
+  CHECK(ck["intact"] == "1");
+  CHECK(ck["epoch"] == "1");
+  CHECK(checkpoints(dir.path() / "results" / "big")
+        == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001"});
+}
+
+TEST_CASE("rank 0 killed mid-transfer: no partial checkpoint stays, the fit resumes from the last") {
+  temp_dir dir;
+  // 256 MiB: the transfer takes longer than the 150 ms before the kill.
+  auto r = train(dir, {"--workers", "2", "--epochs", "3", "--ckpt-bytes",
+                       std::to_string(256 << 20), "--kill-mid-report-epoch", "1",
+                       "--max-failures", "1", "--name", "midway"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  CHECK(r.out.find("restarting from checkpoint_000000") != std::string::npos);
+  auto history = records(r.out, "history");
+  REQUIRE(history.size() == 3);
+  CHECK(history[1]["attempt"] == "1");
+  auto ck = parse_fields(rest_of(r.out, "checkpoint"));
+  CHECK(ck["intact"] == "1");
+  CHECK(ck["epoch"] == "2");
+  CHECK(checkpoints(dir.path() / "results" / "midway")
+        == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001",
+                                    "checkpoint_000002"});
+}
+
 TEST_CASE("a worker killed with max_failures = 0 fails the fit with the worker's error") {
   temp_dir dir;
   auto r = train(dir, {"--workers", "3", "--epochs", "4", "--kill-rank", "1", "--kill-epoch", "2",

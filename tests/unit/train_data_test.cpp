@@ -1,6 +1,6 @@
 // hvactor::train's data layer alone: sharding properties (any rows, any
 // world size), batches, CSV, the byte forms of shards, metrics and
-// checkpoint archives (round trips, and garbage that must be an error).
+// chunked values and checkpoint streams through a store (round trips, a cut stream).
 
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include "hvactor/train.hpp"
+#include "base/internal/knobs.hpp"
 #include "train/internal/byte_codec.hpp"
 #include "train/internal/train_protocol.hpp"
 
@@ -304,7 +305,7 @@ TEST_CASE("metrics and reports round-trip with their types") {
   CHECK_THROWS_AS(train::decode_values({'\x05', 0, 0, 0}), hvactor::error);
 }
 
-TEST_CASE("checkpoint archives: a directory tree round-trips; unsafe paths are refused") {
+TEST_CASE("chunked values and checkpoint streams round-trip through a store") {
   scratch dir;
   auto src = dir.path / "src";
   fs::create_directories(src / "a" / "b");
@@ -312,45 +313,44 @@ TEST_CASE("checkpoint archives: a directory tree round-trips; unsafe paths are r
   std::ofstream{src / "top.txt"} << "top";
   std::string big(5'000'000, 'z');
   std::ofstream{src / "a" / "b" / "big.bin", std::ios::binary} << big;
-  auto bytes = train::archive_directory(src);
+
+  // Through a map, as through the job's store.
+  std::map<std::string, std::vector<char>> store;
+  auto set = [&](std::vector<std::pair<std::string, std::vector<char>>> entries) {
+    for (auto& [k, v] : entries)
+      store[k] = std::move(v);
+  };
+  auto get = [&](const std::vector<std::string>& keys) {
+    std::vector<std::vector<char>> out;
+    for (auto& k : keys)
+      out.push_back(store.at(k));
+    return out;
+  };
+  train::checkpoint_source source{src};
+  train::put_stream(set, "resume", source);
+  CHECK(store.size() == 3); // two chunks of at most 4 MiB, and the count
   auto out = dir.path / "out";
-  train::extract_archive(bytes, out);
+  train::checkpoint_sink sink{out};
+  train::get_stream(get, "resume", sink);
   CHECK(fs::is_directory(out / "empty"));
   CHECK(fs::file_size(out / "a" / "b" / "big.bin") == big.size());
   std::ifstream in{out / "top.txt"};
   std::string text;
   in >> text;
   CHECK(text == "top");
+  // A stream cut short is an error, not a partial checkpoint taken as whole.
+  store["cut#n"] = store["resume#n"];
+  store["cut#0"] = store["resume#0"];
+  store["cut#1"] = std::vector<char>(store["resume#1"].begin(), store["resume#1"].begin() + 100);
+  train::checkpoint_sink cut{dir.path / "cut"};
+  CHECK_THROWS_AS(train::get_stream(get, "cut", cut), hvactor::error);
 
-  // Chunked through a map, as through the store.
-  std::map<std::string, std::vector<char>> store;
-  train::put_chunked(
-    [&](std::vector<std::pair<std::string, std::vector<char>>> entries) {
-      for (auto& [k, v] : entries)
-        store[k] = std::move(v);
-    },
-    "ckpt/0", bytes);
-  CHECK(store.size() == 3); // two chunks of at most 4 MiB, and the count
-  auto back = train::get_chunked(
-    [&](const std::vector<std::string>& keys) {
-      std::vector<std::vector<char>> out;
-      for (auto& k : keys)
-        out.push_back(store.at(k));
-      return out;
-    },
-    "ckpt/0");
-  CHECK(back == bytes);
-
-  // An archive naming "../escape" must not write outside the directory.
-  hvactor::byte_writer w;
-  w.raw("HVCK", 4);
-  w.u32(1);
-  w.u32(1);
-  w.u8(0);
-  w.str("../escape");
-  w.u64(1);
-  w.raw("x", 1);
-  CHECK_THROWS_AS(train::extract_archive(w.take(), dir.path / "evil"), hvactor::error);
-  CHECK(!fs::exists(dir.path / "escape"));
-  CHECK_THROWS_AS(train::archive_directory(dir.path / "missing"), hvactor::error);
+  // Plain chunked values: empty, one byte short of a chunk, several chunks.
+  for (size_t n : {size_t{0}, hvactor::knobs::ship_chunk_bytes - 1, size_t{9'000'001}}) {
+    std::vector<char> value(n);
+    for (size_t i = 0; i < n; ++i)
+      value[i] = static_cast<char>(i * 31);
+    train::put_chunked(set, "v" + std::to_string(n), value);
+    CHECK(train::get_chunked(get, "v" + std::to_string(n)) == value);
+  }
 }

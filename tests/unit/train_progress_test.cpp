@@ -17,6 +17,7 @@
 #include "base/internal/caf_error.hpp"
 #include "base/internal/knobs.hpp"
 #include "base/internal/process_system.hpp"
+#include "train/internal/checkpoint_stream.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
 
@@ -77,20 +78,19 @@ TEST_SUITE("train_progress") {
 TEST_CASE("every rank is answered when the trainer takes the report, its checkpoint persisted") {
   run_fixture run{2};
   caf::scoped_actor self{*run.sys};
-  // A checkpoint of two chunks: one file of 1.5 chunks.
+  // A checkpoint of two chunks: one file of 1.5 chunks, streamed.
   fs::path src = run.dir / "src";
   fs::create_directories(src);
   std::string body(hvactor::knobs::ship_chunk_bytes * 3 / 2, 'x');
   std::ofstream{src / "model.pt"} << body;
-  auto archive = train::archive_directory(src);
-  auto half = archive.begin() + static_cast<ptrdiff_t>(hvactor::knobs::ship_chunk_bytes);
-  for (uint32_t no = 0; no < 2; ++no) {
-    std::vector<char> part = no == 0 ? std::vector<char>(archive.begin(), half)
-                                     : std::vector<char>(half, archive.end());
+  train::checkpoint_source stream{src};
+  uint32_t no = 0;
+  while (auto part = stream.next()) {
     auto ok = hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v,
-                                 train::train_chunk{0, no, std::move(part)});
+                                 train::train_chunk{0, no++, std::move(*part)});
     REQUIRE(ok);
   }
+  REQUIRE(no == 2);
   auto a0 = run.send(self, report_of(0, 0, 2));
   auto a1 = run.send(self, report_of(1, 0));
   auto ev = run.await(0);
@@ -126,14 +126,43 @@ TEST_CASE("a peer cannot make the driver hold oversized or unexpected messages")
   auto chunk = [&](train::train_chunk c) {
     return hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v, std::move(c));
   };
-  CHECK_FALSE(chunk({0, 0, std::vector<char>(hvactor::knobs::ship_chunk_bytes + 1)}));
-  CHECK_FALSE(chunk({5, 0, {'a'}}));
-  CHECK(chunk({0, 0, {'a'}}));
-  CHECK_FALSE(chunk({0, 0, {'a'}})); // repeated
+  fs::path src = run.dir / "src";
+  fs::create_directories(src);
+  std::ofstream{src / "w.bin"} << std::string(100, 'w');
+  auto first_chunk = *train::checkpoint_source{src}.next();
+  CHECK_FALSE(chunk({5, 0, first_chunk})); // not the report being collected
+  CHECK(chunk({0, 0, first_chunk}));
+  CHECK_FALSE(chunk({0, 0, first_chunk})); // repeated
+  CHECK_FALSE(chunk({0, 1, std::vector<char>(hvactor::knobs::ship_chunk_bytes + 1)}));
   // Rank 1's report stays waiting; a second one of it is refused.
   auto first = run.send(self, report_of(1, 0));
   CHECK(refused(report_of(1, 0)));
   CHECK(run.answer(self, first, 100ms) == "<none>");
+}
+
+TEST_CASE("a refused checkpoint stream fails the report on every rank and leaves nothing") {
+  run_fixture run{2};
+  caf::scoped_actor self{*run.sys};
+  fs::path src = run.dir / "src";
+  fs::create_directories(src);
+  std::ofstream{src / "w.bin"} << std::string(1000, 'w');
+  auto bytes = *train::checkpoint_source{src}.next();
+  bytes[bytes.size() - 90] ^= 1; // a byte of w.bin: the digest no longer matches
+  auto refused = hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v,
+                                    train::train_chunk{0, 0, std::move(bytes)});
+  REQUIRE_FALSE(refused);
+  CHECK(run.sys->render(refused.error()).find("digest") != std::string::npos);
+  auto a0 = run.send(self, report_of(0, 0, 1));
+  auto a1 = run.send(self, report_of(1, 0));
+  auto ev = run.await(0);
+  REQUIRE(ev);
+  CHECK(ev->checkpoint_dir.empty());
+  CHECK(ev->failure.find("could not persist the checkpoint of report 1") != std::string::npos);
+  CHECK(ev->failure.find("digest") != std::string::npos);
+  CHECK(run.answer(self, a0) == ev->failure);
+  CHECK(run.answer(self, a1) == ev->failure);
+  for (auto& e : fs::directory_iterator{run.dir})
+    CHECK(e.path().filename() == "src"); // no checkpoint, no partial one
 }
 
 TEST_CASE("a rank that returned after fewer reports: the await names both ranks") {

@@ -1,7 +1,7 @@
 #pragma once
 
 // Internal: little-endian byte strings for hvactor::train's data that
-// travels as raw bytes (dataset shards, checkpoint archives, metrics). The
+// travels as raw bytes (dataset shards, checkpoint streams, metrics). The
 // reader checks every length against what is left, so malformed input is
 // an hvactor::error, never an overread or a huge allocation.
 
@@ -87,6 +87,9 @@ public:
   }
   bool at_end() const noexcept {
     return pos_ == in_.size();
+  }
+  size_t left() const noexcept {
+    return in_.size() - pos_;
   }
   void expect_end() const {
     if (!at_end())

@@ -5,7 +5,8 @@
 // rendezvous store, scope "<job>/train", as raw bytes:
 //
 //   data/<name>/<rank>     the dataset <name>'s shard of <rank> (chunked)
-//   resume                 the checkpoint to resume from (an archive, chunked)
+//   resume                 the checkpoint to resume from (a checkpoint stream,
+//                          internal/checkpoint_stream.hpp, chunked)
 //
 // Reports go the other way as typed messages to the driver's
 // train_progress actor (internal/train_progress.hpp).
@@ -23,6 +24,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "hvactor/train.hpp"
+#include "train/internal/checkpoint_stream.hpp"
 
 namespace hvactor::train {
 
@@ -77,14 +79,6 @@ std::map<std::string, value> decode_values(const std::vector<char>& bytes);
 std::vector<char> encode_report(const metrics& m, bool has_checkpoint);
 std::pair<metrics, bool> decode_report(const std::vector<char>& bytes);
 
-/// Every regular file under `dir` (recursively, relative paths), as one
-/// byte string; hvactor::error naming `dir` when it is not a readable
-/// directory. Symbolic links and other special files are skipped.
-std::vector<char> archive_directory(const std::filesystem::path& dir);
-/// Writes an archive's files under `dir` (created); hvactor::error on
-/// malformed input or a path that would leave `dir`.
-void extract_archive(const std::vector<char>& bytes, const std::filesystem::path& dir);
-
 /// Sets several keys at once (pipelined where the store is remote).
 using set_batch = std::function<void(std::vector<std::pair<std::string, std::vector<char>>>)>;
 /// Reads several keys at once, each waited for.
@@ -95,5 +89,12 @@ using get_batch = std::function<std::vector<std::vector<char>>(const std::vector
 void put_chunked(const set_batch& set, const std::string& key, const std::vector<char>& value);
 /// Reads a chunked value, knobs::train_chunks_in_flight chunks at a time.
 std::vector<char> get_chunked(const get_batch& get, const std::string& key);
+
+/// A checkpoint directory as a chunked value, its chunks read from disk as
+/// they are set (internal/checkpoint_stream.hpp), and back: each chunk
+/// written as it is read; hvactor::error when the stream is refused or ends
+/// early.
+void put_stream(const set_batch& set, const std::string& key, checkpoint_source& source);
+void get_stream(const get_batch& get, const std::string& key, checkpoint_sink& sink);
 
 } // namespace hvactor::train

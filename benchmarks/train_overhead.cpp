@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <stdexcept>
 #include <vector>
 
@@ -122,6 +123,9 @@ void ckpt_loop(train::context& ctx) {
     train::report({{"i", i}}, train::checkpoint::from_directory(dir.string()));
     rep.push_back(seconds_since(t0));
     if (ctx.world_rank() == 0) {
+      // The driver removes the checkpoint past num_to_keep after answering:
+      // let it finish, so that the copy has the disk to itself.
+      std::this_thread::sleep_for(std::chrono::seconds{1});
       auto copy_dir = scratch_dir("copy");
       t0 = clock_type::now();
       fs::copy(dir, copy_dir / "copy", fs::copy_options::recursive);

@@ -65,11 +65,21 @@ bool safe_relative(const std::string& rel) {
 
 // --- source -----------------------------------------------------------------
 
-checkpoint_source::checkpoint_source(const fs::path& dir, size_t chunk_bytes)
-  : dir_(dir), chunk_bytes_(std::max<size_t>(chunk_bytes, 4096)) {
+namespace {
+
+struct listed {
+  std::string rel;
+  bool is_dir;
+  fs::path path;
+};
+
+// Every directory and regular file under `dir`, directories before what is
+// in them; symbolic links and special files skipped with a warning.
+std::vector<listed> list_tree(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     fail(fmt::format("'{}' is not a directory", dir.string()));
+  std::vector<listed> out;
   fs::recursive_directory_iterator it{dir, fs::directory_options::none, ec}, end;
   if (ec)
     fail(fmt::format("cannot read '{}': {}", dir.string(), ec.message()));
@@ -79,18 +89,26 @@ checkpoint_source::checkpoint_source(const fs::path& dir, size_t chunk_bytes)
     auto st = it->symlink_status(ec);
     auto rel = fs::relative(it->path(), dir, ec).generic_string();
     if (fs::is_directory(st))
-      entries_.push_back({rel, true, it->path()});
+      out.push_back({rel, true, it->path()});
     else if (fs::is_regular_file(st))
-      entries_.push_back({rel, false, it->path()});
+      out.push_back({rel, false, it->path()});
     else
       log::warn("checkpoint: skipping '{}' (not a regular file or directory)",
                 it->path().string());
   }
   if (ec)
     fail(fmt::format("cannot read '{}': {}", dir.string(), ec.message()));
-  // Directories before the files in them.
-  std::sort(entries_.begin(), entries_.end(),
-            [](const entry& a, const entry& b) { return a.rel < b.rel; });
+  std::sort(out.begin(), out.end(),
+            [](const listed& a, const listed& b) { return a.rel < b.rel; });
+  return out;
+}
+
+} // namespace
+
+checkpoint_source::checkpoint_source(const fs::path& dir, size_t chunk_bytes)
+  : dir_(dir), chunk_bytes_(std::max<size_t>(chunk_bytes, 4096)) {
+  for (auto& e : list_tree(dir))
+    entries_.push_back({std::move(e.rel), e.is_dir, std::move(e.path)});
 }
 
 checkpoint_source::~checkpoint_source() {
@@ -318,6 +336,91 @@ void checkpoint_sink::feed(const std::vector<char>& chunk) {
     }
   }
   digest_.update(chunk);
+}
+
+// --- the same machine's route ------------------------------------------------
+
+namespace {
+
+struct fd_closer {
+  int fd;
+  ~fd_closer() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+// Copies [at, at + n) of `in` to the same place in `out`.
+void copy_range(int in, int out, uint64_t at, uint64_t n, const std::string& what) {
+  auto from = static_cast<off_t>(at), to = static_cast<off_t>(at);
+  while (n > 0) {
+    auto chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
+    auto got = ::copy_file_range(in, &from, out, &to, chunk, 0);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      fail_errno("copy", what);
+    if (got == 0)
+      fail(fmt::format("'{}' became shorter while it was copied", what));
+    n -= static_cast<uint64_t>(got);
+  }
+}
+
+uint64_t copy_one_file(const fs::path& src, const fs::path& dst) {
+  fd_closer in{::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)};
+  if (in.fd < 0)
+    fail_errno("read", src.string());
+  struct stat st{};
+  if (::fstat(in.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    fail(fmt::format("'{}' is not a regular file any more", src.string()));
+  if (st.st_uid != ::geteuid())
+    fail(fmt::format("'{}' belongs to uid {}, not to the driver's user {}", src.string(),
+                     st.st_uid, ::geteuid()));
+  fd_closer out{::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)};
+  if (out.fd < 0)
+    fail_errno("create", dst.string());
+  auto size = static_cast<uint64_t>(st.st_size);
+  // Data segments only; a file system without SEEK_DATA has one.
+  uint64_t at = 0;
+  while (at < size) {
+    auto data = ::lseek(in.fd, static_cast<off_t>(at), SEEK_DATA);
+    if (data < 0 && errno == ENXIO)
+      break;
+    uint64_t begin = data < 0 ? at : static_cast<uint64_t>(data);
+    auto hole = ::lseek(in.fd, static_cast<off_t>(begin), SEEK_HOLE);
+    uint64_t end = hole < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(hole), size);
+    if (begin >= end)
+      break;
+    copy_range(in.fd, out.fd, begin, end - begin, src.string());
+    at = end;
+  }
+  if (::ftruncate(out.fd, static_cast<off_t>(size)) != 0 || ::fsync(out.fd) != 0)
+    fail_errno("write", dst.string());
+  return size;
+}
+
+} // namespace
+
+uint64_t copy_checkpoint_dir(const fs::path& src, const fs::path& dst) {
+  auto entries = list_tree(src);
+  struct stat top{};
+  if (::stat(src.c_str(), &top) != 0 || top.st_uid != ::geteuid())
+    fail(fmt::format("'{}' does not belong to the driver's user {}", src.string(), ::geteuid()));
+  if (::mkdir(dst.c_str(), 0755) != 0)
+    fail_errno("create", dst.string());
+  uint64_t total = 0;
+  for (auto& e : entries) {
+    auto to = dst / e.rel;
+    if (!e.is_dir) {
+      total += copy_one_file(e.path, to);
+    } else if (::mkdir(to.c_str(), 0755) != 0) {
+      fail_errno("create", to.string());
+    }
+  }
+  fd_closer dir{::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (dir.fd >= 0)
+    ::fsync(dir.fd);
+  return total;
 }
 
 } // namespace hvactor::train

@@ -21,6 +21,9 @@
 #include "driver/internal/job_session.hpp"
 #include "base/internal/knobs.hpp"
 #include "base/internal/log.hpp"
+#include "base/net/net.hpp"
+#include "base/net/port_guard.hpp"
+#include "base/net/transport.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
 
@@ -229,9 +232,11 @@ result trainer::fit() {
   fs::create_directories(st.run_dir, ec);
   if (ec)
     throw error(fmt::format("train: cannot create '{}': {}", st.run_dir.string(), ec.message()));
-  // A driver killed while it wrote a checkpoint left a partial one.
+  // A driver killed while it wrote a checkpoint left a partial one, or one
+  // past num_to_keep half removed.
   for (fs::directory_iterator it{st.run_dir, ec}, end; !ec && it != end; it.increment(ec))
-    if (it->path().filename().string().starts_with(".partial_"))
+    if (auto name = it->path().filename().string();
+        name.starts_with(".partial_") || name.starts_with(".removing_"))
       fs::remove_all(it->path(), ec);
   ec.clear();
   st.res = {};
@@ -294,7 +299,7 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   // The attempt's record of reports and checkpoints; the workers reach it
   // where they reach the store.
   progress_config pc{ex.num_workers(), run_dir, opts.run.checkpoint.num_to_keep,
-                     executor_access::job(ex).workers};
+                     executor_access::job(ex).workers, spec.local_checkpoints};
   published_progress progress{executor_access::session(ex).system(), std::move(pc),
                               executor_access::session(ex).bind_host()};
   spec.progress_port = progress.port();
@@ -340,6 +345,13 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
   spec.attempt = attempt;
   spec.report_limit_ms = std::chrono::milliseconds{knobs::train_report_limit}.count();
   spec.timeout_ms = bound.count();
+  // The same machine's route for checkpoints: on loopback, without TLS and
+  // with the port guard's same-user rule, every peer of the progress actor
+  // is this user's process on this machine.
+  auto env_route = std::getenv(local_checkpoints_env);
+  spec.local_checkpoints = net::is_loopback(session.bind_host()) && !transport::secure(sys)
+                           && port_guard::current().same_user
+                           && !(env_route && std::string_view{env_route} == "0");
   return spec;
 }
 

@@ -182,6 +182,17 @@ uint32_t send_checkpoint(worker_session& s, uint64_t i, const fs::path& dir) {
   return count;
 }
 
+// On the driver's machine: the driver copies the directory (tr_local).
+uint32_t copy_by_driver(worker_session& s, uint64_t i, const fs::path& dir) {
+  auto done = ask<bool>(*s.sys, s.progress, s.timeout(), tr_local_atom_v, i,
+                        fs::absolute(dir).string());
+  if (!done)
+    throw error(fmt::format("train::report: the driver could not copy the checkpoint of report "
+                            "{}: {}",
+                            i + 1, describe(done.error())));
+  return 1;
+}
+
 } // namespace
 
 void report(const metrics& m, const checkpoint& ckpt) {
@@ -192,7 +203,11 @@ void report(const metrics& m, const checkpoint& ckpt) {
   auto i = s.next_report++;
   int rank = s.ctx.world_rank();
   bool with_checkpoint = rank == 0 && static_cast<bool>(ckpt);
-  uint32_t chunks = with_checkpoint ? send_checkpoint(s, i, ckpt.path()) : 0;
+  uint32_t chunks = 0;
+  if (with_checkpoint && s.spec.local_checkpoints)
+    chunks = copy_by_driver(s, i, ckpt.path());
+  else if (with_checkpoint)
+    chunks = send_checkpoint(s, i, ckpt.path());
   train_report r{rank, i, encode_report(m, with_checkpoint), chunks};
   // Answered once every rank reported and the driver recorded it (the
   // other ranks may still be in their epoch).

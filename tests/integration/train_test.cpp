@@ -3,6 +3,8 @@
 // a cluster of real hvactor-node processes for checkpoints that cross
 // processes as bytes. Also horovod_runner (hr_driver).
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -70,6 +72,18 @@ std::vector<std::string> worker_scratch_dirs() {
       out.push_back(e.path().string());
   return out;
 }
+
+/// HVACTOR_TRAIN_LOCAL_CHECKPOINTS for the drivers this test starts: "0"
+/// makes checkpoints stream as on a cluster instead of the driver copying
+/// them on its own machine.
+struct checkpoint_route {
+  explicit checkpoint_route(const char* value) {
+    ::setenv("HVACTOR_TRAIN_LOCAL_CHECKPOINTS", value, 1);
+  }
+  ~checkpoint_route() {
+    ::unsetenv("HVACTOR_TRAIN_LOCAL_CHECKPOINTS");
+  }
+};
 
 std::vector<std::string> checkpoints(const fs::path& run) {
   std::vector<std::string> out;
@@ -166,36 +180,48 @@ TEST_CASE("a worker killed at epoch 2 of 4: max_failures = 1 restarts from check
   CHECK(parse_fields(rest_of(r.out, "checkpoint"))["epoch"] == "3");
 }
 
-TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, streamed") {
-  temp_dir dir;
-  auto r = train(dir, {"--workers", "2", "--epochs", "2", "--sparse-gib", "4", "--name", "big"});
-  INFO(describe(r));
-  REQUIRE(r.status.success());
-  auto ck = parse_fields(rest_of(r.out, "checkpoint"));
-  CHECK(ck["intact"] == "1");
-  CHECK(ck["epoch"] == "1");
-  CHECK(checkpoints(dir.path() / "results" / "big")
-        == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001"});
+TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, copied and streamed") {
+  for (auto route : {"1", "0"}) {
+    checkpoint_route use{route};
+    temp_dir dir;
+    auto r = train(dir, {"--workers", "2", "--epochs", "2", "--sparse-gib", "4", "--name", "big"});
+    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << route << "\n" << describe(r));
+    REQUIRE(r.status.success());
+    auto ck = parse_fields(rest_of(r.out, "checkpoint"));
+    CHECK(ck["intact"] == "1");
+    CHECK(ck["epoch"] == "1");
+    CHECK(checkpoints(dir.path() / "results" / "big")
+          == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001"});
+    // Still sparse on the driver's side.
+    auto sparse = dir.path() / "results" / "big" / "checkpoint_000001" / "sub" / "sparse ñandú.bin";
+    struct stat st{};
+    REQUIRE(::stat(sparse.c_str(), &st) == 0);
+    CHECK(st.st_blocks * 512 < (64 << 20));
+  }
 }
 
 TEST_CASE("rank 0 killed mid-transfer: no partial checkpoint stays, the fit resumes from the last") {
-  temp_dir dir;
-  // 256 MiB: the transfer takes longer than the 150 ms before the kill.
-  auto r = train(dir, {"--workers", "2", "--epochs", "3", "--ckpt-bytes",
-                       std::to_string(256 << 20), "--kill-mid-report-epoch", "1",
-                       "--max-failures", "1", "--name", "midway"});
-  INFO(describe(r));
-  REQUIRE(r.status.success());
-  CHECK(r.out.find("restarting from checkpoint_000000") != std::string::npos);
-  auto history = records(r.out, "history");
-  REQUIRE(history.size() == 3);
-  CHECK(history[1]["attempt"] == "1");
-  auto ck = parse_fields(rest_of(r.out, "checkpoint"));
-  CHECK(ck["intact"] == "1");
-  CHECK(ck["epoch"] == "2");
-  CHECK(checkpoints(dir.path() / "results" / "midway")
-        == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001",
-                                    "checkpoint_000002"});
+  for (auto route : {"1", "0"}) {
+    checkpoint_route use{route};
+    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << route);
+    temp_dir dir;
+    // 256 MiB: the transfer takes longer than the 150 ms before the kill.
+    auto r = train(dir, {"--workers", "2", "--epochs", "3", "--ckpt-bytes",
+                         std::to_string(256 << 20), "--kill-mid-report-epoch", "1",
+                         "--max-failures", "1", "--name", "midway"});
+    INFO(describe(r));
+    REQUIRE(r.status.success());
+    CHECK(r.out.find("restarting from checkpoint_000000") != std::string::npos);
+    auto history = records(r.out, "history");
+    REQUIRE(history.size() == 3);
+    CHECK(history[1]["attempt"] == "1");
+    auto ck = parse_fields(rest_of(r.out, "checkpoint"));
+    CHECK(ck["intact"] == "1");
+    CHECK(ck["epoch"] == "2");
+    CHECK(checkpoints(dir.path() / "results" / "midway")
+          == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001",
+                                      "checkpoint_000002"});
+  }
 }
 
 TEST_CASE("a worker killed with max_failures = 0 fails the fit with the worker's error") {
@@ -274,7 +300,9 @@ TEST_CASE("invalid trainer options throw before any worker starts") {
 TEST_CASE("checkpoints of a rank 0 on another node arrive intact (hvactor-node cluster)") {
   cluster c{{.node_ids = {"head", "n1", "n2"}, .cpus_per_node = 1}};
   temp_dir dir;
-  // 9 MiB + 5 bytes: three chunks of the store's 4 MiB.
+  // As between machines: streamed, not copied by the driver.
+  checkpoint_route streamed{"0"};
+  // 9 MiB + 5 bytes: three chunks of the stream's 4 MiB.
   auto r = run_command({HVACTOR_TRAIN_DRIVER, "--address", c.address(), "--storage",
                         (dir.path() / "results").string(), "--workers", "3", "--epochs", "2",
                         "--ckpt-bytes", std::to_string((9 << 20) + 5), "--name", "remote"},

@@ -32,11 +32,11 @@ struct run_fixture {
   fs::path dir;
   train::train_progress progress;
 
-  explicit run_fixture(int size, std::optional<int> keep = std::nullopt) {
+  explicit run_fixture(int size, std::optional<int> keep = std::nullopt, bool local = false) {
     char pattern[] = "/tmp/hvactor-progress-test-XXXXXX";
     REQUIRE(::mkdtemp(pattern) != nullptr);
     dir = pattern;
-    progress = train::spawn_train_progress(*sys, {size, dir, keep, {}});
+    progress = train::spawn_train_progress(*sys, {size, dir, keep, {}, local});
   }
 
   ~run_fixture() {
@@ -163,6 +163,49 @@ TEST_CASE("a refused checkpoint stream fails the report on every rank and leaves
   CHECK(run.answer(self, a1) == ev->failure);
   for (auto& e : fs::directory_iterator{run.dir})
     CHECK(e.path().filename() == "src"); // no checkpoint, no partial one
+}
+
+TEST_CASE("tr_local: the driver copies a directory of its own machine, only when allowed") {
+  auto make_src = [](const fs::path& root) {
+    fs::create_directories(root / "src" / "sub");
+    std::ofstream{root / "src" / "sub" / "w.bin"} << std::string(100'000, 'w');
+    return root / "src";
+  };
+  auto local = [](run_fixture& run, const fs::path& src) {
+    return hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_local_atom_v, uint64_t{0},
+                              src.string());
+  };
+  { // Not allowed (a driver off loopback): refused, nothing read.
+    run_fixture run{1};
+    auto src = make_src(run.dir);
+    auto refused = local(run, src);
+    REQUIRE_FALSE(refused);
+    CHECK(run.sys->render(refused.error()).find("only from its own machine") != std::string::npos);
+  }
+  { // Allowed: copied, then persisted with the report.
+    run_fixture run{1, std::nullopt, true};
+    auto src = make_src(run.dir);
+    REQUIRE(local(run, src));
+    CHECK_FALSE(local(run, src)); // one per report
+    caf::scoped_actor self{*run.sys};
+    auto a0 = run.send(self, report_of(0, 0, 1));
+    auto ev = run.await(0);
+    REQUIRE(ev);
+    CHECK(ev->failure.empty());
+    std::ifstream in{fs::path{ev->checkpoint_dir} / "sub" / "w.bin"};
+    CHECK(std::string{std::istreambuf_iterator<char>{in}, {}} == std::string(100'000, 'w'));
+    CHECK(run.answer(self, a0).empty());
+  }
+  if (::geteuid() == 0) { // A file of another user is never copied.
+    run_fixture run{1, std::nullopt, true};
+    auto src = make_src(run.dir);
+    REQUIRE(::chown((src / "sub" / "w.bin").c_str(), 65534, 65534) == 0);
+    auto refused = local(run, src);
+    REQUIRE_FALSE(refused);
+    CHECK(run.sys->render(refused.error()).find("belongs to uid 65534") != std::string::npos);
+    for (auto& e : fs::directory_iterator{run.dir})
+      CHECK(e.path().filename() == "src"); // no partial checkpoint
+  }
 }
 
 TEST_CASE("a rank that returned after fewer reports: the await names both ranks") {

@@ -110,4 +110,13 @@ private:
   sha256_stream digest_;
 };
 
+/// The same machine's route: copies the checkpoint directory `src` into
+/// `dst` (created; must not exist) as the driver, with copy_file_range
+/// (data segments only: holes stay holes), each file synced. Only files
+/// and directories this process's user owns are copied, symbolic links
+/// skipped as the stream does; hvactor::error naming the file otherwise.
+/// The bytes a file had when opened are copied; a file that shrinks
+/// meanwhile is an error. Returns the bytes copied.
+uint64_t copy_checkpoint_dir(const std::filesystem::path& src, const std::filesystem::path& dst);
+
 } // namespace hvactor::train

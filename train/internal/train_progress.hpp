@@ -7,9 +7,11 @@
 // process's one actor system.
 //
 //  1. Each rank sends `tr_report(train_report)` for report i = 0, 1, ... and
-//     waits for the answer; rank 0 first sends its checkpoint archive as
-//     `tr_chunk` messages (knobs::ship_chunk_bytes each,
-//     knobs::train_chunks_in_flight in flight).
+//     waits for the answer; rank 0 first sends its checkpoint as a stream
+//     of `tr_chunk` messages (internal/checkpoint_stream.hpp;
+//     knobs::ship_chunk_bytes each, knobs::train_chunks_in_flight
+//     unanswered), or, on the driver's own machine, `tr_local` with the
+//     directory's path, which the actor copies.
 //  2. Once every rank reported i, the actor persists rank 0's checkpoint
 //     under the run's directory and holds the answers until the trainer
 //     asks `tr_await(i)`: it gets the ranks' metrics and the checkpoint's
@@ -108,6 +110,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor_train, caf::id_block::hvactor_handles::end)
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_done_atom, "tr_done")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_fail_atom, "tr_fail")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_await_atom, "tr_await")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_local_atom, "tr_local")
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_report))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_chunk))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_event))
@@ -118,6 +121,10 @@ namespace hvactor::train {
 /// The driver's actor that owns one attempt's reports and checkpoints.
 using train_progress = caf::typed_actor<
   caf::replies_to<tr_chunk_atom, train_chunk>::with<bool>,
+  // Rank 0's checkpoint of report `index` is the directory at this path on
+  // the driver's machine: the actor copies it (only with
+  // progress_config::local_checkpoints); then tr_report with 1 chunk.
+  caf::replies_to<tr_local_atom, uint64_t, std::string>::with<bool>,
   // Answered once report `index` is recorded: empty, or why it failed.
   caf::replies_to<tr_report_atom, train_report>::with<std::string>,
   // The rank's loop returned after `reports` reports.
@@ -134,6 +141,8 @@ struct progress_config {
   std::optional<int> num_to_keep;
   /// The job's workers by rank (job_info::workers), monitored.
   std::vector<caf::actor> workers;
+  /// Accept tr_local: every peer is this user's process on this machine.
+  bool local_checkpoints = false;
 };
 
 /// Spawns the attempt's progress actor (detached) in `sys`.

@@ -50,12 +50,17 @@ struct train_spec {
   /// The port of the driver's train_progress actor, on the store's host
   /// (internal/train_progress.hpp): report() goes there.
   uint16_t progress_port = 0;
+  /// The driver copies rank 0's checkpoint directory itself (tr_local):
+  /// it is on this machine's loopback, where only this user's processes
+  /// can reach it (the port guard).
+  bool local_checkpoints = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
-           x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms, x.progress_port);
+           x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms, x.progress_port,
+           x.local_checkpoints);
 }
 
 /// Throws std::out_of_range: `what` has no column `name` (naming the ones
@@ -65,6 +70,10 @@ typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
 
 /// The entry point every worker runs: serves the loop's session.
 void run_worker(train_spec spec);
+
+/// "0" turns the same machine's checkpoint route off (the driver's
+/// environment): checkpoints then stream as on a cluster.
+inline constexpr const char* local_checkpoints_env = "HVACTOR_TRAIN_LOCAL_CHECKPOINTS";
 
 namespace keys {
 std::string data(const std::string& name, int rank);

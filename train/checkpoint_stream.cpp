@@ -350,7 +350,34 @@ struct fd_closer {
   }
 };
 
-// Copies [at, at + n) of `in` to the same place in `out`.
+// Copies [at, at + n) of `in` to the same place in `out` through a 1 MiB
+// buffer: where copy_file_range cannot (another file system: EXDEV).
+void copy_range_buffered(int in, int out, uint64_t at, uint64_t n, const std::string& what) {
+  std::vector<char> buf(std::min<uint64_t>(n, uint64_t{1} << 20));
+  while (n > 0) {
+    auto got = ::pread(in, buf.data(), std::min<uint64_t>(n, buf.size()), static_cast<off_t>(at));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      fail_errno("read", what);
+    if (got == 0)
+      fail(fmt::format("'{}' became shorter while it was copied", what));
+    for (ssize_t put = 0; put < got;) {
+      auto w = ::pwrite(out, buf.data() + put, static_cast<size_t>(got - put),
+                        static_cast<off_t>(at) + put);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0)
+        fail_errno("write the copy of", what);
+      put += w;
+    }
+    at += static_cast<uint64_t>(got);
+    n -= static_cast<uint64_t>(got);
+  }
+}
+
+// Copies [at, at + n) of `in` to the same place in `out`, in the kernel
+// where it can.
 void copy_range(int in, int out, uint64_t at, uint64_t n, const std::string& what) {
   auto from = static_cast<off_t>(at), to = static_cast<off_t>(at);
   while (n > 0) {
@@ -358,6 +385,8 @@ void copy_range(int in, int out, uint64_t at, uint64_t n, const std::string& wha
     auto got = ::copy_file_range(in, &from, out, &to, chunk, 0);
     if (got < 0 && errno == EINTR)
       continue;
+    if (got < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
+      return copy_range_buffered(in, out, static_cast<uint64_t>(from), n, what);
     if (got < 0)
       fail_errno("copy", what);
     if (got == 0)

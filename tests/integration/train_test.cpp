@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -185,7 +186,7 @@ TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, copied and s
     checkpoint_route use{route};
     temp_dir dir;
     auto r = train(dir, {"--workers", "2", "--epochs", "2", "--sparse-gib", "4", "--name", "big"});
-    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << route << "\n" << describe(r));
+    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << std::string{route} << "\n" << describe(r));
     REQUIRE(r.status.success());
     auto ck = parse_fields(rest_of(r.out, "checkpoint"));
     CHECK(ck["intact"] == "1");
@@ -203,7 +204,7 @@ TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, copied and s
 TEST_CASE("rank 0 killed mid-transfer: no partial checkpoint stays, the fit resumes from the last") {
   for (auto route : {"1", "0"}) {
     checkpoint_route use{route};
-    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << route);
+    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << std::string{route});
     temp_dir dir;
     // 256 MiB: the transfer takes longer than the 150 ms before the kill.
     auto r = train(dir, {"--workers", "2", "--epochs", "3", "--ckpt-bytes",
@@ -221,6 +222,41 @@ TEST_CASE("rank 0 killed mid-transfer: no partial checkpoint stays, the fit resu
     CHECK(checkpoints(dir.path() / "results" / "midway")
           == std::vector<std::string>{"checkpoint_000000", "checkpoint_000001",
                                       "checkpoint_000002"});
+  }
+}
+
+TEST_CASE("storage_path on a full disk: a clear error, the checkpoints before it intact") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: mounting a small tmpfs needs root");
+    return;
+  }
+  for (auto route : {"1", "0"}) {
+    checkpoint_route use{route};
+    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << std::string{route});
+    temp_dir dir;
+    // The run's directory only: the loop's own scratch is under results/ too.
+    auto small = dir.path() / "results" / "full";
+    fs::create_directories(small);
+    // 48 MiB: the first 40 MiB checkpoint fits, the second does not.
+    REQUIRE(run_command({"/usr/bin/mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", small.string()},
+                        dir.path() / "mount", 10s)
+              .status.success());
+    struct unmount {
+      fs::path at;
+      ~unmount() {
+        std::string cmd = "/usr/bin/umount -l '" + at.string() + "'";
+        (void)std::system(cmd.c_str());
+      }
+    } unmount_at_exit{small};
+    auto r = train(dir, {"--workers", "2", "--epochs", "2", "--ckpt-bytes",
+                         std::to_string(40 << 20), "--name", "full"});
+    INFO(describe(r));
+    CHECK(r.status.code == 1);
+    auto err = rest_of(r.out, "error");
+    CHECK(err.find("checkpoint of report 2 refused") != std::string::npos);
+    CHECK(err.find("No space left on device") != std::string::npos);
+    CHECK(checkpoints(small) == std::vector<std::string>{"checkpoint_000000"});
+    CHECK(fs::file_size(small / "checkpoint_000000" / "sub" / "payload") == (40u << 20));
   }
 }
 

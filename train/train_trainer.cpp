@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <ostream>
 #include <ctime>
+#include <fstream>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -169,6 +171,9 @@ struct trainer::impl {
   std::shared_ptr<progress> out;
 
   void run_attempt(int attempt, const checkpoint& resume);
+  /// The attempt's shard files (the same machine's route), if any.
+  fs::path shard_dir;
+  void write_shards(int size);
   train_spec make_spec(executor& ex, int attempt, const checkpoint& resume);
   void follow(executor& ex, std::vector<future<void>>& calls, const train_progress& progress,
               int attempt);
@@ -295,6 +300,15 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
                                 out->worker_line(rank, stream, line);
                               });
   ex.start();
+  struct remove_shards {
+    fs::path& dir;
+    ~remove_shards() {
+      std::error_code ec;
+      if (!dir.empty())
+        fs::remove_all(dir, ec);
+      dir.clear();
+    }
+  } shards_gone{shard_dir};
   auto spec = make_spec(ex, attempt, resume);
   // The attempt's record of reports and checkpoints; the workers reach it
   // where they reach the store.
@@ -329,10 +343,23 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
   train_spec spec;
   spec.loop = loop;
   spec.scope = scope;
-  for (auto& [name, ds] : opts.datasets) {
+  // The same machine's route: on loopback, without TLS and with the port
+  // guard's same-user rule, every peer of the driver is this user's process
+  // on this machine; checkpoints are copied by the driver and shards are
+  // files.
+  auto env_route = std::getenv(local_route_env);
+  spec.local_checkpoints = net::is_loopback(session.bind_host()) && !transport::secure(sys)
+                           && port_guard::current().same_user
+                           && !(env_route && std::string_view{env_route} == "0");
+  for (auto& [name, ds] : opts.datasets)
     spec.datasets.push_back(name);
-    for (int r = 0; r < size; ++r)
-      put_chunked(set, keys::data(name, r), ds.shard(r, size, opts.dataset_config).to_bytes());
+  if (spec.local_checkpoints && !opts.datasets.empty()) {
+    write_shards(size);
+    spec.shard_dir = shard_dir.string();
+  } else {
+    for (auto& [name, ds] : opts.datasets)
+      for (int r = 0; r < size; ++r)
+        put_chunked(set, keys::data(name, r), ds.shard(r, size, opts.dataset_config).to_bytes());
   }
   if (resume) {
     checkpoint_source source{resume.path()};
@@ -345,14 +372,30 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
   spec.attempt = attempt;
   spec.report_limit_ms = std::chrono::milliseconds{knobs::train_report_limit}.count();
   spec.timeout_ms = bound.count();
-  // The same machine's route for checkpoints: on loopback, without TLS and
-  // with the port guard's same-user rule, every peer of the progress actor
-  // is this user's process on this machine.
-  auto env_route = std::getenv(local_checkpoints_env);
-  spec.local_checkpoints = net::is_loopback(session.bind_host()) && !transport::secure(sys)
-                           && port_guard::current().same_user
-                           && !(env_route && std::string_view{env_route} == "0");
   return spec;
+}
+
+// Every rank's shard of every dataset as a file under a fresh 0700
+// directory (mkdtemp), "<dataset index>/<rank>".
+void trainer::impl::write_shards(int size) {
+  auto pattern = (fs::temp_directory_path() / "hvactor-train-shards-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw error(fmt::format("train: cannot create a folder for the shards under '{}': {}",
+                            fs::temp_directory_path().string(), std::strerror(errno)));
+  shard_dir = pattern;
+  size_t index = 0;
+  for (auto& [name, ds] : opts.datasets) {
+    auto dir = shard_dir / std::to_string(index++);
+    fs::create_directory(dir);
+    for (int r = 0; r < size; ++r) {
+      auto bytes = ds.shard(r, size, opts.dataset_config).to_bytes();
+      auto path = dir / std::to_string(r);
+      std::ofstream out{path, std::ios::binary};
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (!out.flush())
+        throw error(fmt::format("train: cannot write the shard file '{}'", path.string()));
+    }
+  }
 }
 
 // Waits on the progress actor for each report, in order, until every rank

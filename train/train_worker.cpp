@@ -6,6 +6,7 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
@@ -124,7 +125,25 @@ const dataset& get_dataset_shard(const std::string& name) {
                                             "trainer has {})",
                                             name, names.empty() ? "none" : names));
   }
-  auto bytes = get_chunked(s.get_many(), keys::data(name, s.ctx.world_rank()));
+  std::vector<char> bytes;
+  if (!s.spec.shard_dir.empty()) {
+    // The driver's own machine: a file of its 0700 folder.
+    auto index = std::find(s.spec.datasets.begin(), s.spec.datasets.end(), name)
+                 - s.spec.datasets.begin();
+    auto path = fs::path{s.spec.shard_dir} / std::to_string(index)
+                / std::to_string(s.ctx.world_rank());
+    std::ifstream in{path, std::ios::binary | std::ios::ate};
+    if (!in)
+      throw error(fmt::format("train::get_dataset_shard: cannot read the shard file '{}'",
+                              path.string()));
+    bytes.resize(static_cast<size_t>(in.tellg()));
+    in.seekg(0);
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+      throw error(fmt::format("train::get_dataset_shard: cannot read the shard file '{}'",
+                              path.string()));
+  } else {
+    bytes = get_chunked(s.get_many(), keys::data(name, s.ctx.world_rank()));
+  }
   return s.shards.emplace(name, dataset::from_bytes(bytes)).first->second;
 }
 

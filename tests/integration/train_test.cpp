@@ -74,15 +74,16 @@ std::vector<std::string> worker_scratch_dirs() {
   return out;
 }
 
-/// HVACTOR_TRAIN_LOCAL_CHECKPOINTS for the drivers this test starts: "0"
-/// makes checkpoints stream as on a cluster instead of the driver copying
-/// them on its own machine.
-struct checkpoint_route {
-  explicit checkpoint_route(const char* value) {
-    ::setenv("HVACTOR_TRAIN_LOCAL_CHECKPOINTS", value, 1);
+/// HVACTOR_TRAIN_LOCAL_ROUTE for the drivers this test starts: "0" makes
+/// checkpoints stream and shards go through the store, as on a cluster,
+/// instead of the driver copying checkpoints and writing shards as files
+/// on its own machine.
+struct local_route {
+  explicit local_route(const char* value) {
+    ::setenv("HVACTOR_TRAIN_LOCAL_ROUTE", value, 1);
   }
-  ~checkpoint_route() {
-    ::unsetenv("HVACTOR_TRAIN_LOCAL_CHECKPOINTS");
+  ~local_route() {
+    ::unsetenv("HVACTOR_TRAIN_LOCAL_ROUTE");
   }
 };
 
@@ -112,11 +113,21 @@ void check_shards(const std::string& out,
 
 } // namespace
 
+/// The driver's shard folders (the same machine's route) in the temp dir.
+size_t shard_folders() {
+  size_t n = 0;
+  for (auto& e : fs::directory_iterator{fs::temp_directory_path()})
+    n += e.path().filename().string().rfind("hvactor-train-shards-", 0) == 0;
+  return n;
+}
+
 TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per report") {
   temp_dir dir;
+  auto folders = shard_folders();
   auto r = train(dir, {"--workers", "3", "--epochs", "4", "--rows", "100", "--name", "basic"});
   INFO(describe(r));
   REQUIRE(r.status.success());
+  CHECK(shard_folders() == folders); // the shard files went with the attempt
   auto history = records(r.out, "history");
   REQUIRE(history.size() == 4);
   for (int i = 0; i < 4; ++i) {
@@ -140,13 +151,17 @@ TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per re
 }
 
 TEST_CASE("dataset_config.equal = false: shards keep every row, sizes within one") {
-  temp_dir dir;
-  auto r = train(dir, {"--workers", "3", "--epochs", "1", "--rows", "100", "--equal", "0",
-                       "--name", "keep-rows"});
-  INFO(describe(r));
-  REQUIRE(r.status.success());
-  // 100 rows over 3 ranks: 34, 33, 33 from rows 0, 34, 67.
-  check_shards(r.out, {{"34", "0"}, {"33", "34"}, {"33", "67"}});
+  // Shards as files of the driver's machine, and through the store.
+  for (auto route : {"1", "0"}) {
+    local_route use{route};
+    temp_dir dir;
+    auto r = train(dir, {"--workers", "3", "--epochs", "1", "--rows", "100", "--equal", "0",
+                         "--name", "keep-rows"});
+    INFO("HVACTOR_TRAIN_LOCAL_ROUTE=" << std::string{route} << "\n" << describe(r));
+    REQUIRE(r.status.success());
+    // 100 rows over 3 ranks: 34, 33, 33 from rows 0, 34, 67.
+    check_shards(r.out, {{"34", "0"}, {"33", "34"}, {"33", "67"}});
+  }
 }
 
 TEST_CASE("num_to_keep = 2 keeps the two newest checkpoints") {
@@ -183,10 +198,10 @@ TEST_CASE("a worker killed at epoch 2 of 4: max_failures = 1 restarts from check
 
 TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, copied and streamed") {
   for (auto route : {"1", "0"}) {
-    checkpoint_route use{route};
+    local_route use{route};
     temp_dir dir;
     auto r = train(dir, {"--workers", "2", "--epochs", "2", "--sparse-gib", "4", "--name", "big"});
-    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << std::string{route} << "\n" << describe(r));
+    INFO("HVACTOR_TRAIN_LOCAL_ROUTE=" << std::string{route} << "\n" << describe(r));
     REQUIRE(r.status.success());
     auto ck = parse_fields(rest_of(r.out, "checkpoint"));
     CHECK(ck["intact"] == "1");
@@ -203,8 +218,8 @@ TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, copied and s
 
 TEST_CASE("rank 0 killed mid-transfer: no partial checkpoint stays, the fit resumes from the last") {
   for (auto route : {"1", "0"}) {
-    checkpoint_route use{route};
-    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << std::string{route});
+    local_route use{route};
+    INFO("HVACTOR_TRAIN_LOCAL_ROUTE=" << std::string{route});
     temp_dir dir;
     // 256 MiB: the transfer takes longer than the 150 ms before the kill.
     auto r = train(dir, {"--workers", "2", "--epochs", "3", "--ckpt-bytes",
@@ -231,8 +246,8 @@ TEST_CASE("storage_path on a full disk: a clear error, the checkpoints before it
     return;
   }
   for (auto route : {"1", "0"}) {
-    checkpoint_route use{route};
-    INFO("HVACTOR_TRAIN_LOCAL_CHECKPOINTS=" << std::string{route});
+    local_route use{route};
+    INFO("HVACTOR_TRAIN_LOCAL_ROUTE=" << std::string{route});
     temp_dir dir;
     // The run's directory only: the loop's own scratch is under results/ too.
     auto small = dir.path() / "results" / "full";
@@ -337,7 +352,7 @@ TEST_CASE("checkpoints of a rank 0 on another node arrive intact (hvactor-node c
   cluster c{{.node_ids = {"head", "n1", "n2"}, .cpus_per_node = 1}};
   temp_dir dir;
   // As between machines: streamed, not copied by the driver.
-  checkpoint_route streamed{"0"};
+  local_route streamed{"0"};
   // 9 MiB + 5 bytes: three chunks of the stream's 4 MiB.
   auto r = run_command({HVACTOR_TRAIN_DRIVER, "--address", c.address(), "--storage",
                         (dir.path() / "results").string(), "--workers", "3", "--epochs", "2",

@@ -4,7 +4,9 @@
 // hands the workers before the loop begins goes through the job's
 // rendezvous store, scope "<job>/train", as raw bytes:
 //
-//   data/<name>/<rank>     the dataset <name>'s shard of <rank> (chunked)
+//   data/<name>/<rank>     the dataset <name>'s shard of <rank> (chunked;
+//                          on the driver's own machine a file instead:
+//                          train_spec::shard_dir)
 //   resume                 the checkpoint to resume from (a checkpoint stream,
 //                          internal/checkpoint_stream.hpp, chunked)
 //
@@ -54,13 +56,17 @@ struct train_spec {
   /// it is on this machine's loopback, where only this user's processes
   /// can reach it (the port guard).
   bool local_checkpoints = false;
+  /// On the same route, the shards are files instead of store keys:
+  /// "<shard_dir>/<index in datasets>/<rank>" (a 0700 directory of the
+  /// driver's, removed when the attempt ends).
+  std::string shard_dir;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
            x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms, x.progress_port,
-           x.local_checkpoints);
+           x.local_checkpoints, x.shard_dir);
 }
 
 /// Throws std::out_of_range: `what` has no column `name` (naming the ones
@@ -71,9 +77,10 @@ typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
 /// The entry point every worker runs: serves the loop's session.
 void run_worker(train_spec spec);
 
-/// "0" turns the same machine's checkpoint route off (the driver's
-/// environment): checkpoints then stream as on a cluster.
-inline constexpr const char* local_checkpoints_env = "HVACTOR_TRAIN_LOCAL_CHECKPOINTS";
+/// "0" turns the same machine's route off (the driver's environment):
+/// checkpoints then stream and shards go through the store, as on a
+/// cluster.
+inline constexpr const char* local_route_env = "HVACTOR_TRAIN_LOCAL_ROUTE";
 
 namespace keys {
 std::string data(const std::string& name, int rank);

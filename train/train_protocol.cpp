@@ -3,6 +3,7 @@
 
 #include "train/internal/train_protocol.hpp"
 
+#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -14,6 +15,17 @@
 namespace fs = std::filesystem;
 
 namespace hvactor::train {
+
+std::string machine_view() {
+  std::ifstream boot{"/proc/sys/kernel/random/boot_id"};
+  std::string id;
+  std::getline(boot, id);
+  std::error_code ec;
+  auto ns = fs::read_symlink("/proc/self/ns/mnt", ec);
+  if (id.empty() || ec)
+    return {}; // unknown: never equal to a driver's
+  return id + " " + ns.string();
+}
 
 namespace keys {
 

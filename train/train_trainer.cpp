@@ -353,6 +353,8 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
                            && !(env_route && std::string_view{env_route} == "0");
   for (auto& [name, ds] : opts.datasets)
     spec.datasets.push_back(name);
+  if (spec.local_checkpoints)
+    spec.machine_view = machine_view();
   if (spec.local_checkpoints && !opts.datasets.empty()) {
     write_shards(size);
     spec.shard_dir = shard_dir.string();

@@ -47,6 +47,11 @@ struct worker_session {
   fs::path temp_dir;
   uint64_t next_report = 0;
 
+  /// This worker sees the driver's files (train_spec::machine_view).
+  bool same_view() const {
+    return !spec.machine_view.empty() && spec.machine_view == machine_view();
+  }
+
   std::chrono::milliseconds limit() const {
     return std::chrono::milliseconds{spec.report_limit_ms};
   }
@@ -128,6 +133,12 @@ const dataset& get_dataset_shard(const std::string& name) {
   std::vector<char> bytes;
   if (!s.spec.shard_dir.empty()) {
     // The driver's own machine: a file of its 0700 folder.
+    if (!s.same_view())
+      throw error(fmt::format(
+        "train::get_dataset_shard: the driver wrote the shards as files of its machine, which "
+        "this worker does not see (another machine or mount namespace behind the driver's "
+        "loopback address); set {}=0 in the driver's environment to send them as messages",
+        local_route_env));
     auto index = std::find(s.spec.datasets.begin(), s.spec.datasets.end(), name)
                  - s.spec.datasets.begin();
     auto path = fs::path{s.spec.shard_dir} / std::to_string(index)
@@ -223,7 +234,7 @@ void report(const metrics& m, const checkpoint& ckpt) {
   int rank = s.ctx.world_rank();
   bool with_checkpoint = rank == 0 && static_cast<bool>(ckpt);
   uint32_t chunks = 0;
-  if (with_checkpoint && s.spec.local_checkpoints)
+  if (with_checkpoint && s.spec.local_checkpoints && s.same_view())
     chunks = copy_by_driver(s, i, ckpt.path());
   else if (with_checkpoint)
     chunks = send_checkpoint(s, i, ckpt.path());

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <memory>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -352,5 +354,24 @@ TEST_CASE("chunked values and checkpoint streams round-trip through a store") {
       value[i] = static_cast<char>(i * 31);
     train::put_chunked(set, "v" + std::to_string(n), value);
     CHECK(train::get_chunked(get, "v" + std::to_string(n)) == value);
+  }
+}
+
+TEST_CASE("machine_view: stable in a process, different in another mount namespace") {
+  auto view = train::machine_view();
+  CHECK_FALSE(view.empty());
+  CHECK(train::machine_view() == view);
+  CHECK(view.find("mnt:[") != std::string::npos);
+  if (::geteuid() == 0 && fs::exists("/usr/bin/unshare")) {
+    // A process in a mount namespace of its own sees another view.
+    std::string cmd = "/usr/bin/unshare -m /usr/bin/readlink /proc/self/ns/mnt";
+    std::unique_ptr<FILE, int (*)(FILE*)> p{::popen(cmd.c_str(), "r"), ::pclose};
+    REQUIRE(p);
+    char buf[128] = {};
+    REQUIRE(std::fgets(buf, sizeof buf, p.get()) != nullptr);
+    std::string other{buf};
+    other.erase(other.find_last_not_of('\n') + 1);
+    CHECK(other.rfind("mnt:[", 0) == 0);
+    CHECK(view.find(other) == std::string::npos);
   }
 }

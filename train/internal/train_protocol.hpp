@@ -60,13 +60,16 @@ struct train_spec {
   /// "<shard_dir>/<index in datasets>/<rank>" (a 0700 directory of the
   /// driver's, removed when the attempt ends).
   std::string shard_dir;
+  /// machine_view() of the driver: a worker uses the route above only
+  /// where its own is the same (one machine, one mount namespace).
+  std::string machine_view;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
            x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms, x.progress_port,
-           x.local_checkpoints, x.shard_dir);
+           x.local_checkpoints, x.shard_dir, x.machine_view);
 }
 
 /// Throws std::out_of_range: `what` has no column `name` (naming the ones
@@ -81,6 +84,10 @@ void run_worker(train_spec spec);
 /// checkpoints then stream and shards go through the store, as on a
 /// cluster.
 inline constexpr const char* local_route_env = "HVACTOR_TRAIN_LOCAL_ROUTE";
+
+/// This process's view of files: the machine's boot id and its mount
+/// namespace. Two processes with the same view see the same paths.
+std::string machine_view();
 
 namespace keys {
 std::string data(const std::string& name, int rank);

@@ -4,7 +4,9 @@
 #include "train/internal/checkpoint_stream.hpp"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +50,14 @@ void put(std::vector<char>& out, T x) {
 void put_str(std::vector<char>& out, const std::string& s) {
   put<uint32_t>(out, static_cast<uint32_t>(s.size()));
   out.insert(out.end(), s.begin(), s.end());
+}
+
+// ENXIO from SEEK_DATA means "only a hole is left" or "past the end": a
+// file that shrank since it was opened is an error, not zeros.
+void check_not_shorter(int fd, uint64_t size, const std::string& what) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
+    fail(fmt::format("'{}' became shorter while it was read", what));
 }
 
 // A relative path of plain names: no root, no "..", no ".", no empty part.
@@ -135,13 +145,18 @@ bool checkpoint_source::add_entry(std::vector<char>& out) {
     return true;
   }
   auto& e = entries_[next_entry_];
-  if (chunk_bytes_ - out.size() < 1 + 4 + e.rel.size() + 8 + 16)
+  if (chunk_bytes_ - out.size() < 1 + 4 + e.rel.size() + 8 + 16) {
+    if (out.size() <= 8) // not even in a chunk of its own
+      fail(fmt::format("the path '{}' is too long for a chunk", e.rel.substr(0, 200)));
     return false;
+  }
   if (e.is_dir) {
     out.push_back(static_cast<char>(tag_dir));
     put_str(out, e.rel);
   } else {
-    fd_ = ::open(e.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    // O_NONBLOCK: a FIFO put in a file's place fails the S_ISREG check
+    // below instead of blocking the open.
+    fd_ = ::open(e.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd_ < 0)
       fail_errno("read", e.path.string());
     struct stat st{};
@@ -170,6 +185,8 @@ bool checkpoint_source::add_file_bytes(std::vector<char>& out) {
   // Where the next data is: ENXIO says only a hole is left; a file system
   // without SEEK_DATA has data everywhere.
   auto data = ::lseek(fd_, off, SEEK_DATA);
+  if (data < 0 && errno == ENXIO)
+    check_not_shorter(fd_, size_, file_);
   uint64_t data_at = data >= 0 ? std::min<uint64_t>(static_cast<uint64_t>(data), size_)
                      : errno == ENXIO ? size_
                                       : offset_;
@@ -187,6 +204,8 @@ bool checkpoint_source::add_file_bytes(std::vector<char>& out) {
   if (room < 1 + 4 + 1)
     return false;
   auto n = static_cast<size_t>(std::min<uint64_t>(data_end - offset_, room - 5));
+  if (n == 0) // the file changed between the two lseeks
+    fail(fmt::format("'{}' changed while it was read", file_));
   out.push_back(static_cast<char>(tag_data));
   put<uint32_t>(out, static_cast<uint32_t>(n));
   auto at = out.size();
@@ -395,8 +414,19 @@ void copy_range(int in, int out, uint64_t at, uint64_t n, const std::string& wha
   }
 }
 
-uint64_t copy_one_file(const fs::path& src, const fs::path& dst) {
-  fd_closer in{::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)};
+// Opens `rel` under the directory `root` without following a symbolic
+// link in any component (openat2's RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH):
+// a directory swapped for a link after the listing cannot lead elsewhere.
+int open_beneath(int root, const std::string& rel, uint64_t flags) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH;
+  return static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how));
+}
+
+uint64_t copy_one_file(int root, const fs::path& src, const std::string& rel,
+                       const fs::path& dst) {
+  fd_closer in{open_beneath(root, rel, O_RDONLY | O_NONBLOCK)};
   if (in.fd < 0)
     fail_errno("read", src.string());
   struct stat st{};
@@ -405,7 +435,9 @@ uint64_t copy_one_file(const fs::path& src, const fs::path& dst) {
   if (st.st_uid != ::geteuid())
     fail(fmt::format("'{}' belongs to uid {}, not to the driver's user {}", src.string(),
                      st.st_uid, ::geteuid()));
-  fd_closer out{::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)};
+  // The source's permissions, never wider.
+  fd_closer out{::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                       st.st_mode & 0777)};
   if (out.fd < 0)
     fail_errno("create", dst.string());
   auto size = static_cast<uint64_t>(st.st_size);
@@ -413,8 +445,10 @@ uint64_t copy_one_file(const fs::path& src, const fs::path& dst) {
   uint64_t at = 0;
   while (at < size) {
     auto data = ::lseek(in.fd, static_cast<off_t>(at), SEEK_DATA);
-    if (data < 0 && errno == ENXIO)
+    if (data < 0 && errno == ENXIO) {
+      check_not_shorter(in.fd, size, src.string());
       break;
+    }
     uint64_t begin = data < 0 ? at : static_cast<uint64_t>(data);
     auto hole = ::lseek(in.fd, static_cast<off_t>(begin), SEEK_HOLE);
     uint64_t end = hole < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(hole), size);
@@ -432,16 +466,18 @@ uint64_t copy_one_file(const fs::path& src, const fs::path& dst) {
 
 uint64_t copy_checkpoint_dir(const fs::path& src, const fs::path& dst) {
   auto entries = list_tree(src);
+  fd_closer root{::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)};
   struct stat top{};
-  if (::stat(src.c_str(), &top) != 0 || top.st_uid != ::geteuid())
-    fail(fmt::format("'{}' does not belong to the driver's user {}", src.string(), ::geteuid()));
+  if (root.fd < 0 || ::fstat(root.fd, &top) != 0 || top.st_uid != ::geteuid())
+    fail(fmt::format("'{}' is not a directory of the driver's user {}", src.string(),
+                     ::geteuid()));
   if (::mkdir(dst.c_str(), 0755) != 0)
     fail_errno("create", dst.string());
   uint64_t total = 0;
   for (auto& e : entries) {
     auto to = dst / e.rel;
     if (!e.is_dir) {
-      total += copy_one_file(e.path, to);
+      total += copy_one_file(root.fd, e.path, e.rel, to);
     } else if (::mkdir(to.c_str(), 0755) != 0) {
       fail_errno("create", to.string());
     }

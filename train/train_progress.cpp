@@ -213,8 +213,20 @@ caf::error refused(const std::string& what) {
 // CAF keeps one sender's messages in order); the first one opens the
 // partial directory. A refused stream is dropped at once, and the report
 // fails with the reason.
+// Rank 0's checkpoint comes from rank 0's process only (unit tests give no
+// workers: anyone).
+bool from_rank0(progress_actor self) {
+  auto& ws = self->state.cfg.workers;
+  auto sender = self->current_sender();
+  return ws.empty() || (sender && sender->node() == ws[0].node());
+}
+
 caf::result<bool> on_chunk(progress_actor self, train_chunk& c) {
   auto& st = self->state;
+  if (st.end)
+    return refused("a checkpoint chunk after the attempt ended");
+  if (!from_rank0(self))
+    return refused("a checkpoint chunk from a process other than rank 0's");
   if (c.index != st.next || st.complete)
     return refused(fmt::format("a checkpoint chunk for report {} while the driver collects "
                                "report {}",
@@ -222,9 +234,11 @@ caf::result<bool> on_chunk(progress_actor self, train_chunk& c) {
   if (!st.sink_error.empty())
     return refused(st.sink_error);
   try {
-    if (c.no != st.chunks_fed || c.no >= max_chunks)
-      throw std::runtime_error(fmt::format("chunk {} came where chunk {} was due", c.no,
-                                           st.chunks_fed));
+    if (c.no != st.chunks_fed || c.no >= max_chunks || st.copied || (c.no != 0 && !st.sink))
+      throw std::runtime_error(fmt::format("chunk {} came where {} was due", c.no,
+                                           st.copied ? std::string{"none (the checkpoint was "
+                                                                   "copied)"}
+                                                     : "chunk " + std::to_string(st.chunks_fed)));
     if (c.no == 0) {
       st.open_partial();
       st.sink = std::make_unique<checkpoint_sink>(st.partial);
@@ -246,6 +260,10 @@ caf::result<bool> on_local(progress_actor self, uint64_t index, const std::strin
   auto& st = self->state;
   if (!st.cfg.local_checkpoints)
     return refused("a checkpoint by path, which this driver takes only from its own machine");
+  if (st.end)
+    return refused("a checkpoint by path after the attempt ended");
+  if (!from_rank0(self))
+    return refused("a checkpoint by path from a process other than rank 0's");
   if (index != st.next || st.complete || st.chunks_fed != 0 || !st.sink_error.empty())
     return refused(fmt::format("a checkpoint by path for report {} while the driver collects "
                                "report {}",

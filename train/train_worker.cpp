@@ -166,8 +166,15 @@ checkpoint get_checkpoint() {
     auto& name = s.spec.resume_name;
     bool plain = !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
     auto dir = s.scratch() / (plain ? name : std::string{"checkpoint"});
-    checkpoint_sink sink{dir};
-    get_stream(s.get_many(), keys::resume, sink);
+    std::error_code ec;
+    fs::remove_all(dir, ec); // what an earlier failed fetch left
+    try {
+      checkpoint_sink sink{dir};
+      get_stream(s.get_many(), keys::resume, sink);
+    } catch (...) {
+      fs::remove_all(dir, ec);
+      throw;
+    }
     s.resume = checkpoint::from_directory(dir.string());
     s.resume_fetched = true;
   }
@@ -214,7 +221,14 @@ uint32_t send_checkpoint(worker_session& s, uint64_t i, const fs::path& dir) {
 
 // On the driver's machine: the driver copies the directory (tr_local).
 uint32_t copy_by_driver(worker_session& s, uint64_t i, const fs::path& dir) {
-  auto done = ask<bool>(*s.sys, s.progress, s.timeout(), tr_local_atom_v, i,
+  // The copy is one request: its bound grows with the bytes (10 MB/s).
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it{dir, ec}, end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec))
+      bytes += it->file_size(ec);
+  auto bound = s.timeout() + std::chrono::milliseconds{bytes / 10'000};
+  auto done = ask<bool>(*s.sys, s.progress, bound, tr_local_atom_v, i,
                         fs::absolute(dir).string());
   if (!done)
     throw error(fmt::format("train::report: the driver could not copy the checkpoint of report "

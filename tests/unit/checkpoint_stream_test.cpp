@@ -204,3 +204,46 @@ TEST_CASE("checkpoint stream: bad streams are refused") {
   CHECK_THROWS_AS(train::checkpoint_sink(dir.path / "ok"), hvactor::error);
   CHECK_THROWS_AS(train::checkpoint_source(dir.path / "missing"), hvactor::error);
 }
+
+TEST_CASE("checkpoint stream: a file that shrinks while it is read is an error, not zeros") {
+  scratch dir;
+  auto src = dir.path / "src";
+  fs::create_directories(src);
+  write_file(src / "w.bin", std::string(100'000, 'w'));
+  train::checkpoint_source source{src, 4096};
+  REQUIRE(source.next()); // the header and the first bytes
+  fs::resize_file(src / "w.bin", 10);
+  CHECK_THROWS_WITH_AS(
+    [&] {
+      while (source.next()) {
+      }
+    }(),
+    doctest::Contains("became shorter"), hvactor::error);
+}
+
+TEST_CASE("copy_checkpoint_dir: byte for byte, holes and permissions kept, links not followed") {
+  scratch dir;
+  std::mt19937 rng{5};
+  auto src = dir.path / "src";
+  fs::create_directories(src / "a b" / "ü");
+  fs::create_directories(dir.path / "elsewhere");
+  write_file(dir.path / "elsewhere" / "secret", "not for the checkpoint");
+  write_file(src / "a b" / "ü" / "w.bin", random_bytes(rng, 300'000));
+  write_file(src / "private", "p");
+  fs::permissions(src / "private", fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_directory_symlink(dir.path / "elsewhere", src / "link");
+  { std::ofstream{src / "sparse"} << "x"; }
+  fs::resize_file(src / "sparse", 64 << 20);
+  auto out = dir.path / "out";
+  train::copy_checkpoint_dir(src, out);
+  CHECK(read_all(out / "a b" / "ü" / "w.bin") == read_all(src / "a b" / "ü" / "w.bin"));
+  CHECK(fs::status(out / "private").permissions()
+        == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK_FALSE(fs::exists(out / "link"));
+  CHECK(fs::file_size(out / "sparse") == (64u << 20));
+  struct stat st{};
+  REQUIRE(::stat((out / "sparse").c_str(), &st) == 0);
+  CHECK(st.st_blocks * 512 < (1 << 20));
+  // Into a directory that exists: refused.
+  CHECK_THROWS_AS(train::copy_checkpoint_dir(src, out), hvactor::error);
+}

@@ -196,6 +196,22 @@ TEST_CASE("tr_local: the driver copies a directory of its own machine, only when
     CHECK(std::string{std::istreambuf_iterator<char>{in}, {}} == std::string(100'000, 'w'));
     CHECK(run.answer(self, a0).empty());
   }
+  { // A chunk after a copy is refused, and fails the report (it once
+    // reached a sink that did not exist and crashed the driver).
+    run_fixture run{1, std::nullopt, true};
+    auto src = make_src(run.dir);
+    REQUIRE(local(run, src));
+    auto chunk = hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v,
+                                    train::train_chunk{0, 1, {'x'}});
+    REQUIRE_FALSE(chunk);
+    CHECK(run.sys->render(chunk.error()).find("the checkpoint was copied") != std::string::npos);
+    caf::scoped_actor self{*run.sys};
+    auto a0 = run.send(self, report_of(0, 0, 1));
+    auto ev = run.await(0);
+    REQUIRE(ev);
+    CHECK(ev->checkpoint_dir.empty());
+    CHECK(run.answer(self, a0) == ev->failure);
+  }
   if (::geteuid() == 0) { // A file of another user is never copied.
     run_fixture run{1, std::nullopt, true};
     auto src = make_src(run.dir);

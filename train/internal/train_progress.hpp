@@ -24,10 +24,13 @@
 //     the attempt: every rank done, a rank failed, or report counts that
 //     differ (the message names both ranks).
 //
-// A peer cannot make the driver allocate without bound: a report's metrics
-// are capped at max_metrics_bytes, a chunk at knobs::ship_chunk_bytes, only
-// rank 0 sends chunks and only for the report being collected, and a
-// report other than the one being collected is refused.
+// A peer cannot make the driver hold more than a bounded amount: a
+// report's metrics are capped at max_metrics_bytes, chunks are refused
+// above knobs::ship_chunk_bytes (after CAF decoded them: the port guard
+// caps what a plain port decodes at HVACTOR_MAX_MESSAGE_BYTES), only rank
+// 0's process may send chunks or a path, only for the report being
+// collected and never after the attempt ended, and each chunk goes to disk
+// before the next is answered.
 
 #include <chrono>
 #include <cstddef>

@@ -88,6 +88,26 @@ column::column(std::vector<int64_t> xs) : column(dtype::int64, {}, bytes_of(xs))
 
 column::column(dtype type, std::vector<int64_t> inner_shape, std::vector<std::byte> bytes)
     : type_(type), inner_(std::move(inner_shape)) {
+  check_shape(bytes.size());
+  auto owner = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  bytes_ = std::shared_ptr<const std::byte>{owner, owner->data()};
+}
+
+column::column(dtype type, std::vector<int64_t> inner_shape, std::shared_ptr<const std::byte> bytes,
+               size_t size)
+    : type_(type), inner_(std::move(inner_shape)) {
+  check_shape(size);
+  if (size != 0 && !bytes)
+    throw std::invalid_argument("train::column: no bytes for a column of rows");
+  if (reinterpret_cast<uintptr_t>(bytes.get()) % dtype_size(type) != 0)
+    throw std::invalid_argument("train::column: bytes not aligned for the column's dtype");
+  bytes_ = std::move(bytes);
+}
+
+// Sets rows_ from a byte size; std::invalid_argument for a bad type, shape
+// or size.
+void column::check_shape(size_t size) {
+  auto type = type_;
   if (static_cast<uint8_t>(type) > static_cast<uint8_t>(dtype::int64))
     throw std::invalid_argument("train::column: unknown dtype "
                                 + std::to_string(static_cast<int>(type)));
@@ -101,16 +121,15 @@ column::column(dtype type, std::vector<int64_t> inner_shape, std::vector<std::by
     throw std::invalid_argument("train::column: a row's shape is too large");
   auto row = row_bytes();
   if (row == 0) {
-    if (!bytes.empty())
+    if (size != 0)
       throw std::invalid_argument("train::column: bytes for rows of no elements");
     rows_ = 0;
   } else {
-    if (bytes.size() % row != 0)
+    if (size % row != 0)
       throw std::invalid_argument(fmt::format(
-        "train::column: {} bytes are not a whole number of {}-byte rows", bytes.size(), row));
-    rows_ = static_cast<int64_t>(bytes.size() / row);
+        "train::column: {} bytes are not a whole number of {}-byte rows", size, row));
+    rows_ = static_cast<int64_t>(size / row);
   }
-  bytes_ = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
 }
 
 std::vector<int64_t> column::shape() const {
@@ -128,7 +147,7 @@ size_t column::row_bytes() const noexcept {
 }
 
 const std::byte* column::data() const noexcept {
-  return bytes_ ? bytes_->data() + offset_ : nullptr;
+  return bytes_ ? bytes_.get() + offset_ : nullptr;
 }
 
 void column::check_type(size_t size, bool floating) const {

@@ -17,6 +17,7 @@
 #include "hvactor/errors.hpp"
 #include "hvactor/train.hpp"
 #include "train/internal/byte_codec.hpp"
+#include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_protocol.hpp"
 
 namespace hvactor::train {
@@ -246,10 +247,18 @@ dataset dataset::shard(int rank, int world_size, data_config how) const {
 
 // Byte form: "HVDS", u32 version, u64 rows, u32 columns; per column: name,
 // u8 dtype, u32 rank of a row's shape, its i64 dims, u64 byte count, bytes.
+// The byte form, version 2: "HVDS", 2, rows, the column count, then per
+// column its name, dtype, inner shape and byte size, zeros up to the next
+// multiple of column_alignment from the start, and its bytes. Version 1
+// (no zeros) is still read.
+namespace {
+constexpr size_t column_alignment = 64;
+} // namespace
+
 std::vector<char> dataset::to_bytes() const {
   byte_writer w;
   w.raw("HVDS", 4);
-  w.u32(1);
+  w.u32(2);
   w.u64(static_cast<uint64_t>(rows_));
   w.u32(static_cast<uint32_t>(columns_.size()));
   for (auto& [name, col] : columns_) {
@@ -259,15 +268,29 @@ std::vector<char> dataset::to_bytes() const {
     for (auto d : col.inner_shape())
       w.u64(static_cast<uint64_t>(d));
     w.u64(col.size_bytes());
+    auto pad = (column_alignment - w.size() % column_alignment) % column_alignment;
+    std::memset(w.grow(pad), 0, pad);
     w.raw(reinterpret_cast<const char*>(col.data()), col.size_bytes());
   }
   return w.take();
 }
 
 dataset dataset::from_bytes(const std::vector<char>& bytes) {
-  byte_reader r{bytes, "a dataset shard"};
-  if (r.raw(4) != "HVDS" || r.u32() != 1)
+  auto copy = fresh_bytes(bytes.size());
+  if (!bytes.empty())
+    std::memcpy(copy.data.get(), bytes.data(), bytes.size());
+  return from_bytes(std::move(copy.data), copy.size);
+}
+
+dataset dataset::from_bytes(std::shared_ptr<const std::byte> bytes, size_t size) {
+  const char* base = reinterpret_cast<const char*>(bytes.get());
+  byte_reader r{std::string_view{base, size}, "a dataset shard"};
+  if (r.raw(4) != "HVDS")
     throw error("a dataset shard: not hvactor's dataset format");
+  auto version = r.u32();
+  if (version != 1 && version != 2)
+    throw error(fmt::format("a dataset shard: format version {} (this build reads 1 and 2)",
+                            version));
   auto rows = static_cast<int64_t>(r.u64());
   auto n = r.u32();
   std::map<std::string, column> cols;
@@ -282,12 +305,17 @@ dataset dataset::from_bytes(const std::vector<char>& bytes) {
     std::vector<int64_t> inner;
     for (uint32_t d = 0; d < dims; ++d)
       inner.push_back(static_cast<int64_t>(r.u64()));
-    auto size = r.u64();
-    auto data = r.raw(size);
-    std::vector<std::byte> raw(data.size());
-    std::memcpy(raw.data(), data.data(), data.size());
+    auto col_size = r.u64();
+    if (version == 2)
+      r.raw((column_alignment - r.position() % column_alignment) % column_alignment);
+    auto data = r.raw(col_size);
+    auto* first = reinterpret_cast<const std::byte*>(data.data());
+    auto dt = static_cast<dtype>(type);
     try {
-      column c{static_cast<dtype>(type), std::move(inner), std::move(raw)};
+      column c = reinterpret_cast<uintptr_t>(first) % dtype_size(dt) == 0
+                   ? column{dt, std::move(inner), std::shared_ptr<const std::byte>{bytes, first},
+                            data.size()}
+                   : column{dt, std::move(inner), std::vector<std::byte>(first, first + data.size())};
       if (c.row_bytes() != 0 && c.rows() != rows)
         throw error("a dataset shard: columns of different lengths");
       cols.emplace(std::move(name), std::move(c));

@@ -19,6 +19,7 @@
 #include "base/internal/process_system.hpp"
 #include "base/net/net.hpp"
 #include "train/internal/checkpoint_stream.hpp"
+#include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_protocol.hpp"
 #include "base/net/transport.hpp"
 
@@ -29,7 +30,7 @@ namespace hvactor::train {
 namespace {
 
 // A checkpoint's chunks, at most: as many as the store accepts for a
-// chunked value (get_chunked).
+// chunked value (get_stream).
 constexpr uint32_t max_chunks = knobs::max_message_bytes / knobs::ship_chunk_bytes * 64;
 
 const std::regex& checkpoint_pattern() {
@@ -370,6 +371,16 @@ train_progress::behavior_type progress_impl(progress_actor self, progress_config
       finish(self, {.kind = train_event::rank_failed,
                     .failure = fmt::format("rank {} failed: {}", rank, what),
                     .rank = rank});
+    },
+    [self](tr_piece_atom, uint32_t dataset, int32_t rank,
+           uint64_t offset) -> caf::result<uint64_t, std::vector<char>> {
+      try {
+        auto [size, bytes] = read_shard_piece(self->state.cfg.shard_dir.string(), dataset, rank,
+                                              offset, knobs::ship_chunk_bytes);
+        return {size, std::move(bytes)};
+      } catch (const std::exception& e) {
+        return make_error(error_kind::generic, std::string{"train::get_dataset_shard: "} + e.what());
+      }
     },
     [self](tr_await_atom, uint64_t index) { return on_await(self, index); },
   };

@@ -27,14 +27,6 @@ std::string machine_view() {
   return id + " " + ns.string();
 }
 
-namespace keys {
-
-std::string data(const std::string& name, int rank) {
-  return fmt::format("data/{}/{}", name, rank);
-}
-
-} // namespace keys
-
 namespace {
 
 void write_values(byte_writer& w, const std::map<std::string, value>& m) {
@@ -134,6 +126,7 @@ void get_chunks(const get_batch& get, const std::string& key, Take take) {
   auto head = std::move(get({key + "#n"}).at(0));
   byte_reader r{head, "a chunked value"};
   auto count = r.u64();
+  r.expect_end();
   // Each chunk is at most ship_chunk_bytes, and a value at most the largest
   // message: a malformed count cannot make us wait for chunks forever.
   if (count == 0 || count > knobs::max_message_bytes / knobs::ship_chunk_bytes * 64)
@@ -149,32 +142,8 @@ void get_chunks(const get_batch& get, const std::string& key, Take take) {
 
 } // namespace
 
-void put_chunked(const set_batch& set, const std::string& key, const std::vector<char>& value) {
-  auto chunk = knobs::ship_chunk_bytes;
-  size_t at = 0;
-  bool first = true;
-  put_chunks(set, key, [&]() -> std::optional<std::vector<char>> {
-    if (at == value.size() && !first)
-      return std::nullopt;
-    first = false;
-    auto end = std::min(value.size(), at + chunk);
-    std::vector<char> part(value.begin() + static_cast<ptrdiff_t>(at),
-                           value.begin() + static_cast<ptrdiff_t>(end));
-    at = end;
-    return part;
-  });
-}
-
 void put_stream(const set_batch& set, const std::string& key, checkpoint_source& source) {
   put_chunks(set, key, [&] { return source.next(); });
-}
-
-std::vector<char> get_chunked(const get_batch& get, const std::string& key) {
-  std::vector<char> out;
-  get_chunks(get, key, [&](const std::vector<char>& part) {
-    out.insert(out.end(), part.begin(), part.end());
-  });
-  return out;
 }
 
 void get_stream(const get_batch& get, const std::string& key, checkpoint_sink& sink) {

@@ -313,7 +313,7 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   // The attempt's record of reports and checkpoints; the workers reach it
   // where they reach the store.
   progress_config pc{ex.num_workers(), run_dir, opts.run.checkpoint.num_to_keep,
-                     executor_access::job(ex).workers, spec.local_checkpoints};
+                     executor_access::job(ex).workers, spec.local_checkpoints, shard_dir};
   published_progress progress{executor_access::session(ex).system(), std::move(pc),
                               executor_access::session(ex).bind_host()};
   spec.progress_port = progress.port();
@@ -355,13 +355,11 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
     spec.datasets.push_back(name);
   if (spec.local_checkpoints)
     spec.machine_view = machine_view();
-  if (spec.local_checkpoints && !opts.datasets.empty()) {
+  // Shards are files the progress actor serves (tr_piece); a worker that
+  // sees the driver's files maps them instead.
+  if (!opts.datasets.empty()) {
     write_shards(size);
     spec.shard_dir = shard_dir.string();
-  } else {
-    for (auto& [name, ds] : opts.datasets)
-      for (int r = 0; r < size; ++r)
-        put_chunked(set, keys::data(name, r), ds.shard(r, size, opts.dataset_config).to_bytes());
   }
   if (resume) {
     checkpoint_source source{resume.path()};

@@ -23,6 +23,7 @@
 #include "base/internal/process_system.hpp"
 #include "collectives/internal/rendezvous_client.hpp"
 #include "train/internal/checkpoint_stream.hpp"
+#include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
 #include "base/net/transport.hpp"
@@ -118,6 +119,62 @@ context& get_context() {
   return session("get_context").ctx;
 }
 
+namespace {
+
+// Receives the answer to tr_piece request `id` into `out` at `offset`
+// (allocated at the first answer, the shard's size).
+void receive_piece(caf::blocking_actor& self, caf::message_id id, uint64_t offset,
+                   shared_bytes& out, std::chrono::milliseconds timeout) {
+  caf::error err = caf::sec::request_timeout;
+  caf::blocking_actor::accept_one_cond until_one;
+  self.varargs_receive(
+    until_one, id,
+    [&](uint64_t size, std::vector<char>& bytes) {
+      if (offset == 0 && !out.data)
+        out = fresh_bytes(static_cast<size_t>(size));
+      if (size != out.size || bytes.size() > out.size - offset
+          || (bytes.empty() && offset < size)) {
+        err = make_error(error_kind::generic, "the driver's answer does not fit the shard");
+        return;
+      }
+      if (!bytes.empty())
+        std::memcpy(out.data.get() + offset, bytes.data(), bytes.size());
+      err = caf::error{};
+    },
+    [&](caf::error& e) { err = std::move(e); }, caf::after(wait_bound(timeout)) >> [] {});
+  if (err)
+    throw error(fmt::format("train::get_dataset_shard: cannot fetch the shard from the driver: {}",
+                            describe(err)));
+}
+
+// Rank's shard of dataset `index` from the driver's progress actor, in
+// pieces of knobs::ship_chunk_bytes, train_chunks_in_flight asked at once,
+// each copied once into fresh memory of the shard's size.
+shared_bytes fetch_shard(worker_session& s, uint32_t index) {
+  caf::scoped_actor self{*s.sys};
+  auto rank = static_cast<int32_t>(s.ctx.world_rank());
+  auto ask_piece = [&](uint64_t offset) {
+    // Bounded by the receive (receive_piece), as ask() does.
+    return self->request(s.progress, caf::infinite, tr_piece_atom_v, index, rank, offset).id();
+  };
+  shared_bytes out;
+  receive_piece(*self, ask_piece(0), 0, out, s.timeout());
+  auto piece = static_cast<uint64_t>(knobs::ship_chunk_bytes);
+  std::deque<std::pair<caf::message_id, uint64_t>> asked;
+  for (uint64_t at = piece; at < out.size; at += piece) {
+    if (asked.size() == knobs::train_chunks_in_flight) {
+      receive_piece(*self, asked.front().first, asked.front().second, out, s.timeout());
+      asked.pop_front();
+    }
+    asked.emplace_back(ask_piece(at), at);
+  }
+  for (auto& [id, at] : asked)
+    receive_piece(*self, id, at, out, s.timeout());
+  return out;
+}
+
+} // namespace
+
 const dataset& get_dataset_shard(const std::string& name) {
   auto& s = session("get_dataset_shard");
   if (auto it = s.shards.find(name); it != s.shards.end())
@@ -130,32 +187,18 @@ const dataset& get_dataset_shard(const std::string& name) {
                                             "trainer has {})",
                                             name, names.empty() ? "none" : names));
   }
-  std::vector<char> bytes;
-  if (!s.spec.shard_dir.empty()) {
-    // The driver's own machine: a file of its 0700 folder.
-    if (!s.same_view())
-      throw error(fmt::format(
-        "train::get_dataset_shard: the driver wrote the shards as files of its machine, which "
-        "this worker does not see (another machine or mount namespace behind the driver's "
-        "loopback address); set {}=0 in the driver's environment to send them as messages",
-        local_route_env));
-    auto index = std::find(s.spec.datasets.begin(), s.spec.datasets.end(), name)
-                 - s.spec.datasets.begin();
-    auto path = fs::path{s.spec.shard_dir} / std::to_string(index)
-                / std::to_string(s.ctx.world_rank());
-    std::ifstream in{path, std::ios::binary | std::ios::ate};
-    if (!in)
-      throw error(fmt::format("train::get_dataset_shard: cannot read the shard file '{}'",
-                              path.string()));
-    bytes.resize(static_cast<size_t>(in.tellg()));
-    in.seekg(0);
-    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
-      throw error(fmt::format("train::get_dataset_shard: cannot read the shard file '{}'",
-                              path.string()));
-  } else {
-    bytes = get_chunked(s.get_many(), keys::data(name, s.ctx.world_rank()));
-  }
-  return s.shards.emplace(name, dataset::from_bytes(bytes)).first->second;
+  auto index = static_cast<uint32_t>(
+    std::find(s.spec.datasets.begin(), s.spec.datasets.end(), name) - s.spec.datasets.begin());
+  // On the driver's own machine the worker maps the shard's file (the
+  // columns share its pages; the driver's removal of the file leaves the
+  // mapping); elsewhere it fetches the file's bytes from the driver.
+  auto bytes = s.spec.local_checkpoints && s.same_view()
+                 ? map_file((fs::path{s.spec.shard_dir} / std::to_string(index)
+                             / std::to_string(s.ctx.world_rank()))
+                              .string())
+                 : fetch_shard(s, index);
+  auto d = dataset::from_bytes(std::move(bytes.data), bytes.size);
+  return s.shards.emplace(name, std::move(d)).first->second;
 }
 
 checkpoint get_checkpoint() {

@@ -16,6 +16,7 @@ Cases (each one cleans up after itself, also when it fails):
              n1<->n2 passes, rate re-shapes, bad input exits 2; SIGTERM tears
              everything down.
   sigkill    `up` killed with SIGKILL leaves its cluster; `down NAME` removes it.
+  train      hvactor::train across the link: shards, checkpoints, a resume.
 Exit 77 (ctest: skipped) without root or `ip netns`.
 """
 import argparse
@@ -43,6 +44,7 @@ PROBE = ("import socket,sys\n"
 class Env:
     def __init__(self, a):
         self.tool, self.node_bin, self.bench = a.tool, a.node_bin, a.bench
+        self.train_driver = a.train_driver
         self.tmp = tempfile.mkdtemp(prefix="netcluster_test.")
 
     def nc(self, *args, timeout=60, check=True):
@@ -267,19 +269,63 @@ def can_run():
     return None
 
 
+def case_train(env, name):
+    """hvactor::train across the link: the driver on the head (TLS, so no
+    same-machine route), a worker on each node. Shards come from the
+    driver in pieces (tr_piece), 5 MB checkpoints stream to the head; a
+    second fit resumes from the first one's checkpoint through the store."""
+    if not env.train_driver:
+        print("no --train-driver: skipped")
+        return
+    storage = os.path.join(env.tmp, f"{name}-storage")
+    common = (f'{env.train_driver} --address "$HVACTOR_ADDRESS" $NETCLUSTER_TLS_ARGS '
+              f'--workers 2 --rows 200000 --ckpt-bytes 5000000 --storage {storage}')
+    script = (f'{common} --name first --epochs 2 > {storage}.1 && '
+              f'{common} --name second --epochs 3 '
+              f'--resume "$(sed -n "s/^checkpoint path=\\([^ ]*\\) .*/\\1/p" {storage}.1)" '
+              f'> {storage}.2 && exit 42')
+    r = subprocess.run(env.up_args(name, "--cpus", "1", "--", "sh", "-c", script),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+    outs = []
+    for k in (1, 2):
+        if os.path.exists(f"{storage}.{k}"):
+            with open(f"{storage}.{k}") as f:
+                outs.append(f.read())
+    print(r.stdout + r.stderr + "\n".join(outs))
+    assert r.returncode == 42, f"the fits exited {r.returncode}"
+    first, second = outs
+    shards = re.findall(r"^shard .*$", first, re.M)
+    assert len(shards) == 2, shards
+    hosts = set()
+    for rank, line in enumerate(shards):
+        fields = dict(kv.split("=", 1) for kv in line.split()[1:])
+        assert fields["rows"] == "100000" and fields["first"] == str(rank * 100000) \
+            and fields["consistent"] == "1" and fields["batched"] == "100000", line
+        hosts.add(fields["host"])
+    assert hosts == {"n1", "n2"}, f"the ranks ran on {hosts}, not one on each node"
+    assert re.search(r"^checkpoint path=\S+ epoch=1 intact=1$", first, re.M), first
+    # The second fit resumed at epoch 2: its history holds that epoch only.
+    epochs = re.findall(r"^history .*epoch=(\d+)", second, re.M)
+    assert epochs == ["2"], epochs
+    assert re.search(r"^checkpoint path=\S+ epoch=2 intact=1$", second, re.M), second
+    assert_clean(name)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tool", required=True)
     p.add_argument("--node-bin", required=True)
     p.add_argument("--bench", required=True)
-    p.add_argument("cases", nargs="*", help="command, foreground, sigkill (default: all)")
+    p.add_argument("--train-driver", default="")
+    p.add_argument("cases", nargs="*", help="command, foreground, sigkill, train (default: all)")
     a = p.parse_args()
     why = can_run()
     if why:
         print(f"SKIP: {why}")
         return 77
     env = Env(a)
-    cases = {"command": case_command, "foreground": case_foreground, "sigkill": case_sigkill}
+    cases = {"command": case_command, "foreground": case_foreground, "sigkill": case_sigkill,
+             "train": case_train}
     passed = failed = 0
     for case in a.cases or list(cases):
         name = "nt" + secrets.token_hex(2)

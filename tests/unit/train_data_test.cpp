@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "hvactor/train.hpp"
 #include "base/internal/knobs.hpp"
 #include "train/internal/byte_codec.hpp"
+#include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_protocol.hpp"
 
 namespace fs = std::filesystem;
@@ -347,14 +349,101 @@ TEST_CASE("chunked values and checkpoint streams round-trip through a store") {
   train::checkpoint_sink cut{dir.path / "cut"};
   CHECK_THROWS_AS(train::get_stream(get, "cut", cut), hvactor::error);
 
-  // Plain chunked values: empty, one byte short of a chunk, several chunks.
-  for (size_t n : {size_t{0}, hvactor::knobs::ship_chunk_bytes - 1, size_t{9'000'001}}) {
-    std::vector<char> value(n);
-    for (size_t i = 0; i < n; ++i)
-      value[i] = static_cast<char>(i * 31);
-    train::put_chunked(set, "v" + std::to_string(n), value);
-    CHECK(train::get_chunked(get, "v" + std::to_string(n)) == value);
+}
+
+TEST_CASE("a shard's byte form: columns 64-byte aligned and shared with the buffer, version 1 "
+          "still read") {
+  auto ds = iota_rows(1001);
+  auto bytes = ds.to_bytes();
+  auto buf = train::fresh_bytes(bytes.size());
+  CHECK(reinterpret_cast<uintptr_t>(buf.data.get()) % 4096 == 0);
+  std::memcpy(buf.data.get(), bytes.data(), bytes.size());
+  auto* first = buf.data.get();
+  auto back = train::dataset::from_bytes(std::shared_ptr<const std::byte>{buf.data}, buf.size);
+  for (auto& [name, col] : back.columns()) {
+    INFO(name);
+    // No copy: the column's bytes are inside the buffer, aligned.
+    CHECK(col.data() >= first);
+    CHECK(col.data() < first + buf.size);
+    CHECK((col.data() - first) % 64 == 0);
   }
+  CHECK(back["x"].values<double>()[1000] == 1000.0);
+  // The buffer outlives its last owner's other references.
+  auto x = back["x"];
+  back = {};
+  buf = {};
+  CHECK(x.values<double>()[7] == 7.0);
+
+  // Version 1: no padding before the column's bytes (hand-written).
+  hvactor::byte_writer w;
+  w.raw("HVDS", 4);
+  w.u32(1);
+  w.u64(3);
+  w.u32(1);
+  w.str("v");
+  w.u8(static_cast<uint8_t>(train::dtype::float64));
+  w.u32(0);
+  w.u64(24);
+  for (double v : {1.5, 2.5, 3.5})
+    w.f64(v);
+  auto v1 = train::dataset::from_bytes(w.take());
+  CHECK(v1.count() == 3);
+  CHECK(v1["v"].values<double>()[2] == 3.5);
+  // Another version is named.
+  auto v9 = bytes;
+  v9[4] = 9;
+  CHECK_THROWS_WITH_AS(train::dataset::from_bytes(v9), doctest::Contains("version 9"),
+                       hvactor::error);
+}
+
+TEST_CASE("shard files: pieces as the driver serves them, mapped as a worker on its machine "
+          "maps them, clear errors") {
+  scratch dir;
+  fs::create_directories(dir.path / "0");
+  std::vector<char> value(9'000'001);
+  for (size_t i = 0; i < value.size(); ++i)
+    value[i] = static_cast<char>(i * 31);
+  std::ofstream{dir.path / "0" / "1", std::ios::binary}.write(value.data(),
+                                                               static_cast<std::streamsize>(value.size()));
+  auto root = dir.path.string();
+  size_t piece = 4 << 20;
+  std::vector<char> joined;
+  for (uint64_t at = 0; at < value.size(); at += piece) {
+    auto [size, bytes] = train::read_shard_piece(root, 0, 1, at, piece);
+    CHECK(size == value.size());
+    CHECK(bytes.size() == std::min<size_t>(piece, value.size() - at));
+    joined.insert(joined.end(), bytes.begin(), bytes.end());
+  }
+  CHECK(joined == value);
+  CHECK(train::read_shard_piece(root, 0, 1, value.size(), piece).second.empty());
+  CHECK_THROWS_WITH_AS(train::read_shard_piece(root, 0, 1, value.size() + 1, piece),
+                       doctest::Contains("past the"), hvactor::error);
+  CHECK_THROWS_WITH_AS(train::read_shard_piece(root, 0, 2, 0, piece),
+                       doctest::Contains("no shard 2 of dataset 0"), hvactor::error);
+  CHECK_THROWS_AS(train::read_shard_piece(root, 0, -1, 0, piece), hvactor::error);
+  CHECK_THROWS_AS(train::read_shard_piece(root, 7, 0, 0, piece), hvactor::error);
+  // A link in the file's place is not followed.
+  fs::create_symlink(dir.path / "0" / "1", dir.path / "0" / "3");
+  CHECK_THROWS_AS(train::read_shard_piece(root, 0, 3, 0, piece), hvactor::error);
+
+  auto mapped = train::map_file((dir.path / "0" / "1").string());
+  REQUIRE(mapped.size == value.size());
+  CHECK(std::memcmp(mapped.data.get(), value.data(), value.size()) == 0);
+  // Removing the file (as the driver does at the attempt's end) keeps the
+  // mapping's bytes.
+  fs::remove(dir.path / "0" / "1");
+  CHECK(static_cast<char>(mapped.data.get()[value.size() - 1]) == value.back());
+  CHECK_THROWS_AS(train::map_file((dir.path / "0").string()), hvactor::error); // a directory
+  CHECK_THROWS_AS(train::map_file((dir.path / "missing").string()), hvactor::error);
+
+  // Fresh memory: zeroed, writable, aligned; huge sizes are an error, not a crash.
+  auto fresh = train::fresh_bytes(5 << 20);
+  CHECK(fresh.size == size_t{5} << 20);
+  CHECK(reinterpret_cast<uintptr_t>(fresh.data.get()) % (2 << 20) == 0);
+  CHECK(fresh.data.get()[fresh.size - 1] == std::byte{0});
+  fresh.data.get()[fresh.size - 1] = std::byte{7};
+  CHECK(train::fresh_bytes(0).size == 0);
+  CHECK_THROWS_AS(train::fresh_bytes(size_t{1} << 62), hvactor::error);
 }
 
 TEST_CASE("machine_view: stable in a process, different in another mount namespace") {

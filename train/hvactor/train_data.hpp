@@ -46,6 +46,11 @@ public:
   column(std::vector<int64_t> xs);
   /// `bytes` holds rows x product(inner_shape) elements of `type`.
   column(dtype type, std::vector<int64_t> inner_shape, std::vector<std::byte> bytes);
+  /// The same over `size` bytes that `bytes` keeps alive (a mapped file, a
+  /// buffer other columns share): no copy. `bytes` must be aligned for
+  /// `type`.
+  column(dtype type, std::vector<int64_t> inner_shape, std::shared_ptr<const std::byte> bytes,
+         size_t size);
 
   /// From any type an adapter converts (torch::Tensor with hvactor/torch.hpp).
   template <class T>
@@ -101,11 +106,12 @@ public:
 
 private:
   void check_type(size_t size, bool floating) const;
+  void check_shape(size_t size);
 
   dtype type_ = dtype::float64;
   std::vector<int64_t> inner_;
   int64_t rows_ = 0;
-  std::shared_ptr<const std::vector<std::byte>> bytes_;
+  std::shared_ptr<const std::byte> bytes_;
   size_t offset_ = 0;
 };
 
@@ -243,6 +249,10 @@ public:
   /// back; from_bytes throws hvactor::error on malformed input.
   std::vector<char> to_bytes() const;
   static dataset from_bytes(const std::vector<char>& bytes);
+  /// The same over `size` bytes that `bytes` keeps alive: the columns share
+  /// them, no copy (each column's bytes start 64-byte aligned in to_bytes'
+  /// form; a column that is not aligned there is copied).
+  static dataset from_bytes(std::shared_ptr<const std::byte> bytes, size_t size);
 
 private:
   std::map<std::string, column> columns_;

@@ -42,6 +42,9 @@ public:
     out_.resize(at + n);
     return out_.data() + at;
   }
+  size_t size() const noexcept {
+    return out_.size();
+  }
   std::vector<char> take() {
     return std::move(out_);
   }
@@ -59,7 +62,10 @@ private:
 class byte_reader {
 public:
   /// `what` names the input in errors ("a dataset shard").
-  byte_reader(const std::vector<char>& in, std::string what) : in_(in), what_(std::move(what)) {
+  byte_reader(const std::vector<char>& in, std::string what)
+      : in_(in.data(), in.size()), what_(std::move(what)) {
+  }
+  byte_reader(std::string_view in, std::string what) : in_(in), what_(std::move(what)) {
   }
   std::string_view raw(uint64_t n) {
     if (n > in_.size() - pos_)
@@ -88,6 +94,10 @@ public:
   bool at_end() const noexcept {
     return pos_ == in_.size();
   }
+  /// Bytes read so far.
+  size_t position() const noexcept {
+    return pos_;
+  }
   size_t left() const noexcept {
     return in_.size() - pos_;
   }
@@ -104,7 +114,7 @@ private:
     std::memcpy(&x, s.data(), sizeof(T));
     return x;
   }
-  const std::vector<char>& in_;
+  std::string_view in_;
   size_t pos_ = 0;
   std::string what_;
 };

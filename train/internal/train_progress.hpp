@@ -114,6 +114,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor_train, caf::id_block::hvactor_handles::end)
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_fail_atom, "tr_fail")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_await_atom, "tr_await")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_local_atom, "tr_local")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_piece_atom, "tr_piece")
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_report))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_chunk))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_event))
@@ -134,6 +135,10 @@ using train_progress = caf::typed_actor<
   caf::replies_to<tr_done_atom, int32_t, uint64_t>::with<bool>,
   // The rank's loop threw.
   caf::reacts_to<tr_fail_atom, int32_t, std::string>,
+  // Bytes of rank `rank`'s shard of dataset `index` (train_spec::datasets)
+  // from `offset` on, at most knobs::ship_chunk_bytes, and the shard's
+  // size: the shard files the driver wrote (progress_config::shard_dir).
+  caf::replies_to<tr_piece_atom, uint32_t, int32_t, uint64_t>::with<uint64_t, std::vector<char>>,
   // The trainer: the next event from report `index` on.
   caf::replies_to<tr_await_atom, uint64_t>::with<train_event>>;
 
@@ -146,6 +151,9 @@ struct progress_config {
   std::vector<caf::actor> workers;
   /// Accept tr_local: every peer is this user's process on this machine.
   bool local_checkpoints = false;
+  /// Where the shard files are ("<dataset index>/<rank>"), served by
+  /// tr_piece; empty: no datasets.
+  std::filesystem::path shard_dir;
 };
 
 /// Spawns the attempt's progress actor (detached) in `sys`.

@@ -1,12 +1,12 @@
 #pragma once
 
-// Internal: how hvactor::train's driver and workers talk. What the driver
-// hands the workers before the loop begins goes through the job's
+// Internal: how hvactor::train's driver and workers talk. The dataset
+// shards are files the driver writes before the loop begins
+// (train_spec::shard_dir): a worker on the driver's machine maps its file,
+// any other fetches it from the driver's train_progress actor in pieces
+// (tr_piece). The checkpoint to resume from goes through the job's
 // rendezvous store, scope "<job>/train", as raw bytes:
 //
-//   data/<name>/<rank>     the dataset <name>'s shard of <rank> (chunked;
-//                          on the driver's own machine a file instead:
-//                          train_spec::shard_dir)
 //   resume                 the checkpoint to resume from (a checkpoint stream,
 //                          internal/checkpoint_stream.hpp, chunked)
 //
@@ -56,9 +56,9 @@ struct train_spec {
   /// it is on this machine's loopback, where only this user's processes
   /// can reach it (the port guard).
   bool local_checkpoints = false;
-  /// On the same route, the shards are files instead of store keys:
-  /// "<shard_dir>/<index in datasets>/<rank>" (a 0700 directory of the
-  /// driver's, removed when the attempt ends).
+  /// The shard files: "<shard_dir>/<index in datasets>/<rank>" (a 0700
+  /// directory of the driver's, removed when the attempt ends); on the
+  /// same route a worker maps its file, otherwise it asks tr_piece.
   std::string shard_dir;
   /// machine_view() of the driver: a worker uses the route above only
   /// where its own is the same (one machine, one mount namespace).
@@ -90,7 +90,6 @@ inline constexpr const char* local_route_env = "HVACTOR_TRAIN_LOCAL_ROUTE";
 std::string machine_view();
 
 namespace keys {
-std::string data(const std::string& name, int rank);
 inline const std::string resume = "resume";
 } // namespace keys
 
@@ -106,12 +105,6 @@ std::pair<metrics, bool> decode_report(const std::vector<char>& bytes);
 using set_batch = std::function<void(std::vector<std::pair<std::string, std::vector<char>>>)>;
 /// Reads several keys at once, each waited for.
 using get_batch = std::function<std::vector<std::vector<char>>(const std::vector<std::string>&)>;
-
-/// Puts `value` under `key` in chunks, knobs::train_chunks_in_flight at a
-/// time, the count last.
-void put_chunked(const set_batch& set, const std::string& key, const std::vector<char>& value);
-/// Reads a chunked value, knobs::train_chunks_in_flight chunks at a time.
-std::vector<char> get_chunked(const get_batch& get, const std::string& key);
 
 /// A checkpoint directory as a chunked value, its chunks read from disk as
 /// they are set (internal/checkpoint_stream.hpp), and back: each chunk

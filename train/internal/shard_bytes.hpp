@@ -1,0 +1,40 @@
+#pragma once
+
+// Internal: where a dataset shard's bytes live in a worker. The columns of
+// a fetched shard share one buffer (dataset::from_bytes over shared bytes),
+// so the bytes are written once: into fresh memory as they arrive from the
+// store, or not at all when the shard is a file of the driver's machine
+// (mapped).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hvactor::train {
+
+struct shared_bytes {
+  std::shared_ptr<std::byte> data;
+  size_t size = 0;
+};
+
+/// `size` bytes of fresh anonymous memory, page-aligned, with transparent
+/// huge pages asked for from 2 MiB (one fault per 2 MiB instead of per
+/// 4 KiB); unmapped when the last owner goes. hvactor::error when the
+/// memory cannot be had.
+shared_bytes fresh_bytes(size_t size);
+
+/// The regular file at `path`, mapped read-only (private, its pages
+/// populated at once); hvactor::error naming the path otherwise.
+shared_bytes map_file(const std::string& path);
+
+/// The piece of the shard file `dir`/`dataset`/`rank` from `offset` on (at
+/// most `max` bytes) and the file's size: what the driver answers a
+/// tr_piece with. hvactor::error when the file cannot be read or `offset`
+/// is past its end.
+std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, uint32_t dataset,
+                                                        int32_t rank, uint64_t offset, size_t max);
+
+} // namespace hvactor::train

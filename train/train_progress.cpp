@@ -69,6 +69,13 @@ struct progress_state {
   std::optional<train_event> last;
   /// The trainer's waiting tr_await, if any.
   std::optional<caf::typed_response_promise<train_event>> awaiting;
+  /// Reports without a checkpoint that came ahead of their turn (index >
+  /// next, or next while it waits for the trainer), by index and rank,
+  /// with their answers; bytes of metrics per rank.
+  std::map<uint64_t, std::map<int32_t, std::pair<std::vector<char>,
+                                                caf::typed_response_promise<std::string>>>>
+    early;
+  std::map<int32_t, size_t> early_bytes;
   /// Ranks whose loop returned, with their report counts.
   std::map<int32_t, uint64_t> done;
   /// What ended the attempt (kind rank_failed or failed), once known.
@@ -141,6 +148,11 @@ void finish(progress_actor self, train_event end) {
   for (auto& [rank, answer] : st.answers)
     answer.deliver(std::string{"the worker group failed: "} + st.end->failure);
   st.answers.clear();
+  for (auto& [index, ranks] : st.early)
+    for (auto& [rank, entry] : ranks)
+      entry.second.deliver(std::string{"the worker group failed: "} + st.end->failure);
+  st.early.clear();
+  st.early_bytes.clear();
   if (st.awaiting && !st.complete) {
     st.awaiting->deliver(*st.end);
     st.awaiting.reset();
@@ -178,6 +190,8 @@ void complete_report(progress_actor self) {
   st.complete = std::move(ev);
 }
 
+void promote_early(progress_actor self);
+
 // Hands the complete report to the waiting trainer and answers its ranks.
 void hand_over(progress_actor self) {
   auto& st = self->state;
@@ -192,6 +206,7 @@ void hand_over(progress_actor self) {
   st.complete.reset();
   ++st.next;
   st.remove_doomed();
+  promote_early(self);
 }
 
 // A rank returned after `reports` reports while another made one more.
@@ -283,10 +298,62 @@ caf::result<bool> on_local(progress_actor self, uint64_t index, const std::strin
   }
 }
 
+// Rank `rank`'s report `next` joins the one being collected; with the
+// last rank in, it is persisted and handed over.
+void take(progress_actor self, int32_t rank, std::vector<char> metrics,
+          caf::typed_response_promise<std::string> answer) {
+  auto& st = self->state;
+  st.metrics.emplace(rank, std::move(metrics));
+  st.answers.emplace(rank, std::move(answer));
+  if (auto why = count_mismatch(st)) {
+    finish(self, {.kind = train_event::failed, .failure = *why});
+  } else if (st.metrics.size() == static_cast<size_t>(st.cfg.size)) {
+    complete_report(self);
+    hand_over(self);
+  }
+}
+
+// A report without a checkpoint ahead of its turn (report_pipe sends up
+// to reports_sent_ahead): kept, bounded per rank, until `next` reaches it.
+bool keep_early(progress_actor self, train_report& r) {
+  auto& st = self->state;
+  bool ahead = r.index > st.next || (r.index == st.next && st.complete);
+  if (!ahead || r.chunks != 0 || r.rank < 0 || r.rank >= st.cfg.size
+      || r.index > st.next + reports_sent_ahead || r.metrics.size() > max_metrics_bytes
+      || st.early_bytes[r.rank] + r.metrics.size() > report_bytes_in_flight)
+    return false;
+  auto& at = st.early[r.index];
+  if (at.count(r.rank))
+    return false;
+  st.early_bytes[r.rank] += r.metrics.size();
+  at.emplace(r.rank, std::make_pair(std::move(r.metrics),
+                                    self->make_response_promise<std::string>()));
+  return true;
+}
+
+// Report `next` (just advanced to) from the ranks that sent it early.
+void promote_early(progress_actor self) {
+  auto& st = self->state;
+  auto it = st.early.find(st.next);
+  if (it == st.early.end())
+    return;
+  auto ranks = std::move(it->second);
+  st.early.erase(it);
+  for (auto& [rank, entry] : ranks) {
+    st.early_bytes[rank] -= entry.first.size();
+    if (st.end)
+      entry.second.deliver(std::string{"the worker group failed: "} + st.end->failure);
+    else
+      take(self, rank, std::move(entry.first), std::move(entry.second));
+  }
+}
+
 caf::result<std::string> on_report(progress_actor self, train_report& r) {
   auto& st = self->state;
   if (st.end)
     return std::string{"the worker group failed: "} + st.end->failure;
+  if (keep_early(self, r))
+    return st.early[r.index].at(r.rank).second;
   if (r.rank < 0 || r.rank >= st.cfg.size || r.index != st.next || st.complete
       || st.metrics.count(r.rank) || r.metrics.size() > max_metrics_bytes
       || r.chunks > max_chunks || (r.rank != 0 && r.chunks > 0))
@@ -295,15 +362,8 @@ caf::result<std::string> on_report(progress_actor self, train_report& r) {
                                r.index + 1, r.rank, st.next + 1, st.cfg.size, max_metrics_bytes));
   if (r.rank == 0)
     st.chunk_count = r.chunks;
-  st.metrics.emplace(r.rank, std::move(r.metrics));
   auto answer = self->make_response_promise<std::string>();
-  st.answers.emplace(r.rank, answer);
-  if (auto why = count_mismatch(st)) {
-    finish(self, {.kind = train_event::failed, .failure = *why});
-  } else if (st.metrics.size() == static_cast<size_t>(st.cfg.size)) {
-    complete_report(self);
-    hand_over(self);
-  }
+  take(self, r.rank, std::move(r.metrics), answer);
   return answer;
 }
 
@@ -391,53 +451,6 @@ train_progress::behavior_type progress_impl(progress_actor self, progress_config
 train_progress spawn_train_progress(caf::actor_system& sys, progress_config cfg) {
   return sys.spawn<caf::detached>(progress_impl, std::move(cfg));
 }
-
-published_progress::published_progress(caf::actor_system& sys, progress_config cfg,
-                                       const std::string& bind)
-  : sys_(sys), actor_(spawn_train_progress(sys, std::move(cfg))) {
-  auto port = transport::publish(sys_, caf::actor_cast<caf::actor>(actor_), 0, bind);
-  if (!port) {
-    caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
-    throw error(fmt::format("train: cannot publish the run's progress actor on {}: {}", bind,
-                            sys_.render(port.error())));
-  }
-  port_ = *port;
-  if (transport::secure(sys_)) {
-    watchdog_ = std::make_unique<connection_watchdog>(connection_watchdog::options{});
-    watchdog_->watch(port_);
-  }
-}
-
-published_progress::~published_progress() {
-  try {
-    if (watchdog_)
-      watchdog_->unwatch(port_);
-    transport::unpublish(sys_, caf::actor_cast<caf::actor>(actor_), port_);
-  } catch (const std::exception& e) {
-    log::warn("train: closing the progress actor's port: {}", e.what());
-  }
-  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
-  // It may still be removing old checkpoints: the fit returns once the run
-  // directory holds only what it keeps.
-  caf::scoped_actor self{sys_};
-  self->monitor(actor_);
-  self->receive([](const caf::down_msg&) {},
-                caf::after(knobs::system_exit_limit) >> [] {
-                  log::warn("train: the progress actor did not stop within the bound");
-                });
-}
-
-void register_train_types(caf::actor_system_config& cfg) {
-  cfg.add_message_types<caf::id_block::hvactor_train>();
-}
-
-namespace {
-
-// Every system of the process carries hvactor::train's messages
-// (process_system.hpp).
-const process_system::registrar train_types{&register_train_types};
-
-} // namespace
 
 int64_t next_checkpoint_index(const fs::path& dir) {
   int64_t next = 0;

@@ -23,6 +23,7 @@
 #include "base/internal/process_system.hpp"
 #include "collectives/internal/rendezvous_client.hpp"
 #include "train/internal/checkpoint_stream.hpp"
+#include "train/internal/report_pipe.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
@@ -42,6 +43,8 @@ struct worker_session {
   std::unique_ptr<collectives::rendezvous_client> store;
   /// The driver's record of this attempt: report() goes there.
   train_progress progress;
+  /// Reports without a checkpoint, sent in the background, in order.
+  std::unique_ptr<report_pipe> pipe;
   std::map<std::string, dataset> shards;
   bool resume_fetched = false;
   checkpoint resume;
@@ -290,6 +293,16 @@ void report(const metrics& m, const checkpoint& ckpt) {
   auto i = s.next_report++;
   int rank = s.ctx.world_rank();
   bool with_checkpoint = rank == 0 && static_cast<bool>(ckpt);
+  if (!ckpt) {
+    // Metrics only: queued, the driver gets them in order, and a refusal
+    // is thrown by the next report() or when the loop returns.
+    s.pipe->push(train_report{rank, i, encode_report(m, false), 0});
+    return;
+  }
+  // A report with a checkpoint (on any rank: each passes its own, rank 0's
+  // is kept) waits for the earlier ones, then for its own answer: when it
+  // returns, every rank's report is recorded and the checkpoint persisted.
+  s.pipe->drain();
   uint32_t chunks = 0;
   if (with_checkpoint && s.spec.local_checkpoints && s.same_view())
     chunks = copy_by_driver(s, i, ckpt.path());
@@ -329,6 +342,7 @@ void run_worker(train_spec spec) {
                             host, s.spec.progress_port, s.spec.timeout_ms,
                             describe(found.error())));
   s.progress = caf::actor_cast<train_progress>(std::move(*found));
+  s.pipe = std::make_unique<report_pipe>(*s.sys, s.progress, s.limit());
   auto loop = reinterpret_cast<void (*)(context&)>(
     const_cast<void*>(hvactor::detail::decode_code_address(s.spec.loop)));
   worker_session* none = nullptr;
@@ -342,6 +356,7 @@ void run_worker(train_spec spec) {
   int rank = s.ctx.world_rank();
   try {
     loop(s.ctx);
+    s.pipe->drain(); // a queued report's failure fails the call
   } catch (const std::exception& e) {
     // The driver learns at once; the call's error carries the details.
     caf::anon_send(s.progress, tr_fail_atom_v, static_cast<int32_t>(rank), std::string{e.what()});

@@ -134,14 +134,20 @@ void loop(train::context& ctx) {
         std::this_thread::sleep_for(std::chrono::milliseconds{150});
         ::kill(::getpid(), SIGKILL);
       }}.detach();
-    train::report({{"epoch", epoch},
-                   {"rank", rank},
-                   {"rows", shard.count()},
-                   {"batched", batched},
-                   {"first", first},
-                   {"consistent", consistent ? 1 : 0},
-                   {"host", std::string{std::getenv("HOROVOD_HOSTNAME")}}},
-                  train::checkpoint::from_directory(dir.string()));
+    train::metrics m{{"epoch", epoch},
+                     {"rank", rank},
+                     {"rows", shard.count()},
+                     {"batched", batched},
+                     {"first", first},
+                     {"consistent", consistent ? 1 : 0},
+                     {"host", std::string{std::getenv("HOROVOD_HOSTNAME")}}};
+    if (rank == cfg(ctx, "big_metric_rank", -1) && epoch == epochs - 1)
+      m["big"] = std::string(size_t{17} << 20, 'b'); // over the driver's 16 MiB
+    // metrics_only: reports without a checkpoint (queued, not awaited).
+    if (cfg(ctx, "metrics_only", 0))
+      train::report(m);
+    else
+      train::report(m, train::checkpoint::from_directory(dir.string()));
     fs::remove_all(dir);
   }
 }
@@ -184,7 +190,8 @@ int main(int argc, char** argv) {
     if (auto resume = opt("--resume", ""); !resume.empty())
       o.resume_from_checkpoint = train::checkpoint::from_directory(resume);
     for (auto key : {"epochs", "ckpt_bytes", "kill_rank", "kill_epoch", "throw_rank",
-                     "throw_epoch", "short_rank", "sparse_gib", "kill_mid_report_epoch"}) {
+                     "throw_epoch", "short_rank", "sparse_gib", "kill_mid_report_epoch",
+                     "metrics_only", "big_metric_rank"}) {
       std::string flag = "--" + std::string{key};
       std::replace(flag.begin(), flag.end(), '_', '-');
       auto v = opt(flag, "");

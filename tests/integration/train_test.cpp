@@ -336,6 +336,38 @@ TEST_CASE("a rank that reports fewer times than the others: a clear error, no ha
   CHECK(std::chrono::steady_clock::now() - t0 < 60s);
 }
 
+TEST_CASE("reports without a checkpoint are queued: all arrive in order; a short rank and a "
+          "refused report fail the fit when the loop returns") {
+  temp_dir dir;
+  auto r = train(dir, {"--workers", "3", "--epochs", "4", "--metrics-only", "1", "--name", "mo"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  auto history = records(r.out, "history");
+  REQUIRE(history.size() == 4);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(history[i]["epoch"] == std::to_string(i));
+    CHECK(history[i]["training_iteration"] == std::to_string(i + 1));
+  }
+  CHECK(records(r.out, "shard").size() == 3); // every rank's last report
+  CHECK(checkpoints(dir.path() / "results" / "mo").empty());
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto s = train(dir, {"--workers", "2", "--epochs", "3", "--short-rank", "1", "--metrics-only",
+                       "1", "--name", "mo-short"});
+  INFO(describe(s));
+  CHECK(s.status.code == 1);
+  CHECK(rest_of(s.out, "error").find("same number of times") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 60s);
+
+  // Rank 1's last report carries 17 MiB of metrics: the driver refuses it,
+  // and the loop's end (report() had returned) fails the call with why.
+  auto b = train(dir, {"--workers", "2", "--epochs", "2", "--big-metric-rank", "1",
+                       "--metrics-only", "1", "--name", "mo-big"});
+  INFO(describe(b));
+  CHECK(b.status.code == 1);
+  CHECK(rest_of(b.out, "error").find("bytes of metrics") != std::string::npos);
+}
+
 TEST_CASE("invalid trainer options throw before any worker starts") {
   temp_dir dir;
   auto r = train(dir, {"--workers", "0"});

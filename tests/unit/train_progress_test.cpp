@@ -18,6 +18,7 @@
 #include "base/internal/knobs.hpp"
 #include "base/internal/process_system.hpp"
 #include "train/internal/checkpoint_stream.hpp"
+#include "train/internal/report_pipe.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
 
@@ -120,7 +121,8 @@ TEST_CASE("a peer cannot make the driver hold oversized or unexpected messages")
   auto big = report_of(1, 0);
   big.metrics.assign(train::max_metrics_bytes + 1, 'm');
   CHECK(refused(big));
-  CHECK(refused(report_of(1, 3)));    // not the report being collected
+  // Beyond what a worker sends ahead of the report being collected.
+  CHECK(refused(report_of(1, train::reports_sent_ahead + 1)));
   CHECK(refused(report_of(2, 0)));    // no such rank
   CHECK(refused(report_of(1, 0, 4))); // only rank 0 sends a checkpoint
   auto chunk = [&](train::train_chunk c) {
@@ -289,6 +291,88 @@ TEST_CASE("one system per process: shared while held, a new one after the last s
     CHECK(d.get() == c.get());
     CHECK_THROWS_AS(hvactor::process_system::lend(*c), std::logic_error);
   }
+}
+
+} // TEST_SUITE
+
+TEST_SUITE("report_pipe") {
+
+TEST_CASE("reports ahead of their turn wait at the driver and are answered in turn, bounded") {
+  run_fixture run{2};
+  caf::scoped_actor self{*run.sys};
+  // Rank 1 sends reports 0-3 at once; rank 0 sends them one by one.
+  std::vector<caf::message_id> ahead;
+  for (uint64_t i = 0; i < 4; ++i)
+    ahead.push_back(run.send(self, report_of(1, i)));
+  CHECK(run.answer(self, ahead[1], 100ms) == "<none>"); // kept, not refused
+  for (uint64_t i = 0; i < 4; ++i) {
+    auto mine = run.send(self, report_of(0, i));
+    auto ev = run.await(i);
+    REQUIRE(ev);
+    CHECK(ev->index == i);
+    CHECK(ev->metrics.size() == 2);
+    CHECK(run.answer(self, mine).empty());
+    CHECK(run.answer(self, ahead[i]).empty());
+  }
+  // At most report_bytes_in_flight bytes of metrics per rank wait ahead.
+  auto fat = [](uint64_t i) {
+    auto r = report_of(1, i);
+    r.metrics.assign(train::max_metrics_bytes, 'f');
+    return r;
+  };
+  std::vector<caf::message_id> kept;
+  for (uint64_t i = 5; i < 9; ++i) // 4 x 16 MiB: the bound
+    kept.push_back(run.send(self, fat(i)));
+  auto over = run.answer(self, run.send(self, fat(9)));
+  CHECK(over.find("refused") != std::string::npos);
+  // A failure answers every report kept ahead at once.
+  caf::anon_send(run.progress, train::tr_fail_atom_v, int32_t{0}, std::string{"boom"});
+  for (auto id : kept)
+    CHECK(run.answer(self, id).find("boom") != std::string::npos);
+}
+
+TEST_CASE("queued reports reach the driver in order; a refusal is thrown by the next push and by "
+          "drain") {
+  run_fixture run{2};
+  train::report_pipe p0{*run.sys, run.progress, 5s};
+  train::report_pipe p1{*run.sys, run.progress, 5s};
+  // Pushing returns at once: rank 1 queues ten reports before any answer.
+  for (uint64_t i = 0; i < 10; ++i)
+    p1.push(report_of(1, i));
+  for (uint64_t i = 0; i < 10; ++i)
+    p0.push(report_of(0, i));
+  for (uint64_t i = 0; i < 10; ++i) {
+    auto ev = run.await(i);
+    REQUIRE(ev);
+    CHECK(ev->kind == train::train_event::report);
+    CHECK(ev->index == i);
+    CHECK(ev->metrics.size() == 2);
+  }
+  p0.drain();
+  p1.drain();
+  // Report 6 again, while the driver collects report 11: refused.
+  p1.push(report_of(1, 5));
+  CHECK_THROWS_WITH_AS(p1.drain(), doctest::Contains("refused"), hvactor::error);
+  // The failure stays: the next report() throws it too.
+  CHECK_THROWS_WITH_AS(p1.push(report_of(1, 10)), doctest::Contains("refused"), hvactor::error);
+}
+
+TEST_CASE("a driver that goes away fails the queued reports at once, not after the limit") {
+  run_fixture run{2};
+  train::report_pipe p0{*run.sys, run.progress, 60s};
+  p0.push(report_of(0, 0)); // waits for rank 1, which never reports
+  caf::anon_send_exit(run.progress, caf::exit_reason::kill);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(p0.drain(), hvactor::error);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
+TEST_CASE("a report nobody answers fails within the limit, naming it") {
+  run_fixture run{2};
+  train::report_pipe p0{*run.sys, run.progress, 300ms};
+  p0.push(report_of(0, 0)); // rank 1 never reports
+  CHECK_THROWS_WITH_AS(p0.drain(), doctest::Contains("report 1 of rank 0 was not acknowledged"),
+                       hvactor::error);
 }
 
 } // TEST_SUITE

@@ -56,6 +56,13 @@ namespace hvactor::train {
 
 /// Largest encoded metrics of one report a rank may send.
 inline constexpr size_t max_metrics_bytes = size_t{16} << 20;
+/// A worker's reports without a checkpoint wait in its process (at most
+/// this many, and this many bytes of metrics: report_pipe.hpp); up to
+/// reports_sent_ahead of them are with the driver ahead of their turn, at
+/// most report_bytes_in_flight bytes per rank there too.
+inline constexpr size_t reports_in_flight = 64;
+inline constexpr size_t reports_sent_ahead = 16;
+inline constexpr size_t report_bytes_in_flight = size_t{64} << 20;
 
 /// One rank's report `index`: its encoded metrics (encode_values) and, for
 /// rank 0, how many checkpoint chunks it sent before (0: no checkpoint).

@@ -97,6 +97,7 @@ void sync_loop(train::context& ctx) {
   hvd::init();
   auto n = cfg("reports");
   std::vector<double> rep, bar;
+  auto start = clock_type::now();
   for (int64_t i = 0; i < n; ++i) {
     auto t0 = clock_type::now();
     train::report({{"i", i}});
@@ -105,8 +106,17 @@ void sync_loop(train::context& ctx) {
     hvd::barrier();
     bar.push_back(seconds_since(t0));
   }
+  // A report with a checkpoint returns once every earlier report is
+  // recorded by the driver: the reports' throughput.
+  auto dir = scratch_dir("sync-ckpt");
+  write_file(dir / "x", 1);
+  train::report({{"drain", 1}}, train::checkpoint::from_directory(dir.string()));
+  auto recorded = seconds_since(start) / static_cast<double>(n + 1);
+  fs::remove_all(dir);
   // One last report carries the medians.
-  train::report({{"report_us", median(rep) * 1e6}, {"barrier_us", median(bar) * 1e6}});
+  train::report({{"report_us", median(rep) * 1e6},
+                 {"barrier_us", median(bar) * 1e6},
+                 {"recorded_us", recorded * 1e6}});
   hvd::shutdown();
   (void)ctx;
 }
@@ -260,6 +270,9 @@ int main(int argc, char** argv) {
   auto bar_us = sync.metrics.at("barrier_us").as_double();
   fmt::print("| report() without checkpoint vs hvd::barrier() | {:.0f} us | {:.0f} us | {:.2f}x |\n",
              rep_us, bar_us, rep_us / bar_us);
+  fmt::print("| {} reports and barriers until the driver recorded them all, per report (the "
+             "driver's pace) | {:.0f} us | | |\n",
+             o["reports"].as<int>(), sync.metrics.at("recorded_us").as_double());
 
   auto mib = o["ckpt-mib"].as<int>();
   auto driver_idle = (reset_peak_rss(), status_mib("VmRSS"));

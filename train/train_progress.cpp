@@ -40,6 +40,9 @@ const std::regex& checkpoint_pattern() {
 
 struct progress_state {
   progress_config cfg;
+  /// The resume checkpoint's stream per rank that asks for it, and the
+  /// chunk it is at.
+  std::map<int32_t, std::pair<std::unique_ptr<checkpoint_source>, uint32_t>> resumes;
   /// The report being collected, its ranks' metrics and waiting answers.
   uint64_t next = 0;
   std::map<int32_t, std::vector<char>> metrics;
@@ -415,6 +418,25 @@ void on_down(progress_actor self, const caf::down_msg& dm) {
                     .rank = static_cast<int32_t>(r)});
 }
 
+// Chunk `no` of the resume checkpoint's stream for `rank`, read as asked.
+caf::result<std::vector<char>> on_resume(progress_actor self, int32_t rank, uint32_t no) {
+  auto& st = self->state;
+  auto& [source, at] = st.resumes[rank];
+  try {
+    if (st.cfg.resume_dir.empty() || rank < 0 || rank >= st.cfg.size)
+      throw error("this attempt has no checkpoint to resume from for that rank");
+    if (no == 0)
+      std::tie(source, at) = std::make_pair(std::make_unique<checkpoint_source>(st.cfg.resume_dir), 0u);
+    if (!source || no != at++)
+      throw error(fmt::format("chunk {} asked where chunk {} was due", no, at - 1));
+    auto chunk = source->next();
+    return chunk ? std::move(*chunk) : (source.reset(), std::vector<char>{});
+  } catch (const std::exception& e) {
+    st.resumes.erase(rank);
+    return make_error(error_kind::generic, std::string{"train::get_checkpoint: "} + e.what());
+  }
+}
+
 train_progress::behavior_type progress_impl(progress_actor self, progress_config cfg) {
   self->state.cfg = std::move(cfg);
   for (auto& w : self->state.cfg.workers)
@@ -442,6 +464,7 @@ train_progress::behavior_type progress_impl(progress_actor self, progress_config
         return make_error(error_kind::generic, std::string{"train::get_dataset_shard: "} + e.what());
       }
     },
+    [self](tr_resume_atom, int32_t rank, uint32_t no) { return on_resume(self, rank, no); },
     [self](tr_await_atom, uint64_t index) { return on_await(self, index); },
   };
 }

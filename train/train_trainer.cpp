@@ -1,8 +1,7 @@
 // hvactor::train's driver: trainer::fit() starts a worker group per
 // attempt, hands it the shards and the checkpoint to resume from through
-// the job's rendezvous store, follows its reports through the attempt's
-// train_progress actor (which persists rank 0's checkpoints) and restarts a
-// failed group (internal/train_protocol.hpp, internal/train_progress.hpp).
+// the attempt's train_progress actor (which also follows its reports and
+// persists rank 0's checkpoints) and restarts a failed group (internal/train_protocol.hpp, internal/train_progress.hpp).
 
 #include <unistd.h>
 
@@ -313,7 +312,8 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   // The attempt's record of reports and checkpoints; the workers reach it
   // where they reach the store.
   progress_config pc{ex.num_workers(), run_dir, opts.run.checkpoint.num_to_keep,
-                     executor_access::job(ex).workers, spec.local_checkpoints, shard_dir};
+                     executor_access::job(ex).workers, spec.local_checkpoints, shard_dir,
+                     spec.resume_path};
   published_progress progress{executor_access::session(ex).system(), std::move(pc),
                               executor_access::session(ex).bind_host()};
   spec.progress_port = progress.port();
@@ -322,23 +322,12 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   ex.shutdown();
 }
 
-// What every worker runs; the shards and the checkpoint to resume from go
-// into the job's store first.
+// What every worker runs; the shards are written as files first.
 train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint& resume) {
   auto& session = executor_access::session(ex);
   auto scope = executor_access::job(ex).job_id + "/train";
   auto& sys = session.system();
-  auto store = session.store();
   auto bound = wait_bound(opts.settings.timeout);
-  // The store is in this process: one request at a time costs no
-  // serialization.
-  set_batch set = [&](std::vector<std::pair<std::string, std::vector<char>>> entries) {
-    for (auto& [key, value] : entries) {
-      auto ok = ask<bool>(sys, store, bound, proto::set_atom_v, scope, key, std::move(value));
-      if (!ok)
-        throw_caf_error(ok.error(), "train: the rendezvous store");
-    }
-  };
   auto size = ex.num_workers();
   train_spec spec;
   spec.loop = loop;
@@ -361,11 +350,14 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
     write_shards(size);
     spec.shard_dir = shard_dir.string();
   }
+  // The checkpoint to resume from stays where it is: the progress actor
+  // streams it to each worker that asks (tr_resume), or a worker on the
+  // same route copies it.
   if (resume) {
-    checkpoint_source source{resume.path()};
-    put_stream(set, keys::resume, source);
+    checkpoint_source check{resume.path()}; // not a readable directory: fail here
     spec.has_resume = true;
     spec.resume_name = fs::path{resume.path()}.filename().string();
+    spec.resume_path = fs::absolute(resume.path()).string();
   }
   spec.config = encode_values(opts.config);
   spec.name = opts.run.name;

@@ -21,7 +21,6 @@
 #include "base/internal/log.hpp"
 #include "base/internal/process.hpp"
 #include "base/internal/process_system.hpp"
-#include "collectives/internal/rendezvous_client.hpp"
 #include "train/internal/checkpoint_stream.hpp"
 #include "train/internal/report_pipe.hpp"
 #include "train/internal/shard_bytes.hpp"
@@ -39,8 +38,6 @@ struct worker_session {
   context ctx;
   /// The process's actor system (the worker's, shared with hvd's clients).
   process_system::share sys = process_system::acquire();
-  /// Shards and the checkpoint to resume from.
-  std::unique_ptr<collectives::rendezvous_client> store;
   /// The driver's record of this attempt: report() goes there.
   train_progress progress;
   /// Reports without a checkpoint, sent in the background, in order.
@@ -62,14 +59,6 @@ struct worker_session {
 
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds{spec.timeout_ms};
-  }
-
-  // Chunked values, pipelined.
-  get_batch get_many() {
-    // Shards and the resume checkpoint are in the store before the loop runs.
-    return [this](const std::vector<std::string>& keys) {
-      return store->get_many(keys, timeout());
-    };
   }
 
   void fill_context() {
@@ -204,6 +193,64 @@ const dataset& get_dataset_shard(const std::string& name) {
   return s.shards.emplace(name, std::move(d)).first->second;
 }
 
+namespace {
+
+// The checkpoint to resume from into `dir`: copied from the driver's disk
+// on the same route (falling back to the stream when the copy is refused,
+// another user's file say), else streamed from the driver's progress
+// actor in chunks, train_chunks_in_flight asked at once, each written as
+// it comes.
+void fetch_resume(worker_session& s, const fs::path& dir) {
+  if (s.spec.local_checkpoints && s.same_view() && !s.spec.resume_path.empty()) {
+    try {
+      copy_checkpoint_dir(s.spec.resume_path, dir);
+      return;
+    } catch (const std::exception& e) {
+      log::warn("train: copying the checkpoint to resume from failed ({}); streaming it",
+                e.what());
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  }
+  checkpoint_sink sink{dir};
+  caf::scoped_actor self{*s.sys};
+  auto rank = static_cast<int32_t>(s.ctx.world_rank());
+  std::deque<caf::message_id> asked;
+  uint32_t next = 0;
+  auto ask_chunk = [&] {
+    // Bounded by the receive below, as ask() does.
+    asked.push_back(self->request(s.progress, caf::infinite, tr_resume_atom_v, rank, next++).id());
+  };
+  while (asked.size() < knobs::train_chunks_in_flight)
+    ask_chunk();
+  while (!sink.complete()) {
+    caf::error err = caf::sec::request_timeout;
+    bool ended = false;
+    caf::blocking_actor::accept_one_cond until_one;
+    self->varargs_receive(
+      until_one, asked.front(),
+      [&](std::vector<char>& chunk) {
+        err = caf::error{};
+        ended = chunk.empty();
+        if (!ended)
+          sink.feed(chunk);
+      },
+      [&](caf::error& e) { err = std::move(e); },
+      caf::after(wait_bound(s.timeout())) >> [] {});
+    asked.pop_front();
+    if (err)
+      throw error(fmt::format("train::get_checkpoint: cannot fetch the checkpoint from the "
+                              "driver: {}",
+                              describe(err)));
+    if (ended && !sink.complete())
+      throw error("train::get_checkpoint: the checkpoint stream ended before its end record");
+    if (!sink.complete())
+      ask_chunk();
+  }
+}
+
+} // namespace
+
 checkpoint get_checkpoint() {
   auto& s = session("get_checkpoint");
   if (!s.spec.has_resume)
@@ -215,8 +262,7 @@ checkpoint get_checkpoint() {
     std::error_code ec;
     fs::remove_all(dir, ec); // what an earlier failed fetch left
     try {
-      checkpoint_sink sink{dir};
-      get_stream(s.get_many(), keys::resume, sink);
+      fetch_resume(s, dir);
     } catch (...) {
       fs::remove_all(dir, ec);
       throw;
@@ -332,8 +378,6 @@ void run_worker(train_spec spec) {
   auto port = env::get_int(env::rendezvous_port, 0);
   if (host.empty() || port <= 0 || port > 65535)
     throw error("train: the worker has no rendezvous store address (HOROVOD_GLOO_RENDEZVOUS_*)");
-  s.store = std::make_unique<collectives::rendezvous_client>(
-    host, static_cast<uint16_t>(port), s.spec.scope, s.timeout());
   // The progress actor listens on the store's host (the driver's address).
   auto found = transport::connect(*s.sys, host, s.spec.progress_port, s.timeout());
   if (!found)

@@ -309,48 +309,6 @@ TEST_CASE("metrics and reports round-trip with their types") {
   CHECK_THROWS_AS(train::decode_values({'\x05', 0, 0, 0}), hvactor::error);
 }
 
-TEST_CASE("chunked values and checkpoint streams round-trip through a store") {
-  scratch dir;
-  auto src = dir.path / "src";
-  fs::create_directories(src / "a" / "b");
-  fs::create_directories(src / "empty");
-  std::ofstream{src / "top.txt"} << "top";
-  std::string big(5'000'000, 'z');
-  std::ofstream{src / "a" / "b" / "big.bin", std::ios::binary} << big;
-
-  // Through a map, as through the job's store.
-  std::map<std::string, std::vector<char>> store;
-  auto set = [&](std::vector<std::pair<std::string, std::vector<char>>> entries) {
-    for (auto& [k, v] : entries)
-      store[k] = std::move(v);
-  };
-  auto get = [&](const std::vector<std::string>& keys) {
-    std::vector<std::vector<char>> out;
-    for (auto& k : keys)
-      out.push_back(store.at(k));
-    return out;
-  };
-  train::checkpoint_source source{src};
-  train::put_stream(set, "resume", source);
-  CHECK(store.size() == 3); // two chunks of at most 4 MiB, and the count
-  auto out = dir.path / "out";
-  train::checkpoint_sink sink{out};
-  train::get_stream(get, "resume", sink);
-  CHECK(fs::is_directory(out / "empty"));
-  CHECK(fs::file_size(out / "a" / "b" / "big.bin") == big.size());
-  std::ifstream in{out / "top.txt"};
-  std::string text;
-  in >> text;
-  CHECK(text == "top");
-  // A stream cut short is an error, not a partial checkpoint taken as whole.
-  store["cut#n"] = store["resume#n"];
-  store["cut#0"] = store["resume#0"];
-  store["cut#1"] = std::vector<char>(store["resume#1"].begin(), store["resume#1"].begin() + 100);
-  train::checkpoint_sink cut{dir.path / "cut"};
-  CHECK_THROWS_AS(train::get_stream(get, "cut", cut), hvactor::error);
-
-}
-
 TEST_CASE("a shard's byte form: columns 64-byte aligned and shared with the buffer, version 1 "
           "still read") {
   auto ds = iota_rows(1001);

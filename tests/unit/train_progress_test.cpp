@@ -297,6 +297,55 @@ TEST_CASE("one system per process: shared while held, a new one after the last s
 
 TEST_SUITE("report_pipe") {
 
+TEST_CASE("tr_resume: the checkpoint to resume from streams from the driver's disk, per rank, in "
+          "order") {
+  run_fixture run{2};
+  auto src = run.dir / "resume-src";
+  fs::create_directories(src / "a" / "b");
+  fs::create_directories(src / "empty");
+  std::ofstream{src / "top.txt"} << "top";
+  std::string big(5'000'000, 'z');
+  std::ofstream{src / "a" / "b" / "big.bin", std::ios::binary} << big;
+  auto progress = train::spawn_train_progress(*run.sys, {2, run.dir, {}, {}, false, {}, src});
+  auto chunk = [&](int32_t rank, uint32_t no) {
+    return hvactor::ask<std::vector<char>>(*run.sys, progress, 5s, train::tr_resume_atom_v, rank,
+                                           no);
+  };
+  // Ranks 0 and 1 interleaved: each has its own stream.
+  train::checkpoint_sink sink0{run.dir / "out0"}, sink1{run.dir / "out1"};
+  uint32_t no = 0;
+  for (; !sink0.complete(); ++no) {
+    auto c0 = chunk(0, no);
+    auto c1 = chunk(1, no);
+    REQUIRE(c0);
+    REQUIRE(c1);
+    REQUIRE_FALSE(c0->empty());
+    sink0.feed(*c0);
+    sink1.feed(*c1);
+  }
+  CHECK(no == 2); // 5 MB: two chunks of at most 4 MiB
+  CHECK(sink1.complete());
+  for (auto* out : {"out0", "out1"}) {
+    CHECK(fs::is_directory(run.dir / out / "empty"));
+    CHECK(fs::file_size(run.dir / out / "a" / "b" / "big.bin") == big.size());
+  }
+  // Past the end: empty. Out of order or for no such rank: an error.
+  auto end = chunk(0, no);
+  REQUIRE(end);
+  CHECK(end->empty());
+  CHECK_FALSE(chunk(1, 5));
+  CHECK_FALSE(chunk(2, 0));
+  CHECK_FALSE(chunk(-1, 0));
+  // Starting over works after an error.
+  auto again = chunk(1, 0);
+  REQUIRE(again);
+  CHECK_FALSE(again->empty());
+  // An attempt without a checkpoint to resume from refuses.
+  CHECK_FALSE(hvactor::ask<std::vector<char>>(*run.sys, run.progress, 5s, train::tr_resume_atom_v,
+                                              int32_t{0}, uint32_t{0}));
+  caf::anon_send_exit(progress, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("reports ahead of their turn wait at the driver and are answered in turn, bounded") {
   run_fixture run{2};
   caf::scoped_actor self{*run.sys};

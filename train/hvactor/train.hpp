@@ -110,9 +110,15 @@ checkpoint get_checkpoint();
 
 /// Sends `m` to the driver; rank 0's `ckpt` directory is copied there and
 /// persisted (other ranks' checkpoints are ignored). Every worker must call
-/// it the same number of times: it returns once every rank reported this
-/// iteration and the checkpoint is persisted (hvactor::error after
-/// knobs::train_report_limit otherwise, naming the missing ranks).
+/// it the same number of times. With a checkpoint (on any rank) it returns
+/// once every rank reported this iteration and the checkpoint is persisted
+/// (hvactor::error after knobs::train_report_limit otherwise). Without one
+/// it queues the metrics and returns at once: they reach the driver in
+/// order, and a report the driver refuses, or that it never acknowledges,
+/// is thrown by a later report() or fails the loop when it returns. At
+/// most 64 reports (64 MiB of metrics) wait; a report beyond them waits
+/// for room. A worker killed right after a report without a checkpoint
+/// may lose that report.
 void report(const metrics& m, const checkpoint& ckpt = {});
 
 // -- the driver --------------------------------------------------------------------

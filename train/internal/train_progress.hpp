@@ -122,6 +122,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor_train, caf::id_block::hvactor_handles::end)
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_await_atom, "tr_await")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_local_atom, "tr_local")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_piece_atom, "tr_piece")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_resume_atom, "tr_resume")
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_report))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_chunk))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_event))
@@ -146,6 +147,11 @@ using train_progress = caf::typed_actor<
   // from `offset` on, at most knobs::ship_chunk_bytes, and the shard's
   // size: the shard files the driver wrote (progress_config::shard_dir).
   caf::replies_to<tr_piece_atom, uint32_t, int32_t, uint64_t>::with<uint64_t, std::vector<char>>,
+  // Chunk `no` of the checkpoint to resume from as a stream
+  // (internal/checkpoint_stream.hpp) for rank `rank`, read from the
+  // driver's disk as asked (no = 0 starts over; then in order); empty past
+  // the end.
+  caf::replies_to<tr_resume_atom, int32_t, uint32_t>::with<std::vector<char>>,
   // The trainer: the next event from report `index` on.
   caf::replies_to<tr_await_atom, uint64_t>::with<train_event>>;
 
@@ -161,6 +167,8 @@ struct progress_config {
   /// Where the shard files are ("<dataset index>/<rank>"), served by
   /// tr_piece; empty: no datasets.
   std::filesystem::path shard_dir;
+  /// The checkpoint to resume from, served by tr_resume; empty: none.
+  std::filesystem::path resume_dir;
 };
 
 /// Spawns the attempt's progress actor (detached) in `sys`.

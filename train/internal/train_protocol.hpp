@@ -4,18 +4,11 @@
 // shards are files the driver writes before the loop begins
 // (train_spec::shard_dir): a worker on the driver's machine maps its file,
 // any other fetches it from the driver's train_progress actor in pieces
-// (tr_piece). The checkpoint to resume from goes through the job's
-// rendezvous store, scope "<job>/train", as raw bytes:
-//
-//   resume                 the checkpoint to resume from (a checkpoint stream,
-//                          internal/checkpoint_stream.hpp, chunked)
-//
-// Reports go the other way as typed messages to the driver's
-// train_progress actor (internal/train_progress.hpp).
-//
-// A chunked value <key> is "<key>#n" (the chunk count, 8 bytes) and its
-// chunks "<key>#0", "<key>#1", ... of at most knobs::ship_chunk_bytes; the
-// count is set last, so a reader that sees it sees every chunk.
+// (tr_piece). The checkpoint to resume from stays on the driver's disk: a
+// worker on the same route copies it, any other gets it as a checkpoint
+// stream (internal/checkpoint_stream.hpp) from the same actor
+// (tr_resume). Reports go the other way as typed messages to that actor
+// (internal/train_progress.hpp).
 
 #include <cstdint>
 #include <filesystem>
@@ -38,16 +31,18 @@ struct train_spec {
   std::string scope;
   std::vector<std::string> datasets;
   bool has_resume = false;
-  /// Directory name the resumed checkpoint had on the driver.
+  /// Directory name the resumed checkpoint had on the driver, and its path
+  /// there (on the same route a worker copies it from there).
   std::string resume_name;
+  std::string resume_path;
   /// encode_values(config).
   std::vector<char> config;
   std::string name;
   int32_t attempt = 0;
   /// Bound on one report's wait for the other ranks and the driver.
   int64_t report_limit_ms = 0;
-  /// Bound on everything else with the store (settings.timeout): reaching
-  /// it, sets, and reading what the driver put there before the loop began.
+  /// Bound on everything else with the driver (settings.timeout): reaching
+  /// it, each shard piece and resume chunk.
   int64_t timeout_ms = 0;
   /// The port of the driver's train_progress actor, on the store's host
   /// (internal/train_progress.hpp): report() goes there.
@@ -69,7 +64,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
            x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms, x.progress_port,
-           x.local_checkpoints, x.shard_dir, x.machine_view);
+           x.local_checkpoints, x.shard_dir, x.machine_view, x.resume_path);
 }
 
 /// Throws std::out_of_range: `what` has no column `name` (naming the ones
@@ -81,17 +76,13 @@ typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
 void run_worker(train_spec spec);
 
 /// "0" turns the same machine's route off (the driver's environment):
-/// checkpoints then stream and shards go through the store, as on a
-/// cluster.
+/// checkpoints, shards and the resume checkpoint then stream from and to
+/// the driver's progress actor, as on a cluster.
 inline constexpr const char* local_route_env = "HVACTOR_TRAIN_LOCAL_ROUTE";
 
 /// This process's view of files: the machine's boot id and its mount
 /// namespace. Two processes with the same view see the same paths.
 std::string machine_view();
-
-namespace keys {
-inline const std::string resume = "resume";
-} // namespace keys
 
 /// name -> value maps as bytes, and back (hvactor::error when malformed).
 std::vector<char> encode_values(const std::map<std::string, value>& m);
@@ -100,17 +91,5 @@ std::map<std::string, value> decode_values(const std::vector<char>& bytes);
 /// A report: the metrics and whether rank 0 attached a checkpoint.
 std::vector<char> encode_report(const metrics& m, bool has_checkpoint);
 std::pair<metrics, bool> decode_report(const std::vector<char>& bytes);
-
-/// Sets several keys at once (pipelined where the store is remote).
-using set_batch = std::function<void(std::vector<std::pair<std::string, std::vector<char>>>)>;
-/// Reads several keys at once, each waited for.
-using get_batch = std::function<std::vector<std::vector<char>>(const std::vector<std::string>&)>;
-
-/// A checkpoint directory as a chunked value, its chunks read from disk as
-/// they are set (internal/checkpoint_stream.hpp), and back: each chunk
-/// written as it is read; hvactor::error when the stream is refused or ends
-/// early.
-void put_stream(const set_batch& set, const std::string& key, checkpoint_source& source);
-void get_stream(const get_batch& get, const std::string& key, checkpoint_sink& sink);
 
 } // namespace hvactor::train

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -197,6 +198,44 @@ inline std::vector<int> processes_running_from(const std::filesystem::path& dir)
       out.push_back(std::stoi(name));
   }
   return out;
+}
+
+/// Another local user (uid 65534) can be acted as: root and setpriv.
+inline bool can_switch_user() {
+  return ::geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv");
+}
+
+/// `argv` run as uid/gid 65534 with no supplementary groups.
+inline std::vector<std::string> as_other_user(std::vector<std::string> argv) {
+  std::vector<std::string> out{"/usr/bin/setpriv", "--reuid=65534",
+                               "--regid=65534", "--clear-groups", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+/// Listening TCP ports of process `pid` (its socket inodes in /proc/net/tcp).
+inline std::set<int> listening_ports(int pid) {
+  std::set<std::string> inodes;
+  for (auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0)
+      inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::set<int> ports;
+  for (auto table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in{table};
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::istringstream fields{line};
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      fields >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (state == "0A" && inodes.count(inode))
+        ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
 }
 
 /// Shape of a test cluster: a head plus nodes, all on 127.0.0.1.

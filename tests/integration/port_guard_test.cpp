@@ -32,20 +32,6 @@ using namespace hvactor::test;
 
 namespace {
 
-constexpr const char* nobody = "65534";
-
-bool can_switch_user() {
-  return ::geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv");
-}
-
-/// `argv` run as uid/gid 65534 with no supplementary groups.
-std::vector<std::string> as_other_user(std::vector<std::string> argv) {
-  std::vector<std::string> out{"/usr/bin/setpriv", std::string{"--reuid="} + nobody,
-                               std::string{"--regid="} + nobody, "--clear-groups", "--"};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
-}
-
 int port_of(const std::string& address) {
   return std::stoi(address.substr(address.rfind(':') + 1));
 }
@@ -57,31 +43,6 @@ long peak_rss_kib(int pid) {
     if (line.rfind("VmHWM:", 0) == 0)
       return std::stol(line.substr(6));
   return -1;
-}
-
-/// Listening TCP ports of process `pid` (its socket inodes in /proc/net/tcp).
-std::set<int> listening_ports(int pid) {
-  std::set<std::string> inodes;
-  for (auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    std::error_code ec;
-    auto target = std::filesystem::read_symlink(fd.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0)
-      inodes.insert(target.substr(8, target.size() - 9));
-  }
-  std::set<int> ports;
-  for (auto table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in{table};
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::istringstream fields{line};
-      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
-      fields >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
-      if (state == "0A" && inodes.count(inode))
-        ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
-    }
-  }
-  return ports;
 }
 
 /// Connects to 127.0.0.1:port, sends one BASP header announcing a payload
@@ -387,6 +348,41 @@ TEST_CASE("another local user cannot connect to an embedded cluster's published 
     ++refusals;
   CHECK(refusals == ports.size());
   // The job is unaffected.
+  driver.signal(SIGTERM);
+}
+
+TEST_CASE("another local user cannot reach a train driver's ports: its progress actor carries "
+          "reports, shards and checkpoints") {
+  if (!can_switch_user()) {
+    MESSAGE("skipped: needs root and setpriv to act as another user");
+    return;
+  }
+  temp_dir dir;
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  // An embedded cluster: the coordinator, the store and the attempt's
+  // train_progress actor listen on loopback while the loop runs.
+  process driver{{HVACTOR_TRAIN_DRIVER, "--workers", "2", "--epochs", "30", "--hold-ms", "1000",
+                  "--storage", (dir.path() / "storage").string(), "--name", "guarded"},
+                 dir.path() / "driver"};
+  REQUIRE(driver.read_line_with("[guarded] iter 1 |", 90s));
+  auto ports = listening_ports(driver.pid());
+  REQUIRE(ports.size() >= 3);
+  for (int port : ports) {
+    CAPTURE(port);
+    auto probe = run_command(as_other_user({HVACTOR_NODE, "status", "--address",
+                                            "127.0.0.1:" + std::to_string(port)}),
+                             dir.path() / ("probe-" + std::to_string(port)), 20s);
+    CHECK_FALSE(probe.status.success());
+  }
+  auto log = driver.stderr_text();
+  INFO("driver stderr:\n" << log);
+  size_t refusals = 0;
+  for (size_t at = log.find("port guard: refused a connection"); at != std::string::npos;
+       at = log.find("port guard: refused a connection", at + 1))
+    ++refusals;
+  CHECK(refusals == ports.size());
+  // The fit goes on: a later report still arrives.
+  CHECK(driver.read_line_with("[guarded] iter 2 |", 30s));
   driver.signal(SIGTERM);
 }
 

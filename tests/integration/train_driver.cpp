@@ -144,6 +144,8 @@ void loop(train::context& ctx) {
     if (rank == cfg(ctx, "big_metric_rank", -1) && epoch == epochs - 1)
       m["big"] = std::string(size_t{17} << 20, 'b'); // over the driver's 16 MiB
     // metrics_only: reports without a checkpoint (queued, not awaited).
+    if (auto hold = cfg(ctx, "hold_ms", 0); hold > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds{hold});
     if (cfg(ctx, "metrics_only", 0))
       train::report(m);
     else
@@ -191,7 +193,7 @@ int main(int argc, char** argv) {
       o.resume_from_checkpoint = train::checkpoint::from_directory(resume);
     for (auto key : {"epochs", "ckpt_bytes", "kill_rank", "kill_epoch", "throw_rank",
                      "throw_epoch", "short_rank", "sparse_gib", "kill_mid_report_epoch",
-                     "metrics_only", "big_metric_rank"}) {
+                     "metrics_only", "big_metric_rank", "hold_ms"}) {
       std::string flag = "--" + std::string{key};
       std::replace(flag.begin(), flag.end(), '_', '-');
       auto v = opt(flag, "");

@@ -320,6 +320,26 @@ TEST_CASE("--insecure keeps the old behaviour: another local user may query the 
   CHECK(status.out.find("head") != std::string::npos);
 }
 
+/// Each of `ports` probed by another local user (`hvactor-node status`):
+/// every probe fails, and `driver` logs one port-guard refusal per port.
+void probe_as_other_user(const process& driver, const std::set<int>& ports,
+                         const std::filesystem::path& dir) {
+  for (int port : ports) {
+    CAPTURE(port);
+    auto probe = run_command(as_other_user({HVACTOR_NODE, "status", "--address",
+                                            "127.0.0.1:" + std::to_string(port)}),
+                             dir / ("probe-" + std::to_string(port)), 20s);
+    CHECK_FALSE(probe.status.success());
+  }
+  auto log = driver.stderr_text();
+  INFO("driver stderr:\n" << log);
+  size_t refusals = 0;
+  for (size_t at = log.find("port guard: refused a connection"); at != std::string::npos;
+       at = log.find("port guard: refused a connection", at + 1))
+    ++refusals;
+  CHECK(refusals == ports.size());
+}
+
 TEST_CASE("another local user cannot connect to an embedded cluster's published ports") {
   if (!can_switch_user()) {
     MESSAGE("skipped: needs root and setpriv to act as another user");
@@ -333,20 +353,7 @@ TEST_CASE("another local user cannot connect to an embedded cluster's published 
   REQUIRE(driver.read_line_with("STARTED", 60s));
   auto ports = listening_ports(driver.pid());
   REQUIRE(ports.size() >= 2);
-  for (int port : ports) {
-    CAPTURE(port);
-    auto probe = run_command(as_other_user({HVACTOR_NODE, "status", "--address",
-                                            "127.0.0.1:" + std::to_string(port)}),
-                             dir.path() / ("probe-" + std::to_string(port)), 20s);
-    CHECK_FALSE(probe.status.success());
-  }
-  auto log = driver.stderr_text();
-  INFO("driver stderr:\n" << log);
-  size_t refusals = 0;
-  for (size_t at = log.find("port guard: refused a connection"); at != std::string::npos;
-       at = log.find("port guard: refused a connection", at + 1))
-    ++refusals;
-  CHECK(refusals == ports.size());
+  probe_as_other_user(driver, ports, dir.path());
   // The job is unaffected.
   driver.signal(SIGTERM);
 }
@@ -367,20 +374,7 @@ TEST_CASE("another local user cannot reach a train driver's ports: its progress 
   REQUIRE(driver.read_line_with("[guarded] iter 1 |", 90s));
   auto ports = listening_ports(driver.pid());
   REQUIRE(ports.size() >= 3);
-  for (int port : ports) {
-    CAPTURE(port);
-    auto probe = run_command(as_other_user({HVACTOR_NODE, "status", "--address",
-                                            "127.0.0.1:" + std::to_string(port)}),
-                             dir.path() / ("probe-" + std::to_string(port)), 20s);
-    CHECK_FALSE(probe.status.success());
-  }
-  auto log = driver.stderr_text();
-  INFO("driver stderr:\n" << log);
-  size_t refusals = 0;
-  for (size_t at = log.find("port guard: refused a connection"); at != std::string::npos;
-       at = log.find("port guard: refused a connection", at + 1))
-    ++refusals;
-  CHECK(refusals == ports.size());
+  probe_as_other_user(driver, ports, dir.path());
   // The fit goes on: a later report still arrives.
   CHECK(driver.read_line_with("[guarded] iter 2 |", 30s));
   driver.signal(SIGTERM);

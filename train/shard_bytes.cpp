@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 
@@ -33,8 +34,14 @@ shared_bytes owned_mapping(void* base, size_t length, size_t size) {
 shared_bytes fresh_bytes(size_t size) {
   if (size == 0)
     return {std::make_shared<std::byte>(), 0};
-  // Room to start on a 2 MiB boundary, so that whole huge pages fit.
-  size_t length = size >= huge_page ? size + huge_page : size;
+  if (size > SIZE_MAX / 2)
+    throw error(fmt::format("train: cannot map {} bytes for a dataset shard", size));
+  // Room for the rounded size from a 2 MiB boundary: whole huge pages.
+  // (The rounded size, not the size: a mapping of size + 2 MiB starting
+  // 1.5 MiB before a boundary would end before the rounded body, and
+  // unmapping the body would take someone else's pages.)
+  size_t body = (size + huge_page - 1) & ~(huge_page - 1);
+  size_t length = size >= huge_page ? body + huge_page : size;
   void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED)
     throw error(fmt::format("train: cannot map {} bytes for a dataset shard: {}", size,
@@ -45,7 +52,6 @@ shared_bytes fresh_bytes(size_t size) {
   auto aligned = (at + huge_page - 1) & ~(huge_page - 1);
   // Give back the unaligned head and the tail past the rounded size.
   size_t head = aligned - at;
-  size_t body = (size + huge_page - 1) & ~(huge_page - 1);
   if (head != 0)
     ::munmap(base, head);
   if (length - head > body)

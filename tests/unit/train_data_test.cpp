@@ -2,6 +2,7 @@
 // world size), batches, CSV, the byte forms of shards, metrics and
 // chunked values and checkpoint streams through a store (round trips, a cut stream).
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -401,6 +402,19 @@ TEST_CASE("shard files: pieces as the driver serves them, mapped as a worker on 
   CHECK(fresh.data.get()[fresh.size - 1] == std::byte{0});
   fresh.data.get()[fresh.size - 1] = std::byte{7};
   CHECK(train::fresh_bytes(0).size == 0);
+  // Each buffer owns whole 2 MiB pages from its start, all of them mapped
+  // by its own mapping: sizes that end anywhere in a huge page, many times
+  // (a buffer that once claimed pages past its mapping unmapped another
+  // thread's stack when it was freed).
+  std::mt19937_64 rng{7};
+  for (int i = 0; i < 200; ++i) {
+    size_t n = (size_t{2} << 20) + rng() % (size_t{9} << 20);
+    auto b = train::fresh_bytes(n);
+    size_t whole = (n + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
+    CHECK(::msync(b.data.get(), whole, MS_ASYNC) == 0);
+    b.data.get()[n - 1] = std::byte{1};
+  }
+  CHECK_THROWS_AS(train::fresh_bytes(SIZE_MAX - 5), hvactor::error);
   CHECK_THROWS_AS(train::fresh_bytes(size_t{1} << 62), hvactor::error);
 }
 

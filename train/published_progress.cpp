@@ -15,9 +15,26 @@
 
 namespace hvactor::train {
 
+namespace {
+
+std::unique_ptr<data_link::server> open_data_link(const std::string& bind, const tls::config& tls,
+                                                  progress_config& cfg) {
+  data_link::server::options o;
+  o.host = bind;
+  o.tls = tls;
+  o.io_timeout = cfg.ticket_bound;
+  auto link = std::make_unique<data_link::server>(std::move(o));
+  cfg.data = link.get();
+  return link;
+}
+
+} // namespace
+
 published_progress::published_progress(caf::actor_system& sys, progress_config cfg,
-                                       const std::string& bind)
-  : sys_(sys), actor_(spawn_train_progress(sys, std::move(cfg))) {
+                                       const std::string& bind, const tls::config& tls)
+  : sys_(sys),
+    data_(open_data_link(bind, tls, cfg)),
+    actor_(spawn_train_progress(sys, std::move(cfg))) {
   auto port = transport::publish(sys_, caf::actor_cast<caf::actor>(actor_), 0, bind);
   if (!port) {
     caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);

@@ -85,8 +85,7 @@ shared_bytes map_file(const std::string& path) {
   return owned_mapping(base, size, size);
 }
 
-std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, uint32_t dataset,
-                                                        int32_t rank, uint64_t offset, size_t max) {
+std::pair<int, uint64_t> open_shard_file(const std::string& dir, uint32_t dataset, int32_t rank) {
   if (dir.empty() || rank < 0)
     throw error("no such dataset shard");
   auto path = fmt::format("{}/{}/{}", dir, dataset, rank);
@@ -94,16 +93,23 @@ std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, 
   if (fd < 0)
     throw error(fmt::format("no shard {} of dataset {} ({})", rank, dataset,
                             std::strerror(errno)));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw error(fmt::format("the shard file '{}' is not a regular file", path));
+  }
+  return {fd, static_cast<uint64_t>(st.st_size)};
+}
+
+std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, uint32_t dataset,
+                                                        int32_t rank, uint64_t offset, size_t max) {
+  auto [fd, size] = open_shard_file(dir, dataset, rank);
   struct closer {
     int fd;
     ~closer() {
       ::close(fd);
     }
   } close_fd{fd};
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    throw error(fmt::format("the shard file '{}' is not a regular file", path));
-  auto size = static_cast<uint64_t>(st.st_size);
   if (offset > size)
     throw error(fmt::format("offset {} past the {} bytes of shard {} of dataset {}",
                             offset, size, rank, dataset));
@@ -114,7 +120,7 @@ std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, 
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
-      throw error(fmt::format("cannot read the shard file '{}': {}", path,
+      throw error(fmt::format("cannot read shard {} of dataset {}: {}", rank, dataset,
                               n == 0 ? "it became shorter" : std::strerror(errno)));
     got += static_cast<size_t>(n);
   }

@@ -3,10 +3,11 @@
 // the attempt (internal/train_progress.hpp).
 
 #include "train/internal/train_progress.hpp"
+#include "train/internal/progress_state.hpp"
 
 #include <algorithm>
 #include <map>
-#include <regex>
+#include <random>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "base/internal/process_system.hpp"
 #include "base/net/net.hpp"
 #include "train/internal/checkpoint_stream.hpp"
+#include "train/internal/data_route.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_protocol.hpp"
 #include "base/net/transport.hpp"
@@ -27,120 +29,10 @@ namespace fs = std::filesystem;
 
 namespace hvactor::train {
 
+namespace progress {
+
 namespace {
 
-// A checkpoint's chunks, at most: as many as the store accepts for a
-// chunked value (get_stream).
-constexpr uint32_t max_chunks = knobs::max_message_bytes / knobs::ship_chunk_bytes * 64;
-
-const std::regex& checkpoint_pattern() {
-  static const std::regex pattern{"checkpoint_([0-9]{6,})"};
-  return pattern;
-}
-
-struct progress_state {
-  progress_config cfg;
-  /// The resume checkpoint's stream per rank that asks for it, and the
-  /// chunk it is at.
-  std::map<int32_t, std::pair<std::unique_ptr<checkpoint_source>, uint32_t>> resumes;
-  /// The report being collected, its ranks' metrics and waiting answers.
-  uint64_t next = 0;
-  std::map<int32_t, std::vector<char>> metrics;
-  std::map<int32_t, caf::typed_response_promise<std::string>> answers;
-  uint32_t chunk_count = 0;
-  /// Rank 0's checkpoint of report `next` as it streams in: written under
-  /// `partial` chunk by chunk (chunks_fed so far), or why it was refused.
-  std::unique_ptr<checkpoint_sink> sink;
-  fs::path partial;
-  uint32_t chunks_fed = 0;
-  std::string sink_error;
-  /// The checkpoint came by tr_local and was copied whole.
-  bool copied = false;
-  /// Checkpoints past num_to_keep, renamed, to remove after the answers.
-  std::vector<fs::path> doomed;
-
-  void remove_doomed() {
-    std::error_code ec;
-    for (auto& p : doomed)
-      fs::remove_all(p, ec);
-    doomed.clear();
-  }
-  /// Report `next`, complete and persisted, until the trainer takes it.
-  std::optional<train_event> complete;
-  /// The report handed over last: a trainer whose wait timed out as it
-  /// was answered asks for it again.
-  std::optional<train_event> last;
-  /// The trainer's waiting tr_await, if any.
-  std::optional<caf::typed_response_promise<train_event>> awaiting;
-  /// Reports without a checkpoint that came ahead of their turn (index >
-  /// next, or next while it waits for the trainer), by index and rank,
-  /// with their answers; bytes of metrics per rank.
-  std::map<uint64_t, std::map<int32_t, std::pair<std::vector<char>,
-                                                caf::typed_response_promise<std::string>>>>
-    early;
-  std::map<int32_t, size_t> early_bytes;
-  /// Ranks whose loop returned, with their report counts.
-  std::map<int32_t, uint64_t> done;
-  /// What ended the attempt (kind rank_failed or failed), once known.
-  std::optional<train_event> end;
-  static inline const char* name = "train_progress";
-
-  /// Drops a checkpoint that did not complete: nothing of it stays.
-  void drop_partial() {
-    sink.reset();
-    if (!partial.empty()) {
-      std::error_code ec;
-      fs::remove_all(partial, ec);
-      partial.clear();
-    }
-    chunks_fed = 0;
-    copied = false;
-  }
-
-  /// Names the partial directory of the next checkpoint (not made yet).
-  void open_partial() {
-    drop_partial();
-    partial = cfg.run_dir / (".partial_" + checkpoint_dir_name(next_checkpoint_index(cfg.run_dir)));
-    std::error_code ec;
-    fs::remove_all(partial, ec);
-  }
-
-  ~progress_state() {
-    drop_partial();
-    remove_doomed();
-  }
-};
-
-using progress_actor = train_progress::stateful_pointer<progress_state>;
-
-// The streamed checkpoint in `partial` becomes checkpoint_NNNNNN.
-// Checkpoints past num_to_keep are renamed out of the way here (cheap)
-// and removed into `doomed` once the ranks have their answer (a 1 GiB
-// checkpoint took 0.3 s to remove).
-fs::path persist(const progress_config& cfg, const fs::path& partial,
-                 std::vector<fs::path>& doomed) {
-  auto name = partial.filename().string().substr(std::string_view{".partial_"}.size());
-  auto final_dir = cfg.run_dir / name;
-  fs::rename(partial, final_dir);
-  std::error_code ec;
-  if (auto keep = cfg.num_to_keep) {
-    // By index: the newest `keep` stay.
-    std::vector<std::pair<int64_t, fs::path>> all;
-    for (fs::directory_iterator it{cfg.run_dir, ec}, end; !ec && it != end; it.increment(ec)) {
-      std::smatch m;
-      auto name = it->path().filename().string();
-      if (std::regex_match(name, m, checkpoint_pattern()))
-        all.emplace_back(std::stoll(m[1]), it->path());
-    }
-    std::sort(all.begin(), all.end());
-    for (size_t k = 0; k + static_cast<size_t>(*keep) < all.size(); ++k) {
-      auto gone = cfg.run_dir / (".removing_" + all[k].second.filename().string());
-      fs::rename(all[k].second, gone, ec);
-      doomed.push_back(ec ? all[k].second : gone);
-    }
-  }
-  return final_dir;
-}
 
 // The attempt ended: the trainer learns it, and every waiting rank.
 void finish(progress_actor self, train_event end) {
@@ -173,12 +65,20 @@ void complete_report(progress_actor self) {
     try {
       if (!st.sink_error.empty())
         throw std::runtime_error(st.sink_error);
+      if (st.upload) {
+        // Complete on the data link: the actor owns the directory now.
+        if (auto why = st.upload->claim(); !why.empty())
+          throw std::runtime_error("its upload failed: " + why);
+        fs::rename(st.upload->dir(), st.partial);
+        st.upload.reset();
+        st.copied = true;
+      }
       bool whole = st.copied || (st.sink && st.sink->complete());
       if (st.chunks_fed != st.chunk_count || !whole)
         throw std::runtime_error(fmt::format("{} of its {} chunks came", st.chunks_fed,
                                              st.chunk_count));
       st.sink.reset();
-      ev.checkpoint_dir = persist(st.cfg, st.partial, st.doomed).string();
+      ev.checkpoint_dir = persist_checkpoint(st.cfg, st.partial, st.doomed).string();
       st.partial.clear();
     } catch (const std::exception& e) {
       ev.failure = fmt::format("the driver could not persist the checkpoint of report {}: {}",
@@ -224,82 +124,6 @@ std::optional<std::string> count_mismatch(const progress_state& st) {
   return std::nullopt;
 }
 
-caf::error refused(const std::string& what) {
-  return make_error(error_kind::generic, "train::report: " + what);
-}
-
-// Writes chunk `no` of rank 0's checkpoint stream as it comes (in order:
-// CAF keeps one sender's messages in order); the first one opens the
-// partial directory. A refused stream is dropped at once, and the report
-// fails with the reason.
-// Rank 0's checkpoint comes from rank 0's process only (unit tests give no
-// workers: anyone).
-bool from_rank0(progress_actor self) {
-  auto& ws = self->state.cfg.workers;
-  auto sender = self->current_sender();
-  return ws.empty() || (sender && sender->node() == ws[0].node());
-}
-
-caf::result<bool> on_chunk(progress_actor self, train_chunk& c) {
-  auto& st = self->state;
-  if (st.end)
-    return refused("a checkpoint chunk after the attempt ended");
-  if (!from_rank0(self))
-    return refused("a checkpoint chunk from a process other than rank 0's");
-  if (c.index != st.next || st.complete)
-    return refused(fmt::format("a checkpoint chunk for report {} while the driver collects "
-                               "report {}",
-                               c.index + 1, st.next + 1));
-  if (!st.sink_error.empty())
-    return refused(st.sink_error);
-  try {
-    if (c.no != st.chunks_fed || c.no >= max_chunks || st.copied || (c.no != 0 && !st.sink))
-      throw std::runtime_error(fmt::format("chunk {} came where {} was due", c.no,
-                                           st.copied ? std::string{"none (the checkpoint was "
-                                                                   "copied)"}
-                                                     : "chunk " + std::to_string(st.chunks_fed)));
-    if (c.no == 0) {
-      st.open_partial();
-      st.sink = std::make_unique<checkpoint_sink>(st.partial);
-    }
-    st.sink->feed(c.bytes);
-    ++st.chunks_fed;
-    return true;
-  } catch (const std::exception& e) {
-    st.sink_error = fmt::format("checkpoint of report {} refused: {}", c.index + 1, e.what());
-    log::error("train: {}", st.sink_error);
-    st.drop_partial();
-    return refused(st.sink_error);
-  }
-}
-
-// Rank 0's checkpoint as a directory on this machine: copied into the
-// partial directory now (copy_checkpoint_dir), the stream's one chunk.
-caf::result<bool> on_local(progress_actor self, uint64_t index, const std::string& dir) {
-  auto& st = self->state;
-  if (!st.cfg.local_checkpoints)
-    return refused("a checkpoint by path, which this driver takes only from its own machine");
-  if (st.end)
-    return refused("a checkpoint by path after the attempt ended");
-  if (!from_rank0(self))
-    return refused("a checkpoint by path from a process other than rank 0's");
-  if (index != st.next || st.complete || st.chunks_fed != 0 || !st.sink_error.empty())
-    return refused(fmt::format("a checkpoint by path for report {} while the driver collects "
-                               "report {}",
-                               index + 1, st.next + 1));
-  try {
-    st.open_partial();
-    copy_checkpoint_dir(dir, st.partial);
-    st.copied = true;
-    st.chunks_fed = 1;
-    return true;
-  } catch (const std::exception& e) {
-    st.sink_error = fmt::format("checkpoint of report {} refused: {}", index + 1, e.what());
-    log::error("train: {}", st.sink_error);
-    st.drop_partial();
-    return refused(st.sink_error);
-  }
-}
 
 // Rank `rank`'s report `next` joins the one being collected; with the
 // last rank in, it is persisted and handed over.
@@ -418,24 +242,6 @@ void on_down(progress_actor self, const caf::down_msg& dm) {
                     .rank = static_cast<int32_t>(r)});
 }
 
-// Chunk `no` of the resume checkpoint's stream for `rank`, read as asked.
-caf::result<std::vector<char>> on_resume(progress_actor self, int32_t rank, uint32_t no) {
-  auto& st = self->state;
-  auto& [source, at] = st.resumes[rank];
-  try {
-    if (st.cfg.resume_dir.empty() || rank < 0 || rank >= st.cfg.size)
-      throw error("this attempt has no checkpoint to resume from for that rank");
-    if (no == 0)
-      std::tie(source, at) = std::make_pair(std::make_unique<checkpoint_source>(st.cfg.resume_dir), 0u);
-    if (!source || no != at++)
-      throw error(fmt::format("chunk {} asked where chunk {} was due", no, at - 1));
-    auto chunk = source->next();
-    return chunk ? std::move(*chunk) : (source.reset(), std::vector<char>{});
-  } catch (const std::exception& e) {
-    st.resumes.erase(rank);
-    return make_error(error_kind::generic, std::string{"train::get_checkpoint: "} + e.what());
-  }
-}
 
 train_progress::behavior_type progress_impl(progress_actor self, progress_config cfg) {
   self->state.cfg = std::move(cfg);
@@ -454,41 +260,25 @@ train_progress::behavior_type progress_impl(progress_actor self, progress_config
                     .failure = fmt::format("rank {} failed: {}", rank, what),
                     .rank = rank});
     },
-    [self](tr_piece_atom, uint32_t dataset, int32_t rank,
-           uint64_t offset) -> caf::result<uint64_t, std::vector<char>> {
-      try {
-        auto [size, bytes] = read_shard_piece(self->state.cfg.shard_dir.string(), dataset, rank,
-                                              offset, knobs::ship_chunk_bytes);
-        return {size, std::move(bytes)};
-      } catch (const std::exception& e) {
-        return make_error(error_kind::generic, std::string{"train::get_dataset_shard: "} + e.what());
-      }
+    [self](tr_piece_atom, uint32_t dataset, int32_t rank, uint64_t offset) {
+      return on_piece(self, dataset, rank, offset);
     },
     [self](tr_resume_atom, int32_t rank, uint32_t no) { return on_resume(self, rank, no); },
+    [self](tr_fetch_atom, uint32_t dataset, int32_t rank) {
+      return on_fetch_shard(self, dataset, rank);
+    },
+    [self](tr_fetch_atom, int32_t rank) { return on_fetch_resume(self, rank); },
+    [self](tr_upload_atom, uint64_t index) { return on_upload(self, index); },
     [self](tr_await_atom, uint64_t index) { return on_await(self, index); },
   };
 }
 
 } // namespace
 
+} // namespace progress
+
 train_progress spawn_train_progress(caf::actor_system& sys, progress_config cfg) {
-  return sys.spawn<caf::detached>(progress_impl, std::move(cfg));
-}
-
-int64_t next_checkpoint_index(const fs::path& dir) {
-  int64_t next = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it{dir, ec}, end; !ec && it != end; it.increment(ec)) {
-    std::smatch m;
-    auto name = it->path().filename().string();
-    if (std::regex_match(name, m, checkpoint_pattern()))
-      next = std::max<int64_t>(next, std::stoll(m[1]) + 1);
-  }
-  return next;
-}
-
-std::string checkpoint_dir_name(int64_t index) {
-  return fmt::format("checkpoint_{:06d}", index);
+  return sys.spawn<caf::detached>(progress::progress_impl, std::move(cfg));
 }
 
 } // namespace hvactor::train

@@ -25,6 +25,7 @@
 #include "base/net/net.hpp"
 #include "base/net/port_guard.hpp"
 #include "base/net/transport.hpp"
+#include "train/internal/data_route.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
 
@@ -314,9 +315,15 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   progress_config pc{ex.num_workers(), run_dir, opts.run.checkpoint.num_to_keep,
                      executor_access::job(ex).workers, spec.local_checkpoints, shard_dir,
                      spec.resume_path};
-  published_progress progress{executor_access::session(ex).system(), std::move(pc),
-                              executor_access::session(ex).bind_host()};
+  pc.ticket_bound = wait_bound(opts.settings.timeout);
+  auto& session = executor_access::session(ex);
+  published_progress progress{session.system(), std::move(pc), session.bind_host(),
+                              session.tls_identity()};
   spec.progress_port = progress.port();
+  // The bulk bytes across machines take the data link, unless the driver's
+  // environment keeps them on CAF's connection (for comparison).
+  auto link_env = std::getenv(data_link_env);
+  spec.data_port = link_env && std::string_view{link_env} == "0" ? 0 : progress.data_port();
   auto calls = ex.run_remote(&run_worker, spec);
   follow(ex, calls, progress.actor(), attempt);
   ex.shutdown();

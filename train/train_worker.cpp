@@ -22,6 +22,7 @@
 #include "base/internal/process.hpp"
 #include "base/internal/process_system.hpp"
 #include "train/internal/checkpoint_stream.hpp"
+#include "train/internal/data_route.hpp"
 #include "train/internal/report_pipe.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
@@ -47,6 +48,9 @@ struct worker_session {
   checkpoint resume;
   fs::path temp_dir;
   uint64_t next_report = 0;
+
+  /// The driver's data link, when it has one (train_spec::data_port).
+  std::optional<link_target> link;
 
   /// This worker sees the driver's files (train_spec::machine_view).
   bool same_view() const {
@@ -165,6 +169,16 @@ shared_bytes fetch_shard(worker_session& s, uint32_t index) {
   return out;
 }
 
+// A ticket for a transfer on the driver's data link.
+template <class... Ts>
+data_link::ticket ticket(worker_session& s, const char* what, Ts... xs) {
+  auto t = ask<std::string>(*s.sys, s.progress, s.timeout(), xs...);
+  if (!t)
+    throw error(fmt::format("{}: the driver refused the transfer: {}", what,
+                            describe(t.error())));
+  return *t;
+}
+
 } // namespace
 
 const dataset& get_dataset_shard(const std::string& name) {
@@ -184,11 +198,16 @@ const dataset& get_dataset_shard(const std::string& name) {
   // On the driver's own machine the worker maps the shard's file (the
   // columns share its pages; the driver's removal of the file leaves the
   // mapping); elsewhere it fetches the file's bytes from the driver.
-  auto bytes = s.spec.local_checkpoints && s.same_view()
-                 ? map_file((fs::path{s.spec.shard_dir} / std::to_string(index)
-                             / std::to_string(s.ctx.world_rank()))
-                              .string())
-                 : fetch_shard(s, index);
+  auto rank = static_cast<int32_t>(s.ctx.world_rank());
+  shared_bytes bytes;
+  if (s.spec.local_checkpoints && s.same_view())
+    bytes = map_file(
+      (fs::path{s.spec.shard_dir} / std::to_string(index) / std::to_string(rank)).string());
+  else if (s.link)
+    bytes = fetch_shard_by_link(*s.link, ticket(s, "train::get_dataset_shard", tr_fetch_atom_v,
+                                                index, rank));
+  else
+    bytes = fetch_shard(s, index);
   auto d = dataset::from_bytes(std::move(bytes.data), bytes.size);
   return s.shards.emplace(name, std::move(d)).first->second;
 }
@@ -212,9 +231,13 @@ void fetch_resume(worker_session& s, const fs::path& dir) {
       fs::remove_all(dir, ec);
     }
   }
+  auto rank = static_cast<int32_t>(s.ctx.world_rank());
+  if (s.link) {
+    fetch_resume_by_link(*s.link, ticket(s, "train::get_checkpoint", tr_fetch_atom_v, rank), dir);
+    return;
+  }
   checkpoint_sink sink{dir};
   caf::scoped_actor self{*s.sys};
-  auto rank = static_cast<int32_t>(s.ctx.world_rank());
   std::deque<caf::message_id> asked;
   uint32_t next = 0;
   auto ask_chunk = [&] {
@@ -350,10 +373,24 @@ void report(const metrics& m, const checkpoint& ckpt) {
   // returns, every rank's report is recorded and the checkpoint persisted.
   s.pipe->drain();
   uint32_t chunks = 0;
-  if (with_checkpoint && s.spec.local_checkpoints && s.same_view())
+  if (with_checkpoint && s.spec.local_checkpoints && s.same_view()) {
     chunks = copy_by_driver(s, i, ckpt.path());
-  else if (with_checkpoint)
+  } else if (with_checkpoint && s.link) {
+    std::string refusal;
+    try {
+      refusal = upload_by_link(*s.link, ticket(s, "train::report", tr_upload_atom_v, i),
+                               ckpt.path());
+    } catch (const std::exception& e) {
+      throw error(fmt::format("train::report: the checkpoint of report {} did not reach the "
+                              "driver: {}",
+                              i + 1, e.what()));
+    }
+    if (!refusal.empty())
+      throw error("train::report: " + refusal);
+    chunks = 1;
+  } else if (with_checkpoint) {
     chunks = send_checkpoint(s, i, ckpt.path());
+  }
   train_report r{rank, i, encode_report(m, with_checkpoint), chunks};
   // Answered once every rank reported and the driver recorded it (the
   // other ranks may still be in their epoch).
@@ -386,6 +423,10 @@ void run_worker(train_spec spec) {
                             host, s.spec.progress_port, s.spec.timeout_ms,
                             describe(found.error())));
   s.progress = caf::actor_cast<train_progress>(std::move(*found));
+  if (s.spec.data_port != 0)
+    s.link = link_target{host, s.spec.data_port,
+                         transport::secure(*s.sys) ? tls::from_env() : tls::config{},
+                         s.timeout()};
   s.pipe = std::make_unique<report_pipe>(*s.sys, s.progress, s.limit());
   auto loop = reinterpret_cast<void (*)(context&)>(
     const_cast<void*>(hvactor::detail::decode_code_address(s.spec.loop)));

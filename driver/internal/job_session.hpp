@@ -95,6 +95,11 @@ public:
     return *rt_.sys;
   }
 
+  /// The driver's TLS identity (empty: plain).
+  const tls::config& tls_identity() const noexcept {
+    return rt_.opts.tls;
+  }
+
   /// The job's rendezvous store (in this process).
   const proto::rendezvous_store& store() const noexcept {
     return store_;

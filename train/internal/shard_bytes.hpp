@@ -30,6 +30,11 @@ shared_bytes fresh_bytes(size_t size);
 /// populated at once); hvactor::error naming the path otherwise.
 shared_bytes map_file(const std::string& path);
 
+/// The shard file `dir`/`dataset`/`rank` opened for reading (not through a
+/// symbolic link) and its size; the caller closes it. hvactor::error when
+/// there is no such regular file.
+std::pair<int, uint64_t> open_shard_file(const std::string& dir, uint32_t dataset, int32_t rank);
+
 /// The piece of the shard file `dir`/`dataset`/`rank` from `offset` on (at
 /// most `max` bytes) and the file's size: what the driver answers a
 /// tr_piece with. hvactor::error when the file cannot be read or `offset`

@@ -50,6 +50,7 @@
 
 #include "hvactor/settings.hpp"
 #include "base/net/connection_watchdog.hpp"
+#include "base/net/data_link.hpp"
 #include "actors/internal/interfaces.hpp"
 
 namespace hvactor::train {
@@ -123,6 +124,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor_train, caf::id_block::hvactor_handles::end)
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_local_atom, "tr_local")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_piece_atom, "tr_piece")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_resume_atom, "tr_resume")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_fetch_atom, "tr_fetch")
+  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_upload_atom, "tr_upload")
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_report))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_chunk))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_event))
@@ -152,6 +155,13 @@ using train_progress = caf::typed_actor<
   // driver's disk as asked (no = 0 starts over; then in order); empty past
   // the end.
   caf::replies_to<tr_resume_atom, int32_t, uint32_t>::with<std::vector<char>>,
+  // A ticket for the driver's data link (internal/data_route.hpp): rank
+  // `rank`'s shard of dataset `index`, or (one argument) the checkpoint to
+  // resume from, or (tr_upload) rank 0's checkpoint of report `index`,
+  // whose tr_report then counts 1 chunk.
+  caf::replies_to<tr_fetch_atom, uint32_t, int32_t>::with<std::string>,
+  caf::replies_to<tr_fetch_atom, int32_t>::with<std::string>,
+  caf::replies_to<tr_upload_atom, uint64_t>::with<std::string>,
   // The trainer: the next event from report `index` on.
   caf::replies_to<tr_await_atom, uint64_t>::with<train_event>>;
 
@@ -169,6 +179,11 @@ struct progress_config {
   std::filesystem::path shard_dir;
   /// The checkpoint to resume from, served by tr_resume; empty: none.
   std::filesystem::path resume_dir;
+  /// The driver's data link (tr_fetch, tr_upload); none: refused. Outlives
+  /// the actor (published_progress).
+  data_link::server* data = nullptr;
+  /// How long a data link ticket is good for (settings.timeout).
+  std::chrono::milliseconds ticket_bound{30'000};
 };
 
 /// Spawns the attempt's progress actor (detached) in `sys`.
@@ -186,7 +201,10 @@ inline constexpr std::chrono::milliseconds await_bound{5'000};
 /// address when the port cannot be opened.
 class published_progress {
 public:
-  published_progress(caf::actor_system& sys, progress_config cfg, const std::string& bind);
+  /// Also opens the attempt's data link on `bind` (data_link.hpp), with
+  /// `tls` (empty: plain, loopback peers of this user only).
+  published_progress(caf::actor_system& sys, progress_config cfg, const std::string& bind,
+                     const tls::config& tls);
   ~published_progress();
 
   published_progress(const published_progress&) = delete;
@@ -198,9 +216,14 @@ public:
   uint16_t port() const noexcept {
     return port_;
   }
+  uint16_t data_port() const noexcept {
+    return data_->port();
+  }
 
 private:
   caf::actor_system& sys_;
+  // Declared first, gone last: the actor offers its transfers.
+  std::unique_ptr<data_link::server> data_;
   train_progress actor_;
   uint16_t port_ = 0;
   std::unique_ptr<connection_watchdog> watchdog_;
@@ -212,6 +235,14 @@ private:
 /// Registers the messages above with a config (every system of a process
 /// that loads hvactor::train gets them: process_system.hpp's registrar).
 void register_train_types(caf::actor_system_config& cfg);
+
+/// `partial` (".partial_checkpoint_NNNNNN") becomes checkpoint_NNNNNN under
+/// cfg.run_dir; the checkpoints past num_to_keep are renamed aside into
+/// `doomed`, to remove once the ranks have their answer (a 1 GiB
+/// checkpoint took 0.3 s to remove). Returns the new directory.
+std::filesystem::path persist_checkpoint(const progress_config& cfg,
+                                         const std::filesystem::path& partial,
+                                         std::vector<std::filesystem::path>& doomed);
 
 /// The first free checkpoint_NNNNNN index under `dir`, and the name.
 int64_t next_checkpoint_index(const std::filesystem::path& dir);

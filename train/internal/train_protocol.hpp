@@ -58,13 +58,16 @@ struct train_spec {
   /// machine_view() of the driver: a worker uses the route above only
   /// where its own is the same (one machine, one mount namespace).
   std::string machine_view;
+  /// The driver's data link (internal/data_route.hpp), on the progress
+  /// actor's host; 0: the bulk bytes go as CAF messages.
+  uint16_t data_port = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   return f(caf::meta::type_name("train_spec"), x.loop, x.scope, x.datasets, x.has_resume,
            x.resume_name, x.config, x.name, x.attempt, x.report_limit_ms, x.timeout_ms, x.progress_port,
-           x.local_checkpoints, x.shard_dir, x.machine_view, x.resume_path);
+           x.local_checkpoints, x.shard_dir, x.machine_view, x.resume_path, x.data_port);
 }
 
 /// Throws std::out_of_range: `what` has no column `name` (naming the ones

@@ -53,11 +53,7 @@ std::string ssl_reason(int saved_errno) {
 }
 
 [[noreturn]] void io_failed(const char* what, int saved_errno) {
-  throw error(fmt::format("data link: {} failed: {}", what,
-                          saved_errno == EAGAIN || saved_errno == EWOULDBLOCK
-                            ? std::string{"timed out"}
-                            : (saved_errno ? std::strerror(saved_errno)
-                                           : "the connection was closed")));
+  throw error(fmt::format("data link: {} failed: {}", what, ssl_reason(saved_errno)));
 }
 
 // A write to a socket whose peer is gone raises SIGPIPE, which would end
@@ -419,12 +415,7 @@ void server::authenticate(stream& s, int fd) {
 
 // One connection: authenticated, then its ticket's job, if any.
 void server::serve(int fd, uint64_t id) {
-  {
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
-  }
+  sigpipe_blocked no_sigpipe;
   auto s = std::make_unique<stream>(fd, nullptr);
   job run;
   try {

@@ -333,9 +333,10 @@ void probe_as_other_user(const process& driver, const std::set<int>& ports,
   }
   auto log = driver.stderr_text();
   INFO("driver stderr:\n" << log);
+  // The port guard's refusals on CAF's ports, the data link's on its own.
   size_t refusals = 0;
-  for (size_t at = log.find("port guard: refused a connection"); at != std::string::npos;
-       at = log.find("port guard: refused a connection", at + 1))
+  for (size_t at = log.find("refused a connection"); at != std::string::npos;
+       at = log.find("refused a connection", at + 1))
     ++refusals;
   CHECK(refusals == ports.size());
 }
@@ -359,22 +360,25 @@ TEST_CASE("another local user cannot connect to an embedded cluster's published 
 }
 
 TEST_CASE("another local user cannot reach a train driver's ports: its progress actor carries "
-          "reports, shards and checkpoints") {
+          "reports, its data link shards and checkpoints") {
   if (!can_switch_user()) {
     MESSAGE("skipped: needs root and setpriv to act as another user");
     return;
   }
   temp_dir dir;
   std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
-  // An embedded cluster: the coordinator, the store and the attempt's
-  // train_progress actor listen on loopback while the loop runs.
+  // An embedded cluster: the coordinator, the store, the attempt's
+  // train_progress actor and its data link listen on loopback while the
+  // loop runs.
   process driver{{HVACTOR_TRAIN_DRIVER, "--workers", "2", "--epochs", "30", "--hold-ms", "1000",
                   "--storage", (dir.path() / "storage").string(), "--name", "guarded"},
                  dir.path() / "driver"};
   REQUIRE(driver.read_line_with("[guarded] iter 1 |", 90s));
   auto ports = listening_ports(driver.pid());
-  REQUIRE(ports.size() >= 3);
+  REQUIRE(ports.size() >= 4);
   probe_as_other_user(driver, ports, dir.path());
+  CHECK(driver.stderr_text().find("refused a connection (a loopback peer of uid 65534")
+        != std::string::npos);
   // The fit goes on: a later report still arrives.
   CHECK(driver.read_line_with("[guarded] iter 2 |", 30s));
   driver.signal(SIGTERM);

@@ -74,16 +74,21 @@ std::vector<std::string> worker_scratch_dirs() {
   return out;
 }
 
-/// HVACTOR_TRAIN_LOCAL_ROUTE for the drivers this test starts: "0" makes
-/// checkpoints stream and shards go through the store, as on a cluster,
-/// instead of the driver copying checkpoints and writing shards as files
-/// on its own machine.
+/// The route the bytes take for the drivers this test starts: "1" the
+/// same machine's (the driver copies checkpoints, workers map the shard
+/// files), "0" the cluster's (HVACTOR_TRAIN_LOCAL_ROUTE=0: everything on
+/// the driver's data link), "caf" the cluster's without the data link
+/// (HVACTOR_TRAIN_DATA_LINK=0: as CAF messages).
 struct local_route {
   explicit local_route(const char* value) {
-    ::setenv("HVACTOR_TRAIN_LOCAL_ROUTE", value, 1);
+    std::string v{value};
+    ::setenv("HVACTOR_TRAIN_LOCAL_ROUTE", v == "1" ? "1" : "0", 1);
+    if (v == "caf")
+      ::setenv("HVACTOR_TRAIN_DATA_LINK", "0", 1);
   }
   ~local_route() {
     ::unsetenv("HVACTOR_TRAIN_LOCAL_ROUTE");
+    ::unsetenv("HVACTOR_TRAIN_DATA_LINK");
   }
 };
 
@@ -151,8 +156,8 @@ TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per re
 }
 
 TEST_CASE("dataset_config.equal = false: shards keep every row, sizes within one") {
-  // Shards as files of the driver's machine, and through the store.
-  for (auto route : {"1", "0"}) {
+  // Shards as files of the driver's machine, on the data link, as messages.
+  for (auto route : {"1", "0", "caf"}) {
     local_route use{route};
     temp_dir dir;
     auto r = train(dir, {"--workers", "3", "--epochs", "1", "--rows", "100", "--equal", "0",
@@ -217,7 +222,7 @@ TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, copied and s
 }
 
 TEST_CASE("rank 0 killed mid-transfer: no partial checkpoint stays, the fit resumes from the last") {
-  for (auto route : {"1", "0"}) {
+  for (auto route : {"1", "0", "caf"}) {
     local_route use{route};
     INFO("HVACTOR_TRAIN_LOCAL_ROUTE=" << std::string{route});
     temp_dir dir;

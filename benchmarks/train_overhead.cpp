@@ -223,12 +223,23 @@ int main(int argc, char** argv) {
     "reports", "reports for the latency", cxxopts::value<int>()->default_value("200"))(
     "ckpt-mib", "checkpoint size", cxxopts::value<int>()->default_value("64"))(
     "rows", "dataset rows (float64)", cxxopts::value<int64_t>()->default_value("4000000"))(
-    "repeats", "repeats of the fit and checkpoint timings", cxxopts::value<int>()->default_value("5"));
+    "repeats", "repeats of the fit and checkpoint timings", cxxopts::value<int>()->default_value("5"))(
+    "h,help", "this text (and the runtime's flags: --address, --tls-cert, ...)");
   hvactor::runtime rt{argc, argv, {.num_cpus = 8}};
   std::vector<char*> rest;
   for (auto& a : rt.args())
     rest.push_back(const_cast<char*>(a.c_str()));
-  auto o = cli.parse(static_cast<int>(rest.size()), rest.data());
+  cxxopts::ParseResult o;
+  try {
+    o = cli.parse(static_cast<int>(rest.size()), rest.data());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "train_overhead: {}\n{}", e.what(), cli.help());
+    return 2;
+  }
+  if (o.count("help")) {
+    fmt::print("{}", cli.help());
+    return 0;
+  }
   int workers = o["workers"].as<int>();
   int repeats = o["repeats"].as<int>();
   auto storage = scratch_dir("storage");
@@ -246,8 +257,9 @@ int main(int argc, char** argv) {
     return r;
   };
 
-  fmt::print("hvactor::train overhead, {} workers, embedded cluster, {} repeats (medians)\n\n",
-             workers, repeats);
+  auto& address = rt.options().address;
+  fmt::print("hvactor::train overhead, {} workers, {}, {} repeats (medians)\n\n", workers,
+             address.empty() ? std::string{"embedded cluster"} : "cluster at " + address, repeats);
   // fit() vs the executor alone.
   std::vector<double> fit_s, exec_s;
   for (int i = 0; i < repeats; ++i) {

@@ -227,9 +227,16 @@ bool checkpoint_source::add_file_bytes(std::vector<char>& out) {
 }
 
 std::optional<std::vector<char>> checkpoint_source::next() {
-  if (done_)
-    return std::nullopt;
   std::vector<char> out;
+  if (!next(out))
+    return std::nullopt;
+  return out;
+}
+
+bool checkpoint_source::next(std::vector<char>& out) {
+  if (done_)
+    return false;
+  out.clear();
   out.reserve(chunk_bytes_);
   if (!started_) {
     out.insert(out.end(), magic, magic + 4);
@@ -243,7 +250,7 @@ std::optional<std::vector<char>> checkpoint_source::next() {
   }
   if (!done_)
     digest_.update(out);
-  return out;
+  return true;
 }
 
 // --- sink -------------------------------------------------------------------
@@ -313,6 +320,10 @@ void checkpoint_sink::feed(const std::vector<char>& chunk) {
             fail_errno("write", file_);
           put += static_cast<size_t>(w);
         }
+        // Writeback starts now, not at the file's fsync: the disk works
+        // while the next chunks arrive.
+        ::sync_file_range(fd_, static_cast<off_t>(written_), static_cast<off_t>(n),
+                          SYNC_FILE_RANGE_WRITE);
       }
       written_ += n;
       if (written_ == size_)

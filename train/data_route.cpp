@@ -5,6 +5,13 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <optional>
+#include <thread>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
@@ -26,25 +33,148 @@ void remove_dir(const fs::path& dir) {
   fs::remove_all(dir, ec);
 }
 
-// A checkpoint stream as frames, then the empty one.
+// Chunks read from the socket wait here for the sink's thread: the disk
+// writes one while the next arrives. At most `depth` chunks are held.
+class chunk_queue {
+public:
+  explicit chunk_queue(size_t depth) : depth_(depth) {}
+
+  /// A buffer to read into: a used one, or a new one while fewer than
+  /// `depth` exist. Waits for one; nullopt once the consumer failed.
+  std::optional<std::vector<char>> take_empty() {
+    std::unique_lock<std::mutex> lk{mu_};
+    cv_.wait(lk, [&] { return failed_ || !empty_.empty() || made_ < depth_; });
+    if (failed_)
+      return std::nullopt;
+    if (empty_.empty()) {
+      ++made_;
+      return std::vector<char>{};
+    }
+    auto b = std::move(empty_.back());
+    empty_.pop_back();
+    return b;
+  }
+  void put_full(std::vector<char> b) {
+    std::lock_guard<std::mutex> lk{mu_};
+    full_.push_back(std::move(b));
+    cv_.notify_all();
+  }
+  /// The next chunk to write; nullopt once the producer closed and none is
+  /// left.
+  std::optional<std::vector<char>> take_full() {
+    std::unique_lock<std::mutex> lk{mu_};
+    cv_.wait(lk, [&] { return closed_ || !full_.empty(); });
+    if (full_.empty())
+      return std::nullopt;
+    auto b = std::move(full_.front());
+    full_.pop_front();
+    return b;
+  }
+  void put_empty(std::vector<char> b) {
+    std::lock_guard<std::mutex> lk{mu_};
+    empty_.push_back(std::move(b));
+    cv_.notify_all();
+  }
+  void close() {
+    std::lock_guard<std::mutex> lk{mu_};
+    closed_ = true;
+    cv_.notify_all();
+  }
+  void fail() {
+    std::lock_guard<std::mutex> lk{mu_};
+    failed_ = true;
+    cv_.notify_all();
+  }
+
+private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t depth_;
+  size_t made_ = 0;
+  bool closed_ = false;
+  bool failed_ = false;
+  std::deque<std::vector<char>> full_;
+  std::vector<std::vector<char>> empty_;
+};
+
+// A checkpoint stream as frames, then the empty one. The directory is
+// read on a thread of its own, at most two chunks ahead of the socket.
 void send_stream(data_link::stream& s, const fs::path& dir) {
   checkpoint_source source{dir};
-  while (auto chunk = source.next())
+  chunk_queue q{3};
+  std::exception_ptr read_error;
+  std::thread reader{[&] {
+    while (auto chunk = q.take_empty()) {
+      try {
+        if (!source.next(*chunk))
+          break;
+      } catch (...) {
+        read_error = std::current_exception();
+        break;
+      }
+      q.put_full(std::move(*chunk));
+    }
+    q.close();
+  }};
+  struct join_reader {
+    chunk_queue& q;
+    std::thread& t;
+    ~join_reader() {
+      q.fail();
+      if (t.joinable())
+        t.join();
+    }
+  } joined{q, reader};
+  while (auto chunk = q.take_full()) {
     s.write_frame(chunk->data(), chunk->size());
+    q.put_empty(std::move(*chunk));
+  }
+  reader.join();
+  if (read_error)
+    std::rethrow_exception(read_error);
   s.write_u64(0);
 }
 
 // Frames into a sink until the empty one (`ended` then), which must close
-// a whole stream.
+// a whole stream. The sink writes on a thread of its own, at most two
+// chunks behind the socket.
 void receive_stream(data_link::stream& s, checkpoint_sink& sink, bool& ended) {
-  std::vector<char> chunk;
-  for (;;) {
-    s.read_frame(chunk, knobs::ship_chunk_bytes);
-    if (chunk.empty())
+  chunk_queue q{3};
+  std::exception_ptr write_error;
+  std::thread writer{[&] {
+    while (auto chunk = q.take_full()) {
+      try {
+        sink.feed(*chunk);
+      } catch (...) {
+        write_error = std::current_exception();
+        q.fail();
+        return;
+      }
+      q.put_empty(std::move(*chunk));
+    }
+  }};
+  struct join_writer {
+    chunk_queue& q;
+    std::thread& t;
+    ~join_writer() {
+      q.close();
+      if (t.joinable())
+        t.join();
+    }
+  } joined{q, writer};
+  while (auto chunk = q.take_empty()) {
+    s.read_frame(*chunk, knobs::ship_chunk_bytes);
+    if (chunk->empty()) {
+      ended = true;
       break;
-    sink.feed(chunk);
+    }
+    q.put_full(std::move(*chunk));
   }
-  ended = true;
+  q.close();
+  writer.join();
+  writer = std::thread{};
+  if (write_error)
+    std::rethrow_exception(write_error);
   if (!sink.complete())
     throw error("the checkpoint stream ended before its end record");
 }

@@ -70,10 +70,10 @@ public:
   /// Ends the sending side (TLS close_notify, then a TCP half close).
   void finish();
 
-  /// Takes `ssl` (set to this socket) for the handshake and what follows.
-  void attach(SSL* ssl) noexcept {
-    ssl_ = ssl;
-  }
+  /// Takes `ssl` for the handshake and what follows, on this socket.
+  void attach(SSL* ssl);
+  /// Sends what TLS gathered (read() and finish() do so first).
+  void flush();
   /// The TLS handshake, as server or client.
   void handshake(bool as_server);
 

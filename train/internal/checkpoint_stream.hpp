@@ -48,6 +48,9 @@ public:
   /// The next chunk; nullopt once the chunk with the end record was given.
   /// hvactor::error when a file cannot be read or changed size meanwhile.
   std::optional<std::vector<char>> next();
+  /// The same into `out` (its memory reused: fresh pages cost a fault
+  /// each); false once the end was given.
+  bool next(std::vector<char>& out);
 
 private:
   struct entry {

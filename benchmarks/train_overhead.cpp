@@ -217,7 +217,9 @@ void shard_rows(int64_t rows, int workers, int repeats, Run& run) {
              workers, mb * workers, mb * workers / median(slowest), median(slowest) * 1e3);
 }
 
-int main(int argc, char** argv) {
+// The benchmark's own flags (what the runtime left of argv); exits on
+// --help or a bad flag.
+cxxopts::ParseResult parse_flags(const std::vector<std::string>& args) {
   cxxopts::Options cli{"train_overhead", "hvactor::train's costs next to their peers"};
   cli.add_options()("workers", "workers", cxxopts::value<int>()->default_value("2"))(
     "reports", "reports for the latency", cxxopts::value<int>()->default_value("200"))(
@@ -225,21 +227,25 @@ int main(int argc, char** argv) {
     "rows", "dataset rows (float64)", cxxopts::value<int64_t>()->default_value("4000000"))(
     "repeats", "repeats of the fit and checkpoint timings", cxxopts::value<int>()->default_value("5"))(
     "h,help", "this text (and the runtime's flags: --address, --tls-cert, ...)");
-  hvactor::runtime rt{argc, argv, {.num_cpus = 8}};
   std::vector<char*> rest;
-  for (auto& a : rt.args())
+  for (auto& a : args)
     rest.push_back(const_cast<char*>(a.c_str()));
-  cxxopts::ParseResult o;
   try {
-    o = cli.parse(static_cast<int>(rest.size()), rest.data());
-  } catch (const std::exception& e) {
+    auto o = cli.parse(static_cast<int>(rest.size()), rest.data());
+    if (o.count("help")) {
+      fmt::print("{}", cli.help());
+      std::exit(0);
+    }
+    return o;
+  } catch (const cxxopts::exceptions::exception& e) {
     fmt::print(stderr, "train_overhead: {}\n{}", e.what(), cli.help());
-    return 2;
+    std::exit(2);
   }
-  if (o.count("help")) {
-    fmt::print("{}", cli.help());
-    return 0;
-  }
+}
+
+int main(int argc, char** argv) {
+  hvactor::runtime rt{argc, argv, {.num_cpus = 8}};
+  auto o = parse_flags(rt.args());
   int workers = o["workers"].as<int>();
   int repeats = o["repeats"].as<int>();
   auto storage = scratch_dir("storage");

@@ -228,9 +228,7 @@ bool checkpoint_source::add_file_bytes(std::vector<char>& out) {
 
 std::optional<std::vector<char>> checkpoint_source::next() {
   std::vector<char> out;
-  if (!next(out))
-    return std::nullopt;
-  return out;
+  return next(out) ? std::optional{std::move(out)} : std::nullopt;
 }
 
 bool checkpoint_source::next(std::vector<char>& out) {
@@ -320,8 +318,7 @@ void checkpoint_sink::feed(const std::vector<char>& chunk) {
             fail_errno("write", file_);
           put += static_cast<size_t>(w);
         }
-        // Writeback starts now, not at the file's fsync: the disk works
-        // while the next chunks arrive.
+        // Writeback starts now, while the next chunks arrive.
         ::sync_file_range(fd_, static_cast<off_t>(written_), static_cast<off_t>(n),
                           SYNC_FILE_RANGE_WRITE);
       }

@@ -4,6 +4,7 @@
 #include "train/internal/shard_bytes.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,11 +12,17 @@
 #include <cerrno>
 #include <cstdint>
 #include <algorithm>
+#include <array>
+#include <filesystem>
+#include <string_view>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
+#include "base/internal/log.hpp"
+
+namespace fs = std::filesystem;
 
 namespace hvactor::train {
 
@@ -125,6 +132,65 @@ std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, 
     got += static_cast<size_t>(n);
   }
   return {size, std::move(out)};
+}
+
+namespace {
+
+constexpr std::string_view shard_dir_prefix = "hvactor-train-shards-";
+
+// This process's pid namespace ("4026531836"): a pid is only a process in
+// the namespace it was taken in, and containers may share a temp dir.
+std::string pid_namespace() {
+  std::array<char, 64> buf{};
+  auto n = ::readlink("/proc/self/ns/pid", buf.data(), buf.size() - 1);
+  std::string link{buf.data(), n > 0 ? static_cast<size_t>(n) : 0};
+  auto open = link.find('['), close = link.find(']');
+  return open != std::string::npos && close > open ? link.substr(open + 1, close - open - 1)
+                                                   : std::string{"0"};
+}
+
+} // namespace
+
+fs::path make_shard_dir(const fs::path& root) {
+  sweep_shard_dirs(root);
+  auto pattern = (root / fmt::format("{}{}-{}-XXXXXX", shard_dir_prefix, pid_namespace(),
+                                     ::getpid()))
+                   .string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw error(fmt::format("train: cannot create a folder for the shards under '{}': {}",
+                            root.string(), std::strerror(errno)));
+  return pattern;
+}
+
+size_t sweep_shard_dirs(const fs::path& root) {
+  auto prefix = fmt::format("{}{}-", shard_dir_prefix, pid_namespace());
+  size_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it{root, ec}, end; !ec && it != end; it.increment(ec)) {
+    auto name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    auto rest = name.substr(prefix.size());
+    auto dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos
+        || rest.find_first_not_of("0123456789") != dash || dash > 9)
+      continue;
+    auto pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+    // Alive (or another user's process): not ours to judge.
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)
+      continue;
+    struct stat st{};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
+      continue;
+    std::error_code gone;
+    fs::remove_all(it->path(), gone);
+    if (!gone) {
+      ++removed;
+      log::info("train: removed {}, the shards of a driver that is gone (pid {})",
+                it->path().string(), pid);
+    }
+  }
+  return removed;
 }
 
 } // namespace hvactor::train

@@ -26,6 +26,7 @@
 #include "base/net/port_guard.hpp"
 #include "base/net/transport.hpp"
 #include "train/internal/data_route.hpp"
+#include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
 
@@ -377,11 +378,7 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
 // Every rank's shard of every dataset as a file under a fresh 0700
 // directory (mkdtemp), "<dataset index>/<rank>".
 void trainer::impl::write_shards(int size) {
-  auto pattern = (fs::temp_directory_path() / "hvactor-train-shards-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw error(fmt::format("train: cannot create a folder for the shards under '{}': {}",
-                            fs::temp_directory_path().string(), std::strerror(errno)));
-  shard_dir = pattern;
+  shard_dir = make_shard_dir(fs::temp_directory_path());
   size_t index = 0;
   for (auto& [name, ds] : opts.datasets) {
     auto dir = shard_dir / std::to_string(index++);

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+
+#include "unit_temp_dir.hpp"
 #include <fmt/format.h>
 
 #include <hvactor/errors.hpp>
@@ -30,18 +32,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/hvactor-link-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 hvactor::tls::config identity(const fs::path& dir, const std::string& name) {
   hvactor::tls::config c;
@@ -81,7 +71,7 @@ bool refused_reaches(const dl::server& srv, uint64_t n) {
 TEST_SUITE("data_link") {
 
 TEST_CASE("a ticket runs its job once; a file and frames arrive intact") {
-  temp_dir tmp;
+  hvactor_test::temp_dir tmp{"hvactor-link"};
   auto file = tmp.path / "bytes";
   std::vector<char> data(5 * 1024 * 1024 + 17);
   for (size_t i = 0; i < data.size(); ++i)
@@ -153,7 +143,7 @@ TEST_CASE("a server going away cuts a transfer that waits, within its bound") {
 }
 
 TEST_CASE("under TLS: a member with a ticket gets its bytes; another CA or no TLS is refused") {
-  temp_dir tmp;
+  hvactor_test::temp_dir tmp{"hvactor-link"};
   hvactor::tls::make_certificates((tmp.path / "ours").string(), {"head", "worker"});
   hvactor::tls::make_certificates((tmp.path / "theirs").string(), {"rogue"});
   auto opts = plain();

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,6 +30,17 @@ shared_bytes fresh_bytes(size_t size);
 /// The regular file at `path`, mapped read-only (private, its pages
 /// populated at once); hvactor::error naming the path otherwise.
 shared_bytes map_file(const std::string& path);
+
+/// A fresh 0700 directory for a fit's shard files under `root` (the temp
+/// dir): "hvactor-train-shards-<pid namespace>-<pid>-XXXXXX". The folders
+/// of drivers that are gone (killed before their clean-up ran) are swept
+/// first (sweep_shard_dirs). hvactor::error when it cannot be made.
+std::filesystem::path make_shard_dir(const std::filesystem::path& root);
+
+/// Removes the shard folders under `root` whose driver, in this pid
+/// namespace, no longer exists, when they are real directories of this
+/// user; returns how many.
+size_t sweep_shard_dirs(const std::filesystem::path& root);
 
 /// The shard file `dir`/`dataset`/`rank` opened for reading (not through a
 /// symbolic link) and its size; the caller closes it. hvactor::error when

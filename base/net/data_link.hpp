@@ -18,7 +18,8 @@
 // the authenticated CAF connection (offer()), good for one connection and
 // a bounded time. A connection without a known ticket is closed. Every
 // read and write is bounded by the server's or client's I/O timeout, and
-// at most max_connections are served at once.
+// at most max_connections are served at once (more wait in the kernel's
+// accept queue).
 
 #include <sys/types.h>
 
@@ -95,8 +96,9 @@ public:
     tls::config tls;
     /// Bound on each read, write and handshake.
     std::chrono::milliseconds io_timeout{30'000};
-    /// Connections served at once; more are closed.
-    size_t max_connections = 64;
+    /// Connections served at once (a thread each); more wait to be
+    /// accepted.
+    size_t max_connections = 512;
   };
   using job = std::function<void(stream&)>;
 
@@ -118,7 +120,7 @@ public:
   ticket offer(job j, std::chrono::milliseconds valid_for);
 
   /// Connections closed before their job ran: another user, a failed
-  /// handshake, an unknown or expired ticket, over the cap.
+  /// handshake, an unknown or expired ticket.
   uint64_t refused() const noexcept {
     return refused_.load();
   }

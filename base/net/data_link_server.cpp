@@ -39,7 +39,7 @@ server::server(options opts) : opts_(std::move(opts)) {
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   if (listen_fd_ < 0 || ::bind(listen_fd_, where->ai_addr, where->ai_addrlen) != 0
-      || ::listen(listen_fd_, 128) != 0
+      || ::listen(listen_fd_, static_cast<int>(opts_.max_connections)) != 0
       || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
     int saved = errno;
     if (listen_fd_ >= 0)
@@ -110,20 +110,23 @@ void server::reap_finished() {
 
 void server::accept_loop() {
   while (!stopping_) {
-    std::array<pollfd, 2> fds{pollfd{listen_fd_, POLLIN, 0}, pollfd{wake_fd_, POLLIN, 0}};
-    ::poll(fds.data(), fds.size(), 1000);
+    bool full = false;
+    {
+      std::lock_guard<std::mutex> lk{mu_};
+      full = connections_.size() >= opts_.max_connections;
+    }
+    // At the cap, new peers wait in the kernel's queue (the listen
+    // backlog) until a transfer ends; poll() skips a negative fd.
+    std::array<pollfd, 2> fds{pollfd{full ? -1 : listen_fd_, POLLIN, 0},
+                              pollfd{wake_fd_, POLLIN, 0}};
+    ::poll(fds.data(), fds.size(), full ? 50 : 1000);
     reap_finished();
-    if (stopping_ || !(fds[0].revents & POLLIN))
+    if (stopping_ || full || !(fds[0].revents & POLLIN))
       continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0)
       continue;
     std::lock_guard<std::mutex> lk{mu_};
-    if (connections_.size() >= opts_.max_connections) {
-      ::close(fd);
-      ++refused_;
-      continue;
-    }
     auto id = next_connection_++;
     auto& c = connections_[id];
     c.fd = fd;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -118,12 +119,21 @@ void check_shards(const std::string& out,
 
 } // namespace
 
-/// The driver's shard folders (the same machine's route) in the temp dir.
-size_t shard_folders() {
-  size_t n = 0;
+/// Drivers' shard folders in the temp dir.
+std::set<std::string> shard_folders() {
+  std::set<std::string> out;
   for (auto& e : fs::directory_iterator{fs::temp_directory_path()})
-    n += e.path().filename().string().rfind("hvactor-train-shards-", 0) == 0;
-  return n;
+    if (e.path().filename().string().rfind("hvactor-train-shards-", 0) == 0)
+      out.insert(e.path().string());
+  return out;
+}
+
+/// True when `after` holds no folder that `before` lacks.
+bool no_new_folder(const std::set<std::string>& before, const std::set<std::string>& after) {
+  for (auto& f : after)
+    if (!before.count(f))
+      return false;
+  return true;
 }
 
 TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per report") {
@@ -132,7 +142,9 @@ TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per re
   auto r = train(dir, {"--workers", "3", "--epochs", "4", "--rows", "100", "--name", "basic"});
   INFO(describe(r));
   REQUIRE(r.status.success());
-  CHECK(shard_folders() == folders); // the shard files went with the attempt
+  // The shard files went with the attempt (a folder of a driver that is
+  // gone, left by an earlier test, may have been swept too).
+  CHECK(no_new_folder(folders, shard_folders()));
   auto history = records(r.out, "history");
   REQUIRE(history.size() == 4);
   for (int i = 0; i < 4; ++i) {
@@ -153,6 +165,29 @@ TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per re
   CHECK(ck["path"] == (dir.path() / "results" / "basic" / "checkpoint_000003").string());
   // Progress: one plain line per report when stdout is a file.
   CHECK(r.out.find("[basic] iter 4 |") != std::string::npos);
+}
+
+TEST_CASE("a driver killed with SIGTERM leaves its shard folder; the next fit removes it") {
+  temp_dir dir;
+  auto before = shard_folders();
+  process killed{{HVACTOR_TRAIN_DRIVER, "--storage", (dir.path() / "results").string(),
+                  "--workers", "2", "--epochs", "30", "--hold-ms", "1000", "--name", "killed"},
+                 dir.path() / "killed"};
+  REQUIRE(killed.read_line_with("[killed] iter 1 |", 90s));
+  std::set<std::string> left;
+  for (auto& f : shard_folders())
+    if (!before.count(f))
+      left.insert(f);
+  REQUIRE(left.size() == 1);
+  CHECK(left.begin()->find("-" + std::to_string(killed.pid()) + "-") != std::string::npos);
+  killed.signal(SIGTERM);
+  REQUIRE(killed.wait_exit(30s));
+  // No clean-up ran: the folder is still there until the next fit.
+  CHECK(fs::exists(*left.begin()));
+  auto r = train(dir, {"--workers", "2", "--epochs", "1", "--rows", "10", "--name", "next"});
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  CHECK_FALSE(fs::exists(*left.begin()));
 }
 
 TEST_CASE("dataset_config.equal = false: shards keep every row, sizes within one") {

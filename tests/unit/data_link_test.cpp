@@ -126,6 +126,34 @@ TEST_CASE("an unknown or expired ticket is refused, and a frame over its bound")
   CHECK(frame.capacity() < (size_t{2} << 20));
 }
 
+TEST_CASE("at the connection cap a peer waits to be accepted, then gets its bytes") {
+  auto opts = plain();
+  opts.max_connections = 1;
+  dl::server srv{opts};
+  std::atomic<bool> first_done{false};
+  auto first = srv.offer(
+    [&](dl::stream& s) {
+      char c;
+      s.read(&c, 1); // holds the only slot until the client sends
+      first_done = true;
+      s.write_u64(1);
+    },
+    10s);
+  auto second = srv.offer([](dl::stream& s) { s.write_u64(2); }, 10s);
+  auto a = dl::connect("127.0.0.1", srv.port(), {}, first, 5s);
+  std::this_thread::sleep_for(100ms);
+  std::string got;
+  std::thread waiter{[&] { got = try_read(srv.port(), {}, second); }};
+  std::this_thread::sleep_for(300ms);
+  CHECK(got.empty()); // not served while the slot is taken
+  a->write("x", 1);
+  CHECK(a->read_u64() == 1);
+  waiter.join();
+  CHECK(got == "2");
+  CHECK(first_done);
+  CHECK(srv.refused() == 0);
+}
+
 TEST_CASE("a server going away cuts a transfer that waits, within its bound") {
   auto srv = std::make_unique<dl::server>(plain());
   auto t = srv->offer(

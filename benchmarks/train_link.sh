@@ -47,7 +47,7 @@ for route in link caf; do
   echo "## train_overhead, bulk bytes on the $route route"
   if [ "$route" = caf ]; then export HVACTOR_TRAIN_DATA_LINK=0; else unset HVACTOR_TRAIN_DATA_LINK; fi
   "$BENCH" --workers 2 --repeats "$REPEATS" --reports 300 --rows "$ROWS" --ckpt-mib "$CKPT" \
-    --address "$HVACTOR_ADDRESS" $NETCLUSTER_TLS_ARGS 2>&1 | grep '^|'
+    --address "$HVACTOR_ADDRESS" $NETCLUSTER_TLS_ARGS 2>&1 | grep -E '^\||terminate|what\(\)|error'
 done
 EOS
 )

@@ -17,14 +17,14 @@ namespace hvactor::train {
 
 namespace {
 
-std::unique_ptr<data_link::server> open_data_link(const std::string& bind, const tls::config& tls,
+std::shared_ptr<data_link::server> open_data_link(const std::string& bind, const tls::config& tls,
                                                   progress_config& cfg) {
   data_link::server::options o;
   o.host = bind;
   o.tls = tls;
   o.io_timeout = cfg.ticket_bound;
-  auto link = std::make_unique<data_link::server>(std::move(o));
-  cfg.data = link.get();
+  auto link = std::make_shared<data_link::server>(std::move(o));
+  cfg.data = link;
   return link;
 }
 

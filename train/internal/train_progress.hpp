@@ -179,9 +179,10 @@ struct progress_config {
   std::filesystem::path shard_dir;
   /// The checkpoint to resume from, served by tr_resume; empty: none.
   std::filesystem::path resume_dir;
-  /// The driver's data link (tr_fetch, tr_upload); none: refused. Outlives
-  /// the actor (published_progress).
-  data_link::server* data = nullptr;
+  /// The driver's data link (tr_fetch, tr_upload); none: refused. Shared
+  /// with published_progress: whichever lets go last closes it, so that an
+  /// actor still busy past its exit bound never offers on a closed one.
+  std::shared_ptr<data_link::server> data;
   /// How long a data link ticket is good for (settings.timeout).
   std::chrono::milliseconds ticket_bound{30'000};
 };
@@ -222,8 +223,8 @@ public:
 
 private:
   caf::actor_system& sys_;
-  // Declared first, gone last: the actor offers its transfers.
-  std::unique_ptr<data_link::server> data_;
+  // Shared with the actor, which offers its transfers.
+  std::shared_ptr<data_link::server> data_;
   train_progress actor_;
   uint16_t port_ = 0;
   std::unique_ptr<connection_watchdog> watchdog_;

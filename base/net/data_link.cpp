@@ -21,6 +21,7 @@
 #include <openssl/ssl.h>
 
 #include "hvactor/errors.hpp"
+#include "base/internal/bulk_bytes.hpp"
 #include "base/net/data_link_detail.hpp"
 
 namespace hvactor::data_link {
@@ -97,7 +98,7 @@ void stream::send_file(int fd, uint64_t offset, uint64_t n) {
     }
     return;
   }
-  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(n, file_piece)));
+  bulk_bytes buf(static_cast<size_t>(std::min<uint64_t>(n, file_piece)));
   while (n > 0) {
     auto want = static_cast<size_t>(std::min<uint64_t>(n, buf.size()));
     auto got = ::pread(fd, buf.data(), want, static_cast<off_t>(offset));
@@ -133,13 +134,12 @@ void stream::write_frame(const void* data, size_t n) {
   write(data, n);
 }
 
-void stream::read_frame(std::vector<char>& out, size_t max) {
+size_t stream::read_frame_length(size_t max) {
   auto n = read_u64();
   if (n > max)
     throw error(fmt::format("data link: the peer announced {} bytes where at most {} may come",
                             n, max));
-  out.resize(static_cast<size_t>(n));
-  read(out.data(), out.size());
+  return static_cast<size_t>(n);
 }
 
 void stream::attach(SSL* ssl) {
@@ -222,6 +222,9 @@ std::unique_ptr<stream> connect(const std::string& host, uint16_t port, const tl
   for (size_t i = 0; i < ticket_bytes; ++i)
     raw[i] = static_cast<unsigned char>(std::stoi(t.substr(2 * i, 2), nullptr, 16));
   s->write(raw.data(), raw.size());
+  // Now, not with the first bytes: the server checks the ticket and gets
+  // its side ready while this side reads what it sends.
+  s->flush();
   return s;
 }
 

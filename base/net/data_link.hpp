@@ -66,7 +66,13 @@ public:
   void write_frame(const void* data, size_t n);
   /// Reads a frame into `out` (resized); hvactor::error when it announces
   /// more than `max` bytes.
-  void read_frame(std::vector<char>& out, size_t max);
+  template <class Alloc>
+  void read_frame(std::vector<char, Alloc>& out, size_t max) {
+    out.resize(read_frame_length(max));
+    read(out.data(), out.size());
+  }
+  /// A frame's length; hvactor::error when it is over `max`.
+  size_t read_frame_length(size_t max);
 
   /// Ends the sending side (TLS close_notify, then a TCP half close).
   void finish();

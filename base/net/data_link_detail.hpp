@@ -27,7 +27,7 @@
 namespace hvactor::data_link::detail {
 
 inline constexpr size_t ticket_bytes = 16;
-inline constexpr size_t file_piece = size_t{1} << 20;
+inline constexpr size_t file_piece = size_t{2} << 20;
 // What a TLS connection reads at once, and gathers before a write.
 inline constexpr int io_buffer = 256 << 10;
 

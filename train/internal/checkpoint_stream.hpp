@@ -27,8 +27,10 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/internal/bulk_bytes.hpp"
 #include "base/internal/file_digest.hpp"
 #include "base/internal/knobs.hpp"
 
@@ -50,7 +52,7 @@ public:
   std::optional<std::vector<char>> next();
   /// The same into `out` (its memory reused: fresh pages cost a fault
   /// each); false once the end was given.
-  bool next(std::vector<char>& out);
+  bool next(bulk_bytes& out);
 
 private:
   struct entry {
@@ -58,8 +60,8 @@ private:
     bool is_dir;
     std::filesystem::path path;
   };
-  bool add_entry(std::vector<char>& out);
-  bool add_file_bytes(std::vector<char>& out);
+  bool add_entry(bulk_bytes& out);
+  bool add_file_bytes(bulk_bytes& out);
   void close_file();
 
   std::filesystem::path dir_;
@@ -87,7 +89,11 @@ public:
   checkpoint_sink& operator=(const checkpoint_sink&) = delete;
 
   /// Writes the chunk's records; after the end record every file is synced.
-  void feed(const std::vector<char>& chunk);
+  void feed(std::string_view chunk);
+  template <class Alloc>
+  void feed(const std::vector<char, Alloc>& chunk) {
+    feed(std::string_view{chunk.data(), chunk.size()});
+  }
   /// The end record came and matched.
   bool complete() const noexcept {
     return done_;
@@ -108,6 +114,7 @@ private:
   std::string file_;
   uint64_t size_ = 0;
   uint64_t written_ = 0;
+  uint64_t synced_ = 0;
   uint64_t entries_ = 0;
   uint64_t total_ = 0;
   sha256_stream digest_;

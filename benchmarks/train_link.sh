@@ -22,7 +22,7 @@ bench=$root/build/benchmarks/train_overhead
 for need in "$tool" "$bench"; do
   [[ -x $need ]] || { echo "train_link.sh: build $need first" >&2; exit 2; }
 done
-command -v iperf3 >/dev/null || { echo "train_link.sh: needs iperf3 (apt-get install iperf3)" >&2; exit 2; }
+command -v iperf3 >/dev/null || { echo "train_link.sh: needs iperf3 (scripts/setup.sh installs it)" >&2; exit 2; }
 
 shard_mb=$((rows * 8 / 2 / 1000000))
 echo "# train_link.sh $rate rows=$rows (shards of $shard_mb MB per rank) ckpt=${ckpt} MiB repeats=$repeats ($(git -C "$root" rev-parse --short HEAD), $(date -u +%F))"

@@ -147,8 +147,15 @@ void ckpt_loop(train::context& ctx) {
     }
   }
   fs::remove_all(dir);
+  auto [rmin, rmax] = std::minmax_element(rep.begin(), rep.end());
+  auto [cmin, cmax] = std::minmax_element(copy.begin(), copy.end());
+  bool timed = !rep.empty() && !copy.empty();
   train::report({{"report_s", median(rep)},
+                 {"report_min_s", timed ? *rmin : 0.0},
+                 {"report_max_s", timed ? *rmax : 0.0},
                  {"copy_s", median(copy)},
+                 {"copy_min_s", timed ? *cmin : 0.0},
+                 {"copy_max_s", timed ? *cmax : 0.0},
                  {"peak_extra_mib", status_mib("VmHWM") - idle}});
 }
 
@@ -297,8 +304,10 @@ int main(int argc, char** argv) {
   auto ck = run(&ckpt_loop, {{"ckpt_mib", mib}, {"repeats", repeats}});
   auto rep_s = ck.metrics.at("report_s").as_double();
   auto copy_s = ck.metrics.at("copy_s").as_double();
-  fmt::print("| report() with a {} MiB checkpoint vs filesystem copy + sync | {:.0f} MB/s ({:.0f} ms) | {:.0f} MB/s ({:.0f} ms) | {:.2f}x |\n",
-             mib, mib * 1.048576 / rep_s, rep_s * 1e3, mib * 1.048576 / copy_s, copy_s * 1e3,
+  auto ms = [&](const char* key) { return ck.metrics.at(key).as_double() * 1e3; };
+  fmt::print("| report() with a {} MiB checkpoint vs filesystem copy + sync | {:.0f} MB/s ({:.0f} ms, {:.0f}-{:.0f}) | {:.0f} MB/s ({:.0f} ms, {:.0f}-{:.0f}) | {:.2f}x |\n",
+             mib, mib * 1.048576 / rep_s, rep_s * 1e3, ms("report_min_s"), ms("report_max_s"),
+             mib * 1.048576 / copy_s, copy_s * 1e3, ms("copy_min_s"), ms("copy_max_s"),
              copy_s / rep_s);
   fmt::print("| peak RSS above idle while the {} MiB checkpoints are reported: driver, rank 0 | "
              "{:.0f} MiB, {:.0f} MiB | | |\n",

@@ -49,6 +49,9 @@ packages=(
   yamllint
   # hvactor-bench --plot.
   gnuplot-nox
+  # benchmarks/train_link.sh: the emulated link's own rate, next to
+  # hvactor::train's transfers (debconf's default: no daemon).
+  iperf3
   python3-torch
 )
 if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then

@@ -4,9 +4,7 @@
 #include "train/internal/checkpoint_stream.hpp"
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,12 +14,14 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "base/internal/log.hpp"
 #include "train/internal/byte_codec.hpp"
+#include "train/internal/checkpoint_files.hpp"
 
 namespace fs = std::filesystem;
 
 namespace hvactor::train {
+
+using namespace checkpoint_files;
 
 namespace {
 
@@ -34,14 +34,6 @@ constexpr uint64_t sync_bytes = uint64_t{8} << 20;
 // The end record: tag, two u64, a 64-character hex digest with its length.
 constexpr size_t end_record_bytes = 1 + 8 + 8 + 4 + 64;
 
-[[noreturn]] void fail(const std::string& what) {
-  throw error("checkpoint: " + what);
-}
-
-[[noreturn]] void fail_errno(const std::string& what, const std::string& path) {
-  fail(fmt::format("cannot {} '{}': {}", what, path, std::strerror(errno)));
-}
-
 template <class T, class Bytes>
 void put(Bytes& out, T x) {
   char buf[sizeof(T)];
@@ -53,14 +45,6 @@ template <class Bytes>
 void put_str(Bytes& out, const std::string& s) {
   put<uint32_t>(out, static_cast<uint32_t>(s.size()));
   out.insert(out.end(), s.begin(), s.end());
-}
-
-// ENXIO from SEEK_DATA means "only a hole is left" or "past the end": a
-// file that shrank since it was opened is an error, not zeros.
-void check_not_shorter(int fd, uint64_t size, const std::string& what) {
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
-    fail(fmt::format("'{}' became shorter while it was read", what));
 }
 
 // A relative path of plain names: no root, no "..", no ".", no empty part.
@@ -77,46 +61,6 @@ bool safe_relative(const std::string& rel) {
 } // namespace
 
 // --- source -----------------------------------------------------------------
-
-namespace {
-
-struct listed {
-  std::string rel;
-  bool is_dir;
-  fs::path path;
-};
-
-// Every directory and regular file under `dir`, directories before what is
-// in them; symbolic links and special files skipped with a warning.
-std::vector<listed> list_tree(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    fail(fmt::format("'{}' is not a directory", dir.string()));
-  std::vector<listed> out;
-  fs::recursive_directory_iterator it{dir, fs::directory_options::none, ec}, end;
-  if (ec)
-    fail(fmt::format("cannot read '{}': {}", dir.string(), ec.message()));
-  for (; it != end; it.increment(ec)) {
-    if (ec)
-      fail(fmt::format("cannot read '{}': {}", dir.string(), ec.message()));
-    auto st = it->symlink_status(ec);
-    auto rel = fs::relative(it->path(), dir, ec).generic_string();
-    if (fs::is_directory(st))
-      out.push_back({rel, true, it->path()});
-    else if (fs::is_regular_file(st))
-      out.push_back({rel, false, it->path()});
-    else
-      log::warn("checkpoint: skipping '{}' (not a regular file or directory)",
-                it->path().string());
-  }
-  if (ec)
-    fail(fmt::format("cannot read '{}': {}", dir.string(), ec.message()));
-  std::sort(out.begin(), out.end(),
-            [](const listed& a, const listed& b) { return a.rel < b.rel; });
-  return out;
-}
-
-} // namespace
 
 checkpoint_source::checkpoint_source(const fs::path& dir, size_t chunk_bytes)
   : dir_(dir), chunk_bytes_(std::max<size_t>(chunk_bytes, 4096)) {
@@ -292,6 +236,32 @@ void checkpoint_sink::finish_file() {
   fd_ = -1;
 }
 
+// The current file's next bytes, at written_.
+void checkpoint_sink::write_data(std::string_view bytes) {
+  size_t put = 0;
+  while (put < bytes.size()) {
+    auto w = ::pwrite(fd_, bytes.data() + put, bytes.size() - put,
+                      static_cast<off_t>(written_ + put));
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      fail_errno("write", file_);
+    put += static_cast<size_t>(w);
+  }
+  // Writeback starts now. A sync costs in proportion to what came since
+  // the last one (a VM's disk makes the host's copy durable): one every
+  // sync_bytes spreads that over the transfer, where it overlaps the link,
+  // so that the last one finds little left.
+  auto end = written_ + bytes.size();
+  ::sync_file_range(fd_, static_cast<off_t>(written_), static_cast<off_t>(bytes.size()),
+                    SYNC_FILE_RANGE_WRITE);
+  if (end - synced_ >= sync_bytes) {
+    if (::fdatasync(fd_) != 0)
+      fail_errno("write", file_);
+    synced_ = end;
+  }
+}
+
 void checkpoint_sink::feed(std::string_view chunk) {
   if (done_)
     fail("bytes after the end of the stream");
@@ -312,30 +282,8 @@ void checkpoint_sink::feed(std::string_view chunk) {
       if (fd_ < 0 || n > size_ - written_)
         fail(fmt::format("more bytes than announced for '{}' ({} of {} written, {} more came)",
                          file_.empty() ? "(no file)" : file_, written_, size_, n));
-      if (tag == tag_data) {
-        auto bytes = r.raw(n);
-        size_t put = 0;
-        while (put < bytes.size()) {
-          auto w = ::pwrite(fd_, bytes.data() + put, bytes.size() - put,
-                            static_cast<off_t>(written_ + put));
-          if (w < 0 && errno == EINTR)
-            continue;
-          if (w < 0)
-            fail_errno("write", file_);
-          put += static_cast<size_t>(w);
-        }
-        // Writeback starts now. A sync costs in proportion to what came
-        // since the last one (a VM's disk makes the host's copy durable):
-        // one every sync_bytes spreads that over the transfer, where it
-        // overlaps the link, so that the last one finds little left.
-        ::sync_file_range(fd_, static_cast<off_t>(written_), static_cast<off_t>(n),
-                          SYNC_FILE_RANGE_WRITE);
-        if (written_ + n - synced_ >= sync_bytes) {
-          if (::fdatasync(fd_) != 0)
-            fail_errno("write", file_);
-          synced_ = written_ + n;
-        }
-      }
+      if (tag == tag_data)
+        write_data(r.raw(n));
       written_ += n;
       if (written_ == size_)
         finish_file();
@@ -377,137 +325,6 @@ void checkpoint_sink::feed(std::string_view chunk) {
     }
   }
   digest_.update(chunk);
-}
-
-// --- the same machine's route ------------------------------------------------
-
-namespace {
-
-struct fd_closer {
-  int fd;
-  ~fd_closer() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
-// Copies [at, at + n) of `in` to the same place in `out` through a 1 MiB
-// buffer: where copy_file_range cannot (another file system: EXDEV).
-void copy_range_buffered(int in, int out, uint64_t at, uint64_t n, const std::string& what) {
-  std::vector<char> buf(std::min<uint64_t>(n, uint64_t{1} << 20));
-  while (n > 0) {
-    auto got = ::pread(in, buf.data(), std::min<uint64_t>(n, buf.size()), static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0)
-      fail_errno("read", what);
-    if (got == 0)
-      fail(fmt::format("'{}' became shorter while it was copied", what));
-    for (ssize_t put = 0; put < got;) {
-      auto w = ::pwrite(out, buf.data() + put, static_cast<size_t>(got - put),
-                        static_cast<off_t>(at) + put);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0)
-        fail_errno("write the copy of", what);
-      put += w;
-    }
-    at += static_cast<uint64_t>(got);
-    n -= static_cast<uint64_t>(got);
-  }
-}
-
-// Copies [at, at + n) of `in` to the same place in `out`, in the kernel
-// where it can.
-void copy_range(int in, int out, uint64_t at, uint64_t n, const std::string& what) {
-  auto from = static_cast<off_t>(at), to = static_cast<off_t>(at);
-  while (n > 0) {
-    auto chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
-    auto got = ::copy_file_range(in, &from, out, &to, chunk, 0);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
-      return copy_range_buffered(in, out, static_cast<uint64_t>(from), n, what);
-    if (got < 0)
-      fail_errno("copy", what);
-    if (got == 0)
-      fail(fmt::format("'{}' became shorter while it was copied", what));
-    n -= static_cast<uint64_t>(got);
-  }
-}
-
-// Opens `rel` under the directory `root` without following a symbolic
-// link in any component (openat2's RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH):
-// a directory swapped for a link after the listing cannot lead elsewhere.
-int open_beneath(int root, const std::string& rel, uint64_t flags) {
-  open_how how{};
-  how.flags = flags | O_CLOEXEC | O_NOFOLLOW;
-  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH;
-  return static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how));
-}
-
-uint64_t copy_one_file(int root, const fs::path& src, const std::string& rel,
-                       const fs::path& dst) {
-  fd_closer in{open_beneath(root, rel, O_RDONLY | O_NONBLOCK)};
-  if (in.fd < 0)
-    fail_errno("read", src.string());
-  struct stat st{};
-  if (::fstat(in.fd, &st) != 0 || !S_ISREG(st.st_mode))
-    fail(fmt::format("'{}' is not a regular file any more", src.string()));
-  if (st.st_uid != ::geteuid())
-    fail(fmt::format("'{}' belongs to uid {}, not to the driver's user {}", src.string(),
-                     st.st_uid, ::geteuid()));
-  // The source's permissions, never wider.
-  fd_closer out{::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                       st.st_mode & 0777)};
-  if (out.fd < 0)
-    fail_errno("create", dst.string());
-  auto size = static_cast<uint64_t>(st.st_size);
-  // Data segments only; a file system without SEEK_DATA has one.
-  uint64_t at = 0;
-  while (at < size) {
-    auto data = ::lseek(in.fd, static_cast<off_t>(at), SEEK_DATA);
-    if (data < 0 && errno == ENXIO) {
-      check_not_shorter(in.fd, size, src.string());
-      break;
-    }
-    uint64_t begin = data < 0 ? at : static_cast<uint64_t>(data);
-    auto hole = ::lseek(in.fd, static_cast<off_t>(begin), SEEK_HOLE);
-    uint64_t end = hole < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(hole), size);
-    if (begin >= end)
-      break;
-    copy_range(in.fd, out.fd, begin, end - begin, src.string());
-    at = end;
-  }
-  if (::ftruncate(out.fd, static_cast<off_t>(size)) != 0 || ::fsync(out.fd) != 0)
-    fail_errno("write", dst.string());
-  return size;
-}
-
-} // namespace
-
-uint64_t copy_checkpoint_dir(const fs::path& src, const fs::path& dst) {
-  auto entries = list_tree(src);
-  fd_closer root{::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)};
-  struct stat top{};
-  if (root.fd < 0 || ::fstat(root.fd, &top) != 0 || top.st_uid != ::geteuid())
-    fail(fmt::format("'{}' is not a directory of the driver's user {}", src.string(),
-                     ::geteuid()));
-  if (::mkdir(dst.c_str(), 0755) != 0)
-    fail_errno("create", dst.string());
-  uint64_t total = 0;
-  for (auto& e : entries) {
-    auto to = dst / e.rel;
-    if (!e.is_dir) {
-      total += copy_one_file(root.fd, e.path, e.rel, to);
-    } else if (::mkdir(to.c_str(), 0755) != 0) {
-      fail_errno("create", to.string());
-    }
-  }
-  fd_closer dir{::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (dir.fd >= 0)
-    ::fsync(dir.fd);
-  return total;
 }
 
 } // namespace hvactor::train

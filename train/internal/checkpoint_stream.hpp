@@ -105,6 +105,7 @@ public:
 private:
   void open_file(const std::string& rel, uint64_t size);
   void finish_file();
+  void write_data(std::string_view bytes);
 
   std::filesystem::path dir_;
   size_t chunk_bytes_;

@@ -49,6 +49,10 @@ packages=(
   yamllint
   # hvactor-bench --plot.
   gnuplot-nox
+  # hvactor::train's TensorBoard event files: protobuf messages, CRC-32C.
+  libprotobuf-dev
+  protobuf-compiler
+  libisal-dev
   # benchmarks/train_link.sh: the emulated link's own rate, next to
   # hvactor::train's transfers (debconf's default: no daemon).
   iperf3

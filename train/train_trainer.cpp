@@ -26,6 +26,7 @@
 #include "base/net/port_guard.hpp"
 #include "base/net/transport.hpp"
 #include "train/internal/data_route.hpp"
+#include "train/internal/event_file.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
@@ -170,6 +171,9 @@ struct trainer::impl {
   int64_t iteration = 0;
   std::chrono::steady_clock::time_point started, last_report;
   std::shared_ptr<progress> out;
+  /// This fit's TensorBoard file; gone after a failed write (a warning).
+  std::unique_ptr<tensorboard::event_file> events;
+  void write_events(const metrics& m);
 
   void run_attempt(int attempt, const checkpoint& resume);
   /// The attempt's shard files (the same machine's route), if any.
@@ -250,6 +254,11 @@ result trainer::fit() {
   st.iteration = 0;
   st.started = st.last_report = std::chrono::steady_clock::now();
   st.out = std::make_shared<progress>(o.run.verbose, o.run.name, o.scaling.num_workers);
+  try {
+    st.events = std::make_unique<tensorboard::event_file>(st.run_dir);
+  } catch (const std::exception& e) {
+    log::warn("{}: the run goes on without TensorBoard", e.what());
+  }
   auto resume = o.resume_from_checkpoint;
   int failures = 0;
   for (int attempt = 0;; ++attempt) {
@@ -283,6 +292,7 @@ result trainer::fit() {
     }
   }
   st.out->end_live();
+  st.events.reset();
   return std::move(st.res);
 }
 
@@ -436,6 +446,19 @@ void trainer::impl::follow(executor& ex, std::vector<future<void>>& calls,
   }
 }
 
+// The report's numeric metrics as TensorBoard scalars at its iteration.
+void trainer::impl::write_events(const metrics& m) {
+  if (!events)
+    return;
+  try {
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    events->add_scalars(iteration, std::chrono::duration<double>(now).count(), m);
+  } catch (const std::exception& e) {
+    log::warn("{}: the run goes on without TensorBoard", e.what());
+    events.reset();
+  }
+}
+
 // Report `ev.index` of every rank: the run's metrics, history, checkpoint
 // and progress line.
 void trainer::impl::record(train_event& ev, int size, int attempt) {
@@ -451,6 +474,7 @@ void trainer::impl::record(train_event& ev, int size, int attempt) {
   m["time_total_s"] = std::chrono::duration<double>(now - started).count();
   m["time_this_iter_s"] = std::chrono::duration<double>(now - last_report).count();
   last_report = now;
+  write_events(m);
   res.metrics = m;
   res.metrics_history.push_back(std::move(m));
   res.worker_metrics_history.push_back(std::move(ranks));

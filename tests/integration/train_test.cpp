@@ -9,6 +9,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -93,11 +95,37 @@ struct local_route {
   }
 };
 
+/// What the run's directory holds besides its TensorBoard files.
 std::vector<std::string> checkpoints(const fs::path& run) {
   std::vector<std::string> out;
   for (auto& e : fs::directory_iterator{run})
-    out.push_back(e.path().filename().string());
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) != 0)
+      out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The run's TensorBoard files, each as its records' payloads (TFRecord
+/// framing: u64 length, 4 bytes, the payload, 4 bytes; event_file_test
+/// checks the checksums and the messages).
+std::vector<std::vector<std::string>> event_files(const fs::path& run) {
+  std::vector<std::vector<std::string>> out;
+  for (auto& e : fs::directory_iterator{run}) {
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) != 0)
+      continue;
+    std::ifstream in{e.path(), std::ios::binary};
+    std::string all{std::istreambuf_iterator<char>{in}, {}};
+    auto& records = out.emplace_back();
+    for (size_t at = 0; at + 12 <= all.size();) {
+      uint64_t n = 0;
+      for (int i = 0; i < 8; ++i)
+        n |= uint64_t{static_cast<unsigned char>(all[at + static_cast<size_t>(i)])} << (8 * i);
+      if (all.size() - at - 12 < n + 4)
+        break;
+      records.push_back(all.substr(at + 12, n));
+      at += 12 + n + 4;
+    }
+  }
   return out;
 }
 
@@ -165,6 +193,16 @@ TEST_CASE("fit: every rank's reports in order, equal shards, a checkpoint per re
   CHECK(ck["path"] == (dir.path() / "results" / "basic" / "checkpoint_000003").string());
   // Progress: one plain line per report when stdout is a file.
   CHECK(r.out.find("[basic] iter 4 |") != std::string::npos);
+  // TensorBoard: one file for the fit, its version record, then an event
+  // per report with the numeric metrics (the names travel as they are).
+  auto events = event_files(dir.path() / "results" / "basic");
+  REQUIRE(events.size() == 1);
+  REQUIRE(events[0].size() == 5);
+  CHECK(events[0][0].find("brain.Event:2") != std::string::npos);
+  for (size_t i = 1; i < 5; ++i) {
+    CHECK(events[0][i].find("training_iteration") != std::string::npos);
+    CHECK(events[0][i].find("epoch") != std::string::npos);
+  }
 }
 
 TEST_CASE("a driver killed with SIGTERM leaves its shard folder; the next fit removes it") {

@@ -45,6 +45,7 @@ struct NeuralNetworkImpl : torch::nn::Module {
 };
 TORCH_MODULE(NeuralNetwork);
 
+// --8<-- [start:worker]
 void train_loop_per_worker(train::context& ctx) {
   hvd::init();
   auto& dataset_shard = train::get_dataset_shard("train");
@@ -90,6 +91,7 @@ void train_loop_per_worker(train::context& ctx) {
     std::filesystem::remove_all(temp_checkpoint_dir);
   }
 }
+// --8<-- [end:worker]
 
 int main(int argc, char** argv) {
   // Enough CPUs for --workers on the embedded cluster, even on a 2-core
@@ -111,6 +113,7 @@ int main(int argc, char** argv) {
       name = args[i + 1];
   }
   try {
+    // --8<-- [start:driver]
     std::vector<std::map<std::string, double>> items;
     for (int x = 0; x < 32; ++x)
       items.push_back({{"x", x}, {"y", x + 1}});
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
                             .run = {.name = name, .storage_path = storage_path},
                             .config = {{"num_epochs", num_epochs}}}};
     auto result = trainer.fit();
+    // --8<-- [end:driver]
     std::cout << result << std::endl;
     return result.error ? 1 : 0;
   } catch (const std::exception& e) {

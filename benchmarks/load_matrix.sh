@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The "Collectives under load" table of the README: hvactor-bench allreduce
+# The table of docs/benchmarks/load.md ("Collectives under load"): hvactor-bench allreduce
 # against Open MPI with 0, 1 and 2 busy threads per core, 2 and 4 ranks,
 # 4 B to 64 MiB, for two builds of hvactor-bench run alternately, ROUNDS
 # times. One job per size, long enough to average over many scheduler

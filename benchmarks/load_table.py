@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's "Collectives under load" table from benchmarks/load_matrix.sh's
+"""The table of docs/benchmarks/load.md ("Collectives under load") from benchmarks/load_matrix.sh's
 output (two builds, tagged before and after): per (busy per core, ranks,
 size) the median over rounds of each build's time per call with every
 round's value, Open MPI's median over all its runs, and the ratios.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The "Multi-node performance" tables of the README: hvactor-bench allreduce
+# The tables of docs/benchmarks/multi-node.md: hvactor-bench allreduce
 # on emulated clusters (hvactor-netcluster: a network namespace per node,
 # HTB-shaped veth links through a bridge, a real hvactor-node with TLS in
 # each) against Open MPI over TCP and raw Gloo on the same nodes, in the

@@ -6,7 +6,7 @@
 Reads the JSON files benchmarks/netcluster_matrix.sh writes
 (netcluster-LINK-NxK.json: hvactor-bench allreduce with --peer mpi,gloo) and
 draws, per configuration, the share of each link a ring between the nodes
-would fill (size / time x 2(n - 1)/n / link rate, n = nodes: the README's
+would fill (size / time x 2(n - 1)/n / link rate, n = nodes: docs/benchmarks/multi-node.md's
 "link use") against the message size, for hvactor, Open MPI and raw Gloo,
 with the 0.9 target. One panel per configuration found: rows are links,
 columns nodes x ranks per node. Needs gnuplot (run as a program, never

@@ -256,7 +256,7 @@ private:
   // chunks, the cross-node part of chunk k on a second thread while this
   // one reduces chunk k + 1 and gathers chunk k - 1: done one after the
   // other, the two shared-memory passes left the link idle for 25-40 ms of
-  // a 64 MiB allreduce at 1 Gbit/s (README, Multi-node performance). Every
+  // a 64 MiB allreduce at 1 Gbit/s (docs/benchmarks/multi-node.md). Every
   // local rank calls the shared-memory steps in the same order.
   void hierarchical_allreduce(void* data, size_t count, hvd::dtype t, hvd::op o) {
     const size_t esz = hvd::size_of(t);

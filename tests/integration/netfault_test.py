@@ -43,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netcluster_test as nt  # noqa: E402 (leftovers, assert_clean, can_run)
 
-BOUND_S = 10.0  # README "Network faults": a cut peer fails every survivor within this
+BOUND_S = 10.0  # docs/guides/network-faults.md: a cut peer fails every survivor within this
 
 
 def now_ns():

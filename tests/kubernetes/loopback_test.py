@@ -178,7 +178,7 @@ def main():
         link(o.hvactor_run, k.image + "/usr/local/bin/hvactor-run")
         if o.program:
             link(o.program, k.image + "/usr/local/libexec/hvactor/" + os.path.basename(o.program))
-        # The Secret's files, made with the README's command.
+        # The Secret's files, made with the command in docs/clusters/kubernetes.md.
         subprocess.run([o.hvactor_node, "certs", "--dir", k.secret, "head", "node", "driver"],
                        check=True, stdout=subprocess.DEVNULL)
         nodes = {n: ("hvactor-node-" + n, {"status.podIP": pod_ip, "spec.nodeName": n,

@@ -72,3 +72,12 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
             continue
         out.extend(m.group(1) + s if s else s for s in lines)
     return "\n".join(out)
+
+
+def on_config(config, **kwargs):
+    # pymdownx.snippets resolves base_path against the working directory;
+    # the repository root makes `mkdocs build -f .../mkdocs.yml` work from
+    # anywhere (ctest runs it from the build tree).
+    snippets = config["mdx_configs"].setdefault("pymdownx.snippets", {})
+    snippets["base_path"] = [ROOT]
+    return config

@@ -157,12 +157,14 @@ caf::result<job_info> on_start(coord_actor self, std::string& endpoint, std::str
   st.start_promise = self->make_response_promise<job_info>();
   st.start_pending = true;
   auto rp = st.start_promise;
+  board_publish(self);
   if (st.elastic()) {
     elastic_start(self);
   } else {
     st.fixed.placement_deadline = caf::make_timestamp() + st.cfg.settings.placement_timeout;
     try_placement(self);
   }
+  board_changed(self);
   return rp;
 }
 
@@ -185,6 +187,7 @@ caf::result<bool> on_register(coord_actor self, const worker_hello& hello,
   w.handle = handle;
   w.pid = hello.pid;
   self->monitor(handle);
+  board_changed(self);
   if (st.elastic()) {
     st.el.registry.registered(w.id);
     send_call(self, w.id);
@@ -206,23 +209,6 @@ void on_output(coord_actor self, int32_t id, int32_t stream, const std::string& 
     if (auto from = caf::actor_cast<node_colocator>(self->current_sender()))
       self->send(from, output_ack_atom_v, id, unacked);
     unacked = 0;
-  }
-}
-
-void on_event(coord_actor self, int32_t id, const std::string& encoded) {
-  auto& st = self->state;
-  if (!st.cfg.on_event)
-    return;
-  // Elastic events name the worker id: ranks change across generations.
-  int rank = id;
-  if (auto i = st.workers.find(id); st.elastic() && i != st.workers.end() && i->second.rank >= 0)
-    rank = i->second.rank;
-  try {
-    st.cfg.on_event(rank, log::decode_event(encoded));
-  } catch (const std::exception& e) {
-    fail(self, make_error(error_kind::generic,
-                          fmt::format("the on_event callback threw on an event of {} {}: {}",
-                                      st.elastic() ? "worker" : "rank", id, e.what())));
   }
 }
 
@@ -295,6 +281,7 @@ caf::result<bool> on_shutdown(coord_actor self) {
   }
   answer_pending(self, err);
   st.ph = phase::stopping;
+  board_changed(self);
   for (auto& [id, w] : st.workers)
     if (w.registered && !st.elastic())
       self->send(w.handle, stop_atom_v);
@@ -341,6 +328,7 @@ coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_
     },
     [=](exited_atom, const worker_exit& ex) {
       auto& st = self->state;
+      board_exit(self, ex);
       if (st.elastic())
         elastic_exited(self, ex);
       else if (!ex.expected && ex.job_id == st.cfg.job_id && st.workers.count(ex.world_rank)
@@ -348,8 +336,11 @@ coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_
         static_exited(self, ex);
     },
     [=](output_atom, int32_t id, int32_t stream, const std::string& line) {
+      board_output(self, id, line);
       on_output(self, id, stream, line);
     },
+    [=](rank_stats_atom, const rank_stats& stats) { board_stats(self, stats); },
+    [=](board_due_atom) { board_due(self); },
     [=](event_atom, int32_t id, const std::string& encoded) { on_event(self, id, encoded); },
     [=](finished_atom) -> caf::result<job_exit> {
       auto& st = self->state;
@@ -369,7 +360,7 @@ coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_
     [=](call_failed_atom, caf::error& err) { return on_call_failed(self, err); },
     [=](shutdown_atom) { return on_shutdown(self); },
     [=](placement_retry_atom) { try_placement(self); },
-    [=](registration_due_atom) { registration_due(self); },
+    [=](registration_due_atom) { registration_due(self); board_changed(self); },
     [=](call_grace_atom, uint64_t id) { call_grace_passed(self, id); },
     [=](launch_finish_atom) {
       // The first failure's grace passed: its outcome was kept meanwhile.
@@ -377,17 +368,18 @@ coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_
       if (st.fixed.pending_outcome)
         finish(self, std::move(*st.fixed.pending_outcome));
     },
-    [=](worker_lost_atom, int32_t id) { on_worker_lost(self, id); },
-    [=](discover_atom) { poll_discovery(self); },
+    [=](worker_lost_atom, int32_t id) { on_worker_lost(self, id); board_changed(self); },
+    [=](discover_atom) { poll_discovery(self); board_changed(self); },
     [=](reset_due_atom, int32_t gen) {
       auto& st = self->state;
       if (st.el.generation == gen && st.ph == phase::running) {
         st.el.rules.mark_broken();
         replan(self, true);
       }
+      board_changed(self);
     },
-    [=](leave_due_atom, int32_t id) { leave_due(self, id); },
-    [=](finish_due_atom) { finish_run(self); },
+    [=](leave_due_atom, int32_t id) { leave_due(self, id); board_changed(self); },
+    [=](finish_due_atom) { finish_run(self); board_changed(self); },
   };
 }
 
@@ -399,6 +391,7 @@ void fail(coord_actor self, caf::error err) {
     return;
   log::debug("job {} failed: {}", st.cfg.job_id, describe(err));
   st.failure = err;
+  board_changed(self);
   st.cfg.direct->end(err);
   answer_pending(self, err);
   if (st.elastic())
@@ -472,9 +465,11 @@ void shutdown_done(coord_actor self) {
     return;
   release_reserved(self);
   st.ph = phase::stopped;
-  for (auto& rp : st.shutdown_promises)
-    rp.deliver(true);
-  st.shutdown_promises.clear();
+  board_final(self, [=] {
+    for (auto& rp : self->state.shutdown_promises)
+      rp.deliver(true);
+    self->state.shutdown_promises.clear();
+  });
 }
 
 } // namespace hvactor::detail

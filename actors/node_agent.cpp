@@ -1,5 +1,6 @@
 #include "actors/internal/node_agent.hpp"
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -45,6 +46,9 @@ struct agent_state {
   std::vector<caf::typed_response_promise<bool>> stop_promises;
   static inline const char* name = "node_agent";
 
+  int64_t started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
   node_info info() const {
     node_info out;
     out.node_id = cfg.node_id;
@@ -52,6 +56,8 @@ struct agent_state {
     out.address = cfg.address;
     out.port = own_port;
     out.caches_binaries = cache.has_value();
+    out.version = HVACTOR_VERSION;
+    out.started_ms = started_ms;
     ledger.fill(out);
     return out;
   }

@@ -2,8 +2,12 @@
 
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -38,6 +42,57 @@ struct colocator_state {
 };
 
 using colocator_actor = node_colocator::stateful_pointer<colocator_state>;
+
+// A process's CPU time (user + system) and resident memory from /proc; false
+// when it is gone.
+bool read_usage(int pid, rank_stat& out) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line))
+    return false;
+  // The command name (field 2) may hold spaces and parentheses: fields 3
+  // onwards start after its last ')'.
+  auto close = line.rfind(')');
+  if (close == std::string::npos)
+    return false;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i)
+    if (i == 14)
+      utime = std::stoull(field);
+    else if (i == 15)
+      stime = std::stoull(field);
+  std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");
+  unsigned long long size = 0, resident = 0;
+  statm >> size >> resident;
+  static const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  out.cpu_seconds = static_cast<double>(utime + stime) / ticks;
+  out.rss_bytes = resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return true;
+}
+
+// Sends the coordinator its workers' usage, for the dashboard; again after
+// board_limits::sample_interval while they run.
+void sample(colocator_actor self) {
+  auto& st = self->state;
+  if (st.stopping || st.children.empty())
+    return;
+  rank_stats stats;
+  for (auto& [rank, child] : st.children) {
+    rank_stat s;
+    s.id = rank;
+    try {
+      if (read_usage(child->pid(), s))
+        stats.ranks.push_back(s);
+    } catch (const std::exception&) {
+      // a malformed /proc line: no sample this time
+    }
+  }
+  if (!stats.ranks.empty())
+    self->send(st.coord, rank_stats_atom_v, std::move(stats));
+  self->delayed_send(self, board_limits::sample_interval, sample_atom_v);
+}
 
 void finish_if_done(colocator_actor self) {
   auto& st = self->state;
@@ -203,6 +258,7 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
     begin_stop(self, SIGKILL);
   });
   start_workers(self);
+  self->delayed_send(self, std::chrono::milliseconds(200), sample_atom_v);
   return {
     [=](stop_atom) -> caf::result<bool> {
       auto rp = self->make_response_promise<bool>();
@@ -231,6 +287,7 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
       if (!self->state.children.empty())
         self->delayed_send(self, knobs::stop_grace, sigkill_due_atom_v);
     },
+    [=](sample_atom) { sample(self); },
     [=](sigkill_due_atom) {
       for (auto& [rank, child] : self->state.children) {
         log::warn("worker rank {} (pid {}) ignored SIGTERM for {} s: sending SIGKILL", rank,

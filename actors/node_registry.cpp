@@ -3,6 +3,7 @@
 #include "hvactor/settings.hpp"
 
 #include <chrono>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "base/internal/log.hpp"
 #include "base/internal/caf_error.hpp"
 #include "base/internal/knobs.hpp"
+#include "actors/internal/job_board.hpp"
 
 namespace hvactor {
 
@@ -32,6 +34,11 @@ struct registry_state {
   /// node id -> index into `members` (updates arrive once per reservation,
   /// so lookups must not scan: 10,000 nodes are placed in one go).
   std::unordered_map<std::string, size_t> index;
+  /// The dashboard's jobs and runs; the drivers (coordinators) that sent
+  /// jobs, monitored, by a number of theirs.
+  job_board board;
+  std::map<caf::actor_addr, uint64_t> drivers;
+  uint64_t next_driver = 0;
   static inline const char* name = "node_registry";
 
   member* find(const std::string& node_id) {
@@ -67,9 +74,32 @@ void admit(registry_actor self, node_info info, node_agent agent) {
   st.add(member{std::move(info), agent});
 }
 
+// A coordinator's view of its job; the coordinator is monitored from its
+// first view on, so that its jobs turn lost if it goes away before they end.
+void take_job(registry_actor self, job_view view) {
+  auto& st = self->state;
+  auto sender = self->current_sender();
+  if (!sender)
+    return;
+  auto [d, fresh] = st.drivers.emplace(sender->address(), 0);
+  if (fresh) {
+    d->second = ++st.next_driver;
+    self->monitor(sender);
+  }
+  st.board.update(std::move(view), d->second);
+}
+
 node_registry::behavior_type registry_impl(registry_actor self) {
   self->set_exception_handler(exit_with_error("node registry"));
   self->set_down_handler([=](caf::down_msg& dm) {
+    if (auto d = self->state.drivers.find(dm.source); d != self->state.drivers.end()) {
+      auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+      if (self->state.board.driver_lost(d->second, now.count()))
+        log::warn("a driver went away before its job ended ({})", caf::to_string(dm.reason));
+      self->state.drivers.erase(d);
+      return;
+    }
     auto& ms = self->state.members;
     for (size_t pos = 0; pos < ms.size(); ++pos)
       if (auto* i = &ms[pos]; i->agent.address() == dm.source) {
@@ -117,6 +147,13 @@ node_registry::behavior_type registry_impl(registry_actor self) {
           m != nullptr && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(m->agent))
         m->info = std::move(info);
     },
+    [=](job_view_atom, job_view& view) { take_job(self, std::move(view)); },
+    [=](job_end_atom, job_view& view) {
+      take_job(self, std::move(view));
+      return true;
+    },
+    [=](train_point_atom, train_point& point) { self->state.board.report(std::move(point)); },
+    [=](board_atom) { return self->state.board.snapshot(); },
     [=](list_atom) {
       cluster_view view;
       view.nodes.reserve(self->state.members.size());

@@ -25,6 +25,7 @@ node_colocator::behavior_type fake_colocator(node_colocator::pointer self) {
     [](output_ack_atom, int32_t, uint64_t) {},
     [](sigterm_due_atom) {},
     [](sigkill_due_atom) {},
+    [](sample_atom) {},
   };
 }
 

@@ -4,6 +4,7 @@
 // that drives them (wait, join). The synchronous fast path is in
 // engine_sync.cpp, the rounds in engine_rounds.cpp, running what they
 // readied in engine_execute.cpp.
+#include "collectives/internal/op_stats.hpp"
 #include "collectives/internal/engine.hpp"
 
 #include <pthread.h>
@@ -49,6 +50,7 @@ engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topol
 
 engine::~engine() {
   stop();
+  collectives::report_op_stats(std::chrono::steady_clock::duration::zero());
 }
 
 void engine::stop() {

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "collectives/internal/op_stats.hpp"
 #include "collectives/internal/timeline.hpp"
 
 namespace hvactor::hvd::detail {
@@ -97,8 +98,11 @@ void engine::execute_one(pending_op& p) {
   std::exception_ptr err;
   try {
     auto& b = backend_for(p.op);
+    auto began = std::chrono::steady_clock::now();
     p.run(b);
     b.finish();
+    collectives::count_op(p.op.kind, b.name(), p.op.count * size_of(p.op.type),
+                          std::chrono::steady_clock::now() - began);
   } catch (...) {
     err = std::current_exception();
   }
@@ -137,7 +141,13 @@ void engine::execute_batch(std::span<const collectives::fusion_item> batch,
       auto& b = backend_for(*group[0].op);
       for (size_t i = begin; i < end; ++i)
         b.wait_ready(ops[i]->ready);
+      auto began = std::chrono::steady_clock::now();
       fusion_.run(b, group);
+      uint64_t bytes = 0;
+      for (auto& item : group)
+        bytes += item.op->count * size_of(item.op->type);
+      collectives::count_op(collectives::op_kind::allreduce, b.name(), bytes,
+                            std::chrono::steady_clock::now() - began);
     } catch (...) {
       err = std::current_exception();
     }

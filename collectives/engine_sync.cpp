@@ -3,6 +3,7 @@
 // caller's thread (solo), with a small host allreduce travelling in the
 // header's exchange where the backend can; otherwise the call is queued
 // and waited for like any other.
+#include "collectives/internal/op_stats.hpp"
 #include "collectives/internal/engine.hpp"
 
 #include <utility>
@@ -161,12 +162,15 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
   std::exception_ptr err;
   try {
     auto& b = backend_for(op);
+    auto began = std::chrono::steady_clock::now();
     if (reduced)
       collectives::apply_average(b, data, op.count, op.type, op.reduction, topo_.size,
                                  op.postscale);
     else
       body(b);
     b.finish();
+    collectives::count_op(op.kind, b.name(), op.count * size_of(op.type),
+                          std::chrono::steady_clock::now() - began);
   } catch (...) {
     err = std::current_exception();
   }

@@ -29,6 +29,8 @@ struct executor::impl {
   bool driver_only = false;
   int32_t output = output_inherit;
   std::function<void(int, int, const std::string&)> on_output;
+  /// The registry the job was placed through (its dashboard).
+  proto::node_registry registry;
 
   void require_started(const char* what) const {
     if (phase == executor_phase::created)
@@ -78,6 +80,7 @@ void executor::start() {
   cfg.registry = st.driver_only
                    ? st.rt.driver_registry()
                    : st.rt.registry_for_job(wait_bound(st.settings.placement_timeout));
+  st.registry = cfg.registry;
   cfg.output = st.output;
   cfg.on_output = st.on_output;
   cfg.executable = st.rt.executable;
@@ -215,6 +218,10 @@ void executor_access::set_output(executor& ex, int32_t mode,
 job_session& executor_access::session(executor& ex) {
   ex.impl_->require_started("the job's session");
   return *ex.impl_->session;
+}
+
+proto::node_registry executor_access::board(executor& ex) {
+  return ex.impl_->registry;
 }
 
 const proto::job_info& executor_access::job(executor& ex) {

@@ -9,5 +9,8 @@ cd "$root"
 
 bash scripts/setup.sh
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+# Everything on (scripts/example.sh may have configured build/ with only the
+# libraries and examples); later arguments override.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVACTOR_BUILD_TESTS=ON \
+  -DHVACTOR_BUILD_BENCHMARKS=ON -DHVACTOR_BUILD_TOOLS=ON -DHVACTOR_BUILD_EXAMPLES=ON "$@"
 cmake --build build -j "$(nproc)"

@@ -4,13 +4,25 @@
 # apt-get update runs only when something is missing.
 #
 # libtorch-dev (LibTorch, for hvactor::torch and the quickstart example) is
-# installed too; HVACTOR_WITH_TORCH=0 leaves it out.
+# installed too; HVACTOR_WITH_TORCH=0 leaves it out. --build-only installs
+# only what the libraries and the examples need (scripts/example.sh); the
+# tests, benchmarks, tools and docs need the rest.
 #
 #   HVACTOR_WITH_TORCH=0 scripts/setup.sh    without libtorch-dev
+#   scripts/setup.sh --build-only            libraries and examples only
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
+build_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) build_only=1 ;;
+    *) echo "setup.sh: unknown argument '$arg' (--build-only)" >&2; exit 2 ;;
+  esac
+done
+
+# The libraries (base, collectives, actors, driver, train) and examples.
 packages=(
   build-essential
   cmake
@@ -18,9 +30,18 @@ packages=(
   libgloo-dev
   libfmt-dev
   libcxxopts-dev
-  doctest-dev
   libssl-dev
   pkg-config
+  # Autotune's Gaussian process (collectives/bayesian_optimization.cpp).
+  libeigen3-dev
+  # hvactor::train's TensorBoard event files: protobuf messages, CRC-32C.
+  libprotobuf-dev
+  protobuf-compiler
+  libisal-dev
+)
+# The tools, tests, benchmarks and docs.
+test_packages=(
+  doctest-dev
   procps
   # scripts/check_layers.py (the `layering` test: includes run one way).
   python3
@@ -39,8 +60,6 @@ packages=(
   # hvactor-up: its cluster file (YAML), and ssh; the tests run a real sshd
   # on 127.0.0.1.
   libyaml-cpp-dev
-  # Autotune's Gaussian process (collectives/bayesian_optimization.cpp).
-  libeigen3-dev
   openssh-client
   openssh-server
   # deploy/kubernetes' checks: the manifests' command lines on loopback
@@ -49,15 +68,22 @@ packages=(
   yamllint
   # hvactor-bench --plot.
   gnuplot-nox
-  # hvactor::train's TensorBoard event files: protobuf messages, CRC-32C.
-  libprotobuf-dev
-  protobuf-compiler
-  libisal-dev
   # benchmarks/train_link.sh: the emulated link's own rate, next to
   # hvactor::train's transfers (debconf's default: no daemon).
   iperf3
+  # hvactor-node's dashboard and /metrics (the head's HTTP server); the
+  # dashboard test loads the page in headless Chromium.
+  libcivetweb-dev
+  chromium
+  # The documentation site (mkdocs.yml; `mkdocs build --strict` is a test).
+  mkdocs
+  python3-pymdownx
+  # hvactor-bench's PyTorch peer (torch.distributed).
   python3-torch
 )
+if [[ "$build_only" == 0 ]]; then
+  packages+=("${test_packages[@]}")
+fi
 if [[ "${HVACTOR_WITH_TORCH:-1}" != "0" ]]; then
   packages+=(libtorch-dev)
 fi

@@ -27,6 +27,7 @@
 #include "base/net/transport.hpp"
 #include "train/internal/data_route.hpp"
 #include "train/internal/event_file.hpp"
+#include "train/internal/train_board.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
@@ -174,6 +175,9 @@ struct trainer::impl {
   /// This fit's TensorBoard file; gone after a failed write (a warning).
   std::unique_ptr<tensorboard::event_file> events;
   void write_events(const metrics& m);
+  /// The attempt's registry (the head's dashboard) and job.
+  proto::node_registry board;
+  std::string job_id;
 
   void run_attempt(int attempt, const checkpoint& resume);
   /// The attempt's shard files (the same machine's route), if any.
@@ -311,6 +315,8 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
                                 out->worker_line(rank, stream, line);
                               });
   ex.start();
+  board = executor_access::board(ex);
+  job_id = executor_access::job(ex).job_id;
   struct remove_shards {
     fs::path& dir;
     ~remove_shards() {
@@ -475,6 +481,9 @@ void trainer::impl::record(train_event& ev, int size, int attempt) {
   m["time_this_iter_s"] = std::chrono::duration<double>(now - last_report).count();
   last_report = now;
   write_events(m);
+  if (board)
+    caf::anon_send(board, proto::train_point_atom_v,
+                   train_point_of(m, job_id, run_dir, iteration, ev.checkpoint_dir));
   res.metrics = m;
   res.metrics_history.push_back(std::move(m));
   res.worker_metrics_history.push_back(std::move(ranks));

@@ -17,6 +17,8 @@
 // workers; their end is the job's outcome (job_exit), which every job has.
 
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,7 +51,9 @@ using coordinator_actor = proto::coordinator::extend<
   // Elastic jobs: poll discovery; a generation's reset request's grace
   // passed; a leaving worker's grace passed; the finish grace passed.
   caf::reacts_to<proto::discover_atom>, caf::reacts_to<proto::reset_due_atom, int32_t>,
-  caf::reacts_to<proto::leave_due_atom, int32_t>, caf::reacts_to<proto::finish_due_atom>>;
+  caf::reacts_to<proto::leave_due_atom, int32_t>, caf::reacts_to<proto::finish_due_atom>,
+  // The dashboard: send the job's view to the registry (coordinator_board.cpp).
+  caf::reacts_to<proto::board_due_atom>>;
 
 enum class phase {
   idle,
@@ -119,6 +123,21 @@ struct static_job {
   std::optional<proto::job_exit> pending_outcome;
 };
 
+/// What the dashboard shows beyond the worker table (coordinator_board.cpp).
+struct board_state {
+  bool pending = false;
+  int64_t started_ms = 0;
+  /// How workers that ended on their own ended, by id ("exited", "failed").
+  std::map<int32_t, std::string> ended;
+  std::map<int32_t, proto::rank_stat> stats;
+  std::deque<std::string> failures;
+  std::deque<std::string> log_tail;
+  /// Each worker's latest collective totals (hvactor.collectives events);
+  /// stall warnings seen.
+  std::map<int32_t, std::vector<proto::op_stat>> ops;
+  uint64_t stalls = 0;
+};
+
 struct coordinator_state {
   coordinator_config cfg;
   phase ph = phase::idle;
@@ -148,6 +167,7 @@ struct coordinator_state {
   std::map<int32_t, uint64_t> output_unacked;
   static_job fixed;
   elastic_job el;
+  board_state board;
   static inline const char* name = "coordinator";
 
   bool elastic() const {
@@ -197,6 +217,33 @@ void with_agent(coord_actor self, const std::string& node, caf::timespan timeout
 /// as another process; keeps in-process agents. Returns the nodes whose
 /// agent was forgotten.
 std::vector<std::string> take_view(coord_actor self, const proto::cluster_view& view);
+
+// --- the dashboard (coordinator_board.cpp) ---
+
+/// Sends the job's view to the registry now.
+void board_publish(coord_actor self);
+
+/// The job changed: its view goes out within board_limits::job_interval.
+void board_changed(coord_actor self);
+
+/// The interval passed: send the view.
+void board_due(coord_actor self);
+
+/// The job ended: its last view goes to the registry, then `then` runs
+/// (once the registry took it, or after board_limits::final_bound).
+void board_final(coord_actor self, std::function<void()> then);
+
+/// A worker ended (its failure is kept), printed a line, was sampled.
+void board_exit(coord_actor self, const proto::worker_exit& ex);
+void board_output(coord_actor self, int32_t id, const std::string& line);
+void board_stats(coord_actor self, const proto::rank_stats& stats);
+
+/// An event from worker `id`: the dashboard's share of it. True when it was
+/// the dashboard's own (not passed to on_event).
+bool board_event(coord_actor self, int32_t id, const std::string& encoded);
+
+/// hvactor::log::event from worker `id`, to the driver's on_event.
+void on_event(coord_actor self, int32_t id, const std::string& encoded);
 
 // --- static jobs (coordinator_static.cpp, coordinator_placement.cpp,
 // coordinator_calls.cpp, coordinator_launch.cpp) ---

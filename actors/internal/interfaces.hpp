@@ -58,6 +58,7 @@
 #include <caf/type_id.hpp>
 
 #include "hvactor/call_data.hpp"
+#include "actors/internal/board_types.hpp"
 
 // The rendezvous_store interface, its atoms and the error category.
 #include "collectives/internal/rendezvous_protocol.hpp"
@@ -93,12 +94,16 @@ struct node_info {
   std::vector<int32_t> free_gpu_ids;
   /// Job ids currently holding resources here.
   std::vector<std::string> jobs;
+  /// hvactor's version, and when the agent started (ms since the epoch).
+  std::string version;
+  int64_t started_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.node_id, x.hostname, x.address, x.port,
-           x.caches_binaries, x.total, x.free, x.gpu_ids, x.free_gpu_ids, x.jobs);
+           x.caches_binaries, x.total, x.free, x.gpu_ids, x.free_gpu_ids, x.jobs, x.version,
+           x.started_ms);
 }
 
 /// Resources a node agent set aside for one job.
@@ -317,6 +322,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_ATOM(hvactor, hvactor::proto, reset_due_atom, "reset_due")
   CAF_ADD_ATOM(hvactor, hvactor::proto, leave_due_atom, "leave_due")
   CAF_ADD_ATOM(hvactor, hvactor::proto, finish_due_atom, "finish_due")
+  // The dashboard's data (board_types.hpp) and its timers.
+  CAF_ADD_ATOM(hvactor, hvactor::proto, job_view_atom, "job_view")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, job_end_atom, "job_end")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, train_point_atom, "train_pt")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, board_atom, "board")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, rank_stats_atom, "rank_stats")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, board_due_atom, "board_due")
+  CAF_ADD_ATOM(hvactor, hvactor::proto, sample_atom, "sample")
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::resources))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::node_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::reservation))
@@ -330,6 +343,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor, caf::id_block::hvactor_rendezvous::end)
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_info))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_exit))
   CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::host_list))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::rank_stats))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::job_view))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::train_point))
+  CAF_ADD_TYPE_ID(hvactor, (hvactor::proto::board))
 CAF_END_TYPE_ID_BLOCK(hvactor)
 
 namespace hvactor::proto {
@@ -358,7 +375,10 @@ using node_colocator = caf::typed_actor<
   // Internal timers: the workers' leave grace ended (send SIGTERM), then
   // their SIGTERM grace ended (send SIGKILL).
   caf::reacts_to<sigterm_due_atom>,
-  caf::reacts_to<sigkill_due_atom>>;
+  caf::reacts_to<sigkill_due_atom>,
+  // Internal timer: sample the workers' CPU time and memory for the
+  // coordinator (every knobs::rank_sample_interval).
+  caf::reacts_to<sample_atom>>;
 
 /// Drives one job from the driver process, static or elastic
 /// (coordinator_state.hpp); the timers it sends itself are not part of
@@ -372,6 +392,8 @@ using coordinator = caf::typed_actor<
   caf::replies_to<register_atom, worker_hello, horovod_worker>::with<bool>,
   // From colocators: a worker process ended.
   caf::reacts_to<exited_atom, worker_exit>,
+  // From colocators: their workers' CPU time and memory (the dashboard).
+  caf::reacts_to<rank_stats_atom, rank_stats>,
   // From a process's monitor thread: one line of its stdout (1) or stderr
   // (2) (hvactor-run jobs), by world rank. Sent as its colocator, which gets
   // output_ack credits back once the launcher wrote the bytes.
@@ -435,7 +457,13 @@ using node_registry = caf::typed_actor<
   // An agent's resources changed (reserve, release, job end).
   caf::reacts_to<update_atom, node_info>,
   // Every live node, in join order.
-  caf::replies_to<list_atom>::with<cluster_view>>;
+  caf::replies_to<list_atom>::with<cluster_view>,
+  // The dashboard's data: a job changed (from its coordinator); a training
+  // run reported; every job and run kept (board_types.hpp). A job's last
+  // view is a request: the driver waits (briefly) until the head has it.
+  caf::reacts_to<job_view_atom, job_view>, caf::replies_to<job_end_atom, job_view>::with<bool>,
+  caf::reacts_to<train_point_atom, train_point>,
+  caf::replies_to<board_atom>::with<board>>;
 
 } // namespace hvactor::proto
 

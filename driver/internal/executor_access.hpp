@@ -29,6 +29,10 @@ struct executor_access {
   /// not_started before start() and after shutdown().
   static job_session& session(executor& ex);
   static const proto::job_info& job(executor& ex);
+
+  /// The registry the started job was placed through (the head's, or the
+  /// embedded cluster's): where its dashboard data goes.
+  static proto::node_registry board(executor& ex);
 };
 
 } // namespace hvactor

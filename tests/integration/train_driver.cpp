@@ -12,6 +12,7 @@
 //                [--sparse-gib G] (rank 0's checkpoints also hold a sparse
 //                 file of G GiB, an empty file and an empty directory, under
 //                 names with spaces and non-ASCII letters)
+//                [--allreduce 1] (hvd::init, then a 4 KiB allreduce per epoch)
 //                [--kill-mid-report-epoch E] (rank 0 of the first attempt
 //                 SIGKILLs itself 150 ms into report E's checkpoint transfer)
 //
@@ -31,7 +32,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <hvactor/hvactor.hpp>
 
@@ -109,7 +112,16 @@ void loop(train::context& ctx) {
     batched += b.rows();
   auto epochs = cfg(ctx, "epochs", 3);
   auto bytes = cfg(ctx, "ckpt_bytes", 16);
+  // allreduce: an average of 1,024 floats per epoch (the collectives the
+  // head's dashboard counts).
+  bool allreduce = cfg(ctx, "allreduce", 0) != 0;
+  if (allreduce)
+    hvactor::hvd::init();
   for (int epoch = start; epoch < epochs; ++epoch) {
+    if (allreduce) {
+      std::vector<float> grad(1024, static_cast<float>(rank));
+      hvactor::hvd::allreduce(std::span<float>{grad});
+    }
     if (ctx.attempt() == 0 && rank == cfg(ctx, "kill_rank", -1)
         && epoch == cfg(ctx, "kill_epoch", -1))
       ::kill(::getpid(), SIGKILL);
@@ -135,6 +147,7 @@ void loop(train::context& ctx) {
         ::kill(::getpid(), SIGKILL);
       }}.detach();
     train::metrics m{{"epoch", epoch},
+                     {"loss", 1.0 / (epoch + 1)},
                      {"rank", rank},
                      {"rows", shard.count()},
                      {"batched", batched},
@@ -193,7 +206,7 @@ int main(int argc, char** argv) {
       o.resume_from_checkpoint = train::checkpoint::from_directory(resume);
     for (auto key : {"epochs", "ckpt_bytes", "kill_rank", "kill_epoch", "throw_rank",
                      "throw_epoch", "short_rank", "sparse_gib", "kill_mid_report_epoch",
-                     "metrics_only", "big_metric_rank", "hold_ms"}) {
+                     "metrics_only", "big_metric_rank", "hold_ms", "allreduce"}) {
       std::string flag = "--" + std::string{key};
       std::replace(flag.begin(), flag.end(), '_', '-');
       auto v = opt(flag, "");

@@ -50,6 +50,15 @@ void declare_node_options(cxxopts::Options& parser) {
     ("exit-on-head-loss", "stop (exit 0) when the head goes away instead of rejoining it")
     ("tls-dir", "take --tls-ca DIR/ca.pem and --tls-cert/--tls-key DIR/<node id>.pem/.key",
      cxxopts::value<std::string>())
+    ("include-dashboard", "head: serve the dashboard, its JSON API and /metrics (default "
+                          "true)", cxxopts::value<bool>())
+    ("dashboard-host", "head: the dashboard's address (default 127.0.0.1; another address "
+                       "requires TLS and a client certificate or the token)",
+     cxxopts::value<std::string>())
+    ("dashboard-port", "head: the dashboard's port (default 8265; 0 picks one)",
+     cxxopts::value<int>())
+    ("dashboard-token", "head: the token the dashboard requires off loopback (default: a "
+                        "random one, printed at start)", cxxopts::value<std::string>())
     ("connect-timeout", "seconds to wait for the head when joining (default 10)",
      cxxopts::value<int>())
     ("dir", "certs: output directory (the CA is created there once and reused)",
@@ -165,6 +174,16 @@ node_options read_node_options(const cxxopts::ParseResult& res) {
   if (res.count("node-id")) {
     o.node_id = res["node-id"].as<std::string>();
     validate_node_id(o.node_id);
+  }
+  take(res, "include-dashboard", o.include_dashboard);
+  take(res, "dashboard-host", o.dashboard_host);
+  take(res, "dashboard-token", o.dashboard_token);
+  if (res.count("dashboard-port")) {
+    o.dashboard_port = res["dashboard-port"].as<int>();
+    o.dashboard_port_given = true;
+    if (o.dashboard_port < 0 || o.dashboard_port > 65535)
+      throw std::invalid_argument(
+        fmt::format("--dashboard-port must be in 0..65535: Got {}.", o.dashboard_port));
   }
   take(res, "nodes", o.wait_nodes);
   if (res.count("timeout"))

@@ -42,6 +42,14 @@ struct node_options {
   int connect_timeout_s = 10;
   /// Stop (exit 0) when the head goes away instead of rejoining it.
   bool exit_on_head_loss = false;
+  /// The head's dashboard (tools/hvactor_node/dashboard.hpp): on, its
+  /// address and port (Ray's defaults), the token it requires off loopback
+  /// (generated and printed when empty); the port was given explicitly.
+  bool include_dashboard = true;
+  std::string dashboard_host = "127.0.0.1";
+  int dashboard_port = 8265;
+  bool dashboard_port_given = false;
+  std::string dashboard_token;
   /// certs: the output directory, the names, extra subjectAltNames.
   std::string certs_dir;
   std::vector<std::string> names;

@@ -34,6 +34,7 @@
 #include "base/internal/knobs.hpp"
 #include "actors/internal/system_config.hpp"
 #include "commands.hpp"
+#include "tools/dashboard/server.hpp"
 
 namespace hvactor::node_tool {
 
@@ -133,6 +134,38 @@ void join(endpoints& ep, caf::scoped_actor& self, const proto::node_agent& agent
   std::fflush(stdout);
 }
 
+// The head's dashboard (tools/dashboard/server.hpp), announced before the
+// ready line. Ray's default port being taken (several heads on a machine)
+// is a warning; a port or address the user chose must work.
+std::unique_ptr<dashboard::server> start_dashboard(endpoints& ep,
+                                                   const proto::node_registry& registry) {
+  auto& o = ep.o;
+  if (!o.head || !o.include_dashboard)
+    return nullptr;
+  dashboard::options d;
+  d.host = o.dashboard_host;
+  d.port = o.dashboard_port;
+  d.token = o.dashboard_token;
+  d.tls = o.tls;
+  d.insecure = o.insecure;
+  d.head_id = o.node_id;
+  d.head_started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  std::unique_ptr<dashboard::server> server;
+  try {
+    server = std::make_unique<dashboard::server>(ep.sys, registry, d);
+  } catch (const std::exception& e) {
+    if (o.dashboard_port_given || !net::is_loopback(o.dashboard_host))
+      throw;
+    log::warn("{}; the head runs without its dashboard", e.what());
+    return nullptr;
+  }
+  fmt::print("hvactor-node: dashboard at {}\n", server->url());
+  std::fflush(stdout);
+  return server;
+}
+
 // Sets *flag and SIGTERMs this process when `component` dies of anything
 // but a shutdown: a node whose agent or registry died (an exception in a
 // handler) must not keep listening as if it served.
@@ -166,6 +199,7 @@ int run(endpoints& ep, sigset_t& stop_signals, proto::node_registry& registry,
       *head_lost = true;
       ::kill(::getpid(), SIGTERM);
     };
+  auto board = start_dashboard(ep, registry);
   agent = spawn_node_agent(ep.sys, node);
   caf::scoped_actor self{ep.sys};
   join(ep, self, agent, registry_port);

@@ -73,7 +73,7 @@ test_packages=(
   iperf3
   # hvactor-node's dashboard and /metrics (the head's HTTP server); the
   # dashboard test loads the page in headless Chromium.
-  libcivetweb-dev
+  libcpp-httplib-dev
   chromium
   # The documentation site (mkdocs.yml; `mkdocs build --strict` is a test).
   mkdocs

@@ -255,7 +255,8 @@ def case_user(base):
              "try:\n urllib.request.urlopen(sys.argv[1], timeout=10); print('200')\n"
              "except urllib.error.HTTPError as e: print(e.code)\n")
     for path in ("/api/cluster", "/metrics", "/"):
-        r = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", probe,
+        # The system's interpreter: nobody may not read a user's own (pyenv).
+        r = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", probe,
                             base + path], capture_output=True, text=True, timeout=30)
         assert r.stdout.strip() == "403", f"{path} as nobody: {r.stdout} {r.stderr}"
     print("user: ok")

@@ -6,17 +6,16 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <random>
 #include <stdexcept>
-#include <vector>
+#include <thread>
 
-#include <civetweb.h>
 #include <fmt/format.h>
+#include <httplib.h>
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "base/internal/actor_system.hpp"
 #include "base/internal/log.hpp"
@@ -34,12 +33,13 @@ struct server::impl {
   proto::node_registry registry;
   options o;
   bool loopback = true;
-  mg_context* ctx = nullptr;
+  std::unique_ptr<httplib::Server> http;
+  std::thread thread;
   uint16_t port = 0;
 
   snapshot take() const;
-  bool allowed(mg_connection* conn, std::string& cookie) const;
-  int serve(mg_connection* conn);
+  bool allowed(const httplib::Request& req, httplib::Response& res) const;
+  void routes();
 };
 
 namespace {
@@ -56,23 +56,18 @@ std::string random_token() {
 }
 
 bool same_token(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return !a.empty() && a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-// The value of `name` in a query string or a Cookie header ("a=1&b=2",
-// "a=1; b=2").
-std::string field(const char* text, const std::string& name, char sep) {
-  if (text == nullptr)
-    return {};
-  std::string s = text;
+// The value of `name` in a Cookie header ("a=1; b=2").
+std::string cookie(const std::string& header, const std::string& name) {
   size_t pos = 0;
-  while (pos <= s.size()) {
-    auto end = s.find(sep, pos);
+  while (pos < header.size()) {
+    auto end = header.find(';', pos);
     if (end == std::string::npos)
-      end = s.size();
-    auto item = s.substr(pos, end - pos);
-    while (!item.empty() && item.front() == ' ')
-      item.erase(0, 1);
+      end = header.size();
+    auto item = header.substr(pos, end - pos);
+    item.erase(0, item.find_first_not_of(' '));
     if (item.rfind(name + "=", 0) == 0)
       return item.substr(name.size() + 1);
     pos = end + 1;
@@ -97,46 +92,28 @@ std::optional<sockaddr_storage> to_sockaddr(const std::string& host, int port) {
   return std::nullopt;
 }
 
-void reply(mg_connection* conn, int status, const char* type, const std::string& body,
-           const std::string& extra_headers = {}) {
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-            "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n%s"
-            "Connection: close\r\n\r\n",
-            status, mg_get_response_code_text(conn, status), type, body.size(),
-            extra_headers.c_str());
-  mg_write(conn, body.data(), body.size());
+// The cluster identity, and a client certificate asked for but optional
+// (the token is the other way in); one that is presented must verify.
+bool setup_tls(SSL_CTX& ctx, const tls::config& t) {
+  if (SSL_CTX_use_certificate_chain_file(&ctx, t.certificate.c_str()) != 1
+      || SSL_CTX_use_PrivateKey_file(&ctx, t.key.c_str(), SSL_FILETYPE_PEM) != 1
+      || SSL_CTX_check_private_key(&ctx) != 1
+      || SSL_CTX_load_verify_locations(&ctx, t.cafile.c_str(), nullptr) != 1)
+    return false;
+  SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  return true;
 }
 
-int on_request(mg_connection* conn) {
-  auto* st = static_cast<server::impl*>(mg_get_user_data(mg_get_context(conn)));
-  try {
-    return st->serve(conn);
-  } catch (const std::exception& e) {
-    reply(conn, 500, "text/plain; charset=utf-8", std::string{"error: "} + e.what() + "\n");
-    return 500;
-  }
-}
-
-int on_log(const mg_connection*, const char* message) {
-  log::debug("dashboard: {}", message);
-  return 1;
-}
-
-// Loads the cluster identity into civetweb's TLS context and asks for a
-// client certificate (optional: the token is the other way in).
-int on_init_ssl(void* ssl_ctx, void* user_data) {
-  auto* st = static_cast<server::impl*>(user_data);
-  auto* ctx = static_cast<SSL_CTX*>(ssl_ctx);
-  auto& t = st->o.tls;
-  if (SSL_CTX_use_certificate_chain_file(ctx, t.certificate.c_str()) != 1
-      || SSL_CTX_use_PrivateKey_file(ctx, t.key.c_str(), SSL_FILETYPE_PEM) != 1
-      || SSL_CTX_check_private_key(ctx) != 1
-      || SSL_CTX_load_verify_locations(ctx, t.cafile.c_str(), nullptr) != 1)
-    return -1;
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  return 1;
+// Whether the TLS peer presented a certificate the cluster CA verified.
+bool has_client_certificate(const SSL* ssl) {
+  if (ssl == nullptr)
+    return false;
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr)
+    return false;
+  X509_free(cert);
+  return SSL_get_verify_result(ssl) == X509_V_OK;
 }
 
 } // namespace
@@ -158,90 +135,94 @@ snapshot server::impl::take() const {
   return s;
 }
 
-bool server::impl::allowed(mg_connection* conn, std::string& cookie) const {
-  auto* ri = mg_get_request_info(conn);
+bool server::impl::allowed(const httplib::Request& req, httplib::Response& res) const {
   if (loopback) {
     if (o.insecure)
       return true;
-    auto peer = to_sockaddr(ri->remote_addr, ri->remote_port);
-    auto self = to_sockaddr(o.host, ri->server_port);
+    auto peer = to_sockaddr(req.remote_addr, req.remote_port);
+    auto self = to_sockaddr(req.local_addr, req.local_port);
     if (!peer || !self)
       return false;
     auto owner = port_guard::socket_owner(reinterpret_cast<const sockaddr*>(&*peer),
                                           reinterpret_cast<const sockaddr*>(&*self));
     return owner && *owner == ::getuid();
   }
-  if (ri->is_ssl == 0)
-    return false;
-  if (ri->client_cert != nullptr)
-    return true; // verified against the cluster CA in the handshake
-  std::string bearer;
-  if (const char* auth = mg_get_header(conn, "Authorization");
-      auth != nullptr && std::strncmp(auth, "Bearer ", 7) == 0)
-    bearer = auth + 7;
-  if (!bearer.empty())
-    return same_token(bearer, o.token);
-  if (auto c = field(mg_get_header(conn, "Cookie"), "hvactor_dashboard", ';'); !c.empty())
+  if (has_client_certificate(req.ssl))
+    return true;
+  if (auto auth = req.get_header_value("Authorization"); auth.rfind("Bearer ", 0) == 0)
+    return same_token(auth.substr(7), o.token);
+  if (auto c = cookie(req.get_header_value("Cookie"), "hvactor_dashboard"); !c.empty())
     return same_token(c, o.token);
-  if (auto t = field(ri->query_string, "token", '&'); !t.empty() && same_token(t, o.token)) {
-    cookie = fmt::format("Set-Cookie: hvactor_dashboard={}; Path=/; Secure; HttpOnly; "
-                         "SameSite=Strict\r\n",
-                         o.token);
+  if (same_token(req.get_param_value("token"), o.token)) {
+    res.set_header("Set-Cookie", fmt::format("hvactor_dashboard={}; Path=/; Secure; HttpOnly; "
+                                             "SameSite=Strict",
+                                             o.token));
     return true;
   }
   return false;
 }
 
-int server::impl::serve(mg_connection* conn) {
-  auto* ri = mg_get_request_info(conn);
-  std::string cookie;
-  if (!allowed(conn, cookie)) {
-    log::warn("dashboard: refused a request from {}:{} ({})", ri->remote_addr, ri->remote_port,
+void server::impl::routes() {
+  auto& h = *http;
+  h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (allowed(req, res))
+      return httplib::Server::HandlerResponse::Unhandled;
+    log::warn("dashboard: refused a request from {}:{} ({})", req.remote_addr, req.remote_port,
               loopback ? "another user's process" : "no client certificate or token");
-    reply(conn, 403, "text/plain; charset=utf-8",
-          loopback ? "refused: this dashboard serves only the head's user\n"
-                   : "refused: present a certificate of the cluster CA or the dashboard's "
-                     "token\n");
-    return 403;
-  }
-  std::string uri = ri->local_uri ? ri->local_uri : "/";
-  if (std::strcmp(ri->request_method, "GET") != 0 && std::strcmp(ri->request_method, "HEAD") != 0) {
-    reply(conn, 405, "text/plain; charset=utf-8", "read-only: GET only\n");
-    return 405;
-  }
+    res.status = 403;
+    res.set_content(loopback ? "refused: this dashboard serves only the head's user\n"
+                             : "refused: present a certificate of the cluster CA or the "
+                               "dashboard's token\n",
+                    "text/plain; charset=utf-8");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   const char* json = "application/json; charset=utf-8";
-  if (uri == "/" || uri == "/index.html") {
-    reply(conn, 200, "text/html; charset=utf-8", page_html, cookie);
-  } else if (uri == "/api/cluster") {
-    reply(conn, 200, json, to_json(take()), cookie);
-  } else if (uri == "/api/nodes" || uri == "/api/jobs" || uri == "/api/runs") {
-    reply(conn, 200, json, to_json(take(), uri.substr(5)), cookie);
-  } else if (uri == "/metrics") {
-    reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", to_prometheus(take()), cookie);
-  } else if (uri == "/api/plot") {
-    char run[32] = {0}, metric[512] = {0};
-    const char* qs = ri->query_string ? ri->query_string : "";
-    mg_get_var(qs, std::strlen(qs), "run", run, sizeof run);
-    mg_get_var(qs, std::strlen(qs), "metric", metric, sizeof metric);
+  auto page = [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(page_html, "text/html; charset=utf-8");
+  };
+  h.Get("/", page);
+  h.Get("/index.html", page);
+  h.Get("/api/cluster", [this, json](const httplib::Request&, httplib::Response& res) {
+    res.set_content(to_json(take()), json);
+  });
+  h.Get("/api/(nodes|jobs|runs)", [this, json](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(to_json(take(), req.matches[1]), json);
+  });
+  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(to_prometheus(take()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  h.Get("/api/plot", [this](const httplib::Request& req, httplib::Response& res) {
+    auto run = req.get_param_value("run");
     char* end = nullptr;
-    auto idx = std::strtoul(run, &end, 10);
-    auto svg = (end != run && *end == 0) ? plot_svg(take(), idx, metric) : std::string{};
-    if (svg.empty())
-      reply(conn, 404, "text/plain; charset=utf-8", "no such run or metric\n");
-    else
-      reply(conn, 200, "image/svg+xml", svg, cookie);
-  } else {
-    reply(conn, 404, "text/plain; charset=utf-8", "not found\n");
-    return 404;
-  }
-  return 200;
+    auto idx = std::strtoul(run.c_str(), &end, 10);
+    auto svg = !run.empty() && *end == 0
+                 ? plot_svg(take(), idx, req.get_param_value("metric"))
+                 : std::string{};
+    if (svg.empty()) {
+      res.status = 404;
+      res.set_content("no such run or metric\n", "text/plain; charset=utf-8");
+    } else {
+      res.set_content(svg, "image/svg+xml");
+    }
+  });
+  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    res.status = 500;
+    res.set_content("error: " + what + "\n", "text/plain; charset=utf-8");
+  });
 }
 
 server::server(caf::actor_system& sys, proto::node_registry registry, options o)
     : impl_(new impl{sys, std::move(registry), std::move(o)}) {
   auto& st = *impl_;
   if (st.o.host == "localhost")
-    st.o.host = "127.0.0.1"; // civetweb and the owner lookup take addresses
+    st.o.host = "127.0.0.1"; // the owner lookup takes addresses
   st.loopback = net::is_loopback(st.o.host);
   if (!st.loopback && !st.o.tls.enabled())
     throw std::runtime_error(fmt::format(
@@ -249,33 +230,45 @@ server::server(caf::actor_system& sys, proto::node_registry registry, options o)
       "certificate (--tls-cert, --tls-key, --tls-ca); keep --dashboard-host 127.0.0.1 or pass "
       "--include-dashboard false",
       st.o.host));
-  if (!st.loopback && st.o.token.empty())
-    st.o.token = random_token();
-  mg_init_library(st.loopback ? 0 : MG_FEATURES_TLS);
-  auto host = st.o.host.find(':') != std::string::npos ? "[" + st.o.host + "]" : st.o.host;
-  auto ports = fmt::format("{}:{}{}", host, st.o.port, st.loopback ? "" : "s");
-  std::vector<const char*> opts{"listening_ports", ports.c_str(), "num_threads", "4",
-                                "request_timeout_ms", "10000", "enable_keep_alive", "no"};
-  opts.push_back(nullptr);
-  mg_callbacks cb{};
-  cb.begin_request = on_request;
-  cb.log_message = on_log;
-  if (!st.loopback)
-    cb.init_ssl = on_init_ssl;
-  st.ctx = mg_start(&cb, &st, opts.data());
-  if (st.ctx == nullptr)
-    throw std::runtime_error(fmt::format("cannot serve the dashboard on {}:{} (is the port taken? "
-                                         "try another --dashboard-port){}",
-                                         st.o.host, st.o.port,
-                                         st.loopback ? "" : "; or the TLS files did not load"));
-  mg_server_port sp[4];
-  int n = mg_get_server_ports(st.ctx, 4, sp);
-  st.port = n > 0 ? static_cast<uint16_t>(sp[0].port) : static_cast<uint16_t>(st.o.port);
+  if (st.loopback) {
+    st.http = std::make_unique<httplib::Server>();
+  } else {
+    if (st.o.token.empty())
+      st.o.token = random_token();
+    auto tls = st.o.tls;
+    auto ssl = std::make_unique<httplib::SSLServer>(
+      [tls](SSL_CTX& ctx) { return setup_tls(ctx, tls); });
+    if (!ssl->is_valid())
+      throw std::runtime_error(fmt::format("cannot serve the dashboard over TLS: the certificate "
+                                           "{} or key {} or CA {} did not load",
+                                           tls.certificate, tls.key, tls.cafile));
+    st.http = std::move(ssl);
+  }
+  // Bounded: 4 threads, 10 s per read or write, small requests only.
+  st.http->new_task_queue = [] { return new httplib::ThreadPool(4); };
+  st.http->set_read_timeout(10, 0);
+  st.http->set_write_timeout(10, 0);
+  st.http->set_payload_max_length(64 * 1024);
+  st.http->set_keep_alive_max_count(100);
+  st.http->set_default_headers({{"Cache-Control", "no-store"},
+                                {"X-Content-Type-Options", "nosniff"}});
+  st.routes();
+  int got = st.o.port == 0 ? st.http->bind_to_any_port(st.o.host)
+                           : (st.http->bind_to_port(st.o.host, st.o.port) ? st.o.port : -1);
+  if (got <= 0)
+    throw std::runtime_error(fmt::format("cannot serve the dashboard on {}:{} (is the port "
+                                         "taken? try another --dashboard-port)",
+                                         st.o.host, st.o.port));
+  st.port = static_cast<uint16_t>(got);
+  st.thread = std::thread([http = st.http.get()] { http->listen_after_bind(); });
 }
 
 server::~server() {
-  if (impl_ && impl_->ctx)
-    mg_stop(impl_->ctx);
+  if (!impl_)
+    return;
+  impl_->http->stop();
+  if (impl_->thread.joinable())
+    impl_->thread.join();
 }
 
 uint16_t server::port() const {

@@ -1,9 +1,10 @@
 #pragma once
 
 // The head's dashboard (hvactor-node --head): a read-only web page, its JSON
-// API and Prometheus' /metrics, served by civetweb (Debian's libcivetweb)
-// from the head's registry (the nodes, and the jobs and training runs the
-// drivers send it: actors/internal/board_types.hpp).
+// API and Prometheus' /metrics, served by cpp-httplib (Debian's
+// libcpp-httplib-dev, built with OpenSSL) from the head's registry (the
+// nodes, and the jobs and training runs the drivers send it:
+// actors/internal/board_types.hpp).
 //
 //   GET /                  the page (page.hpp): nodes, jobs and their ranks,
 //                          training runs with their metrics plotted; it

@@ -11,6 +11,7 @@ bash scripts/setup.sh
 
 # Everything on (scripts/example.sh may have configured build/ with only the
 # libraries and examples); later arguments override.
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVACTOR_BUILD_TESTS=ON \
-  -DHVACTOR_BUILD_BENCHMARKS=ON -DHVACTOR_BUILD_TOOLS=ON -DHVACTOR_BUILD_EXAMPLES=ON "$@"
+all_on=(-DHVACTOR_BUILD_TESTS=ON -DHVACTOR_BUILD_BENCHMARKS=ON -DHVACTOR_BUILD_TOOLS=ON
+  -DHVACTOR_BUILD_EXAMPLES=ON)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${all_on[@]}" "$@"
 cmake --build build -j "$(nproc)"

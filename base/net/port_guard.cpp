@@ -56,6 +56,10 @@ struct port_entry {
   // one's count when it closes (it would wrap the count around, and every
   // later connection would be refused as over the cap).
   std::atomic<uint32_t> generation{0};
+  // Whether its connections carry BASP (CAF's ports) and get the framing
+  // check; false for another protocol on a guarded port (the dashboard's
+  // HTTP), which gets only the accept-time checks.
+  std::atomic<bool> frames{true};
 };
 
 // One accepted connection on a guarded port; touched by the thread that
@@ -201,6 +205,18 @@ frame_verdict check_frames(fd_slot& slot, const uint8_t* data, size_t n) {
   return frame_verdict::ok;
 }
 
+// Whether the guarded port `listener` listens on carries BASP (true too
+// for a port the guard does not know).
+bool carries_basp(int listener) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  if (::getsockname(listener, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+    return true;
+  auto port = port_of(reinterpret_cast<sockaddr*>(&local));
+  int index = port ? port_index_of(*port) : -1;
+  return index < 0 || ports_[static_cast<size_t>(index)].frames.load();
+}
+
 // A freshly accepted fd on listening socket `listener`: tracked and
 // admitted, or closed (-1).
 int on_accepted(int listener, int fd, const sockaddr* peer_hint) {
@@ -252,7 +268,7 @@ policy current() {
   return policy_;
 }
 
-void watch(uint16_t port) {
+void watch(uint16_t port, bool basp) {
   if (port_index_of(port) >= 0)
     return;
   for (auto& entry : ports_) {
@@ -260,6 +276,7 @@ void watch(uint16_t port) {
     if (entry.port.compare_exchange_strong(free, port)) {
       ++entry.generation;
       entry.connections = 0;
+      entry.frames = basp;
       return;
     }
   }
@@ -308,7 +325,10 @@ int guarded_accept(int fd, sockaddr* addr, socklen_t* len, Accept real_call) {
       }
       return kept;
     }
-    if (std::chrono::steady_clock::now() >= until) {
+    // A listener of another protocol (the dashboard's HTTP server, whose
+    // accept thread stops at any error but EMFILE) waits for its next
+    // connection instead.
+    if (std::chrono::steady_clock::now() >= until && carries_basp(fd)) {
       errno = ECONNABORTED;
       return -1;
     }
@@ -336,7 +356,8 @@ ssize_t recv(int fd, void* buf, size_t len, int flags) {
   if (n <= 0 || fd < 0 || fd >= max_tracked_fd || (flags & MSG_PEEK) != 0)
     return n;
   auto& slot = slots_[fd];
-  if (slot.port_index.load(std::memory_order_relaxed) == 0 || !check_frames_.load())
+  auto index = slot.port_index.load(std::memory_order_relaxed);
+  if (index == 0 || !check_frames_.load() || !ports_[index - 1u].frames.load())
     return n;
   auto verdict = check_frames(slot, static_cast<const uint8_t*>(buf), static_cast<size_t>(n));
   if (verdict == frame_verdict::ok)

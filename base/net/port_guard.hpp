@@ -59,8 +59,10 @@ void configure(const policy& p);
 /// The policy in force.
 policy current();
 
-/// Guards connections accepted on `port` from now on.
-void watch(uint16_t port);
+/// Guards connections accepted on `port` from now on; `basp`: they carry
+/// CAF's BASP and get the framing check too (false: another protocol, such
+/// as the dashboard's HTTP, with the accept-time checks only).
+void watch(uint16_t port, bool basp = true);
 
 /// Stops guarding `port` (connections already accepted keep their checks).
 void unwatch(uint16_t port);

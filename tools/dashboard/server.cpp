@@ -260,6 +260,10 @@ server::server(caf::actor_system& sys, proto::node_registry registry, options o)
                                          "taken? try another --dashboard-port)",
                                          st.o.host, st.o.port));
   st.port = static_cast<uint16_t>(got);
+  // Another user's process on loopback is closed at accept, and the
+  // connections are capped, as on the head's CAF ports (port_guard.hpp); the
+  // check per request below stays for --insecure and as a second line.
+  port_guard::watch(st.port, false);
   st.thread = std::thread([http = st.http.get()] { http->listen_after_bind(); });
 }
 
@@ -269,6 +273,7 @@ server::~server() {
   impl_->http->stop();
   if (impl_->thread.joinable())
     impl_->thread.join();
+  port_guard::unwatch(impl_->port);
 }
 
 uint16_t server::port() const {

@@ -26,6 +26,9 @@ done
 packages=(
   build-essential
   cmake
+  # scripts/example.sh builds with Ninja: compiling goes on while a library
+  # links or LibTorch's header is precompiled (Make waits for each target).
+  ninja-build
   libcaf-dev
   libgloo-dev
   libfmt-dev

@@ -45,8 +45,8 @@ void job_board::update(proto::job_view view, uint64_t driver) {
   auto& e = jobs_[view.job_id];
   if (e.order == 0)
     e.order = ++next_;
-  if (job_ended(e.view.state) && !view.job_id.empty() && e.view.job_id == view.job_id)
-    return; // an end is final; a late update does not revive the job
+  else if (job_ended(e.view.state) || e.driver != driver)
+    return; // an end is final; a live job is only its own driver's to describe
   e.view = std::move(view);
   e.driver = driver;
   trim();

@@ -74,6 +74,7 @@ TEST_CASE("an ended job stays ended; a driver gone marks its live jobs lost") {
   b.update(job("a", "running"), 7);
   b.update(job("b", "succeeded"), 7);
   b.update(job("b", "running"), 7); // a late update does not revive it
+  b.update(job("a", "failed"), 8); // another driver cannot end (or rewrite) a job
   CHECK(b.knows(7));
   CHECK(b.driver_lost(7, 1234));
   CHECK_FALSE(b.knows(7));

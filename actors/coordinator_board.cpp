@@ -188,6 +188,18 @@ void board_exit(coord_actor self, const worker_exit& ex) {
     st.board.failures.pop_front();
 }
 
+void board_failed(coord_actor self, int32_t id, const std::string& why) {
+  auto& st = self->state;
+  board_changed(self);
+  auto& state = st.board.ended[id];
+  if (state == "failed")
+    return; // its exit report is already kept
+  state = "failed";
+  st.board.failures.push_back(why);
+  while (st.board.failures.size() > lim::max_failures)
+    st.board.failures.pop_front();
+}
+
 void board_output(coord_actor self, int32_t id, const std::string& line) {
   auto& st = self->state;
   board_changed(self);

@@ -135,6 +135,7 @@ void worker_failed(coord_actor self, int32_t id, const std::string& why) {
     return;
   auto text = fmt::format("{} {}", worker_name(w), why);
   log::warn("job {}: {}", st.cfg.job_id, text);
+  board_failed(self, id, text);
   if (st.el.first_failure.empty())
     st.el.first_failure = text;
   st.el.blacklist.failed(w.node, elastic::clock::now());

@@ -236,6 +236,8 @@ void board_final(coord_actor self, std::function<void()> then);
 /// A worker ended (its failure is kept), printed a line, was sampled.
 void board_exit(coord_actor self, const proto::worker_exit& ex);
 void board_output(coord_actor self, int32_t id, const std::string& line);
+/// An elastic worker failed (its exit, its node lost, ...): `why` is kept.
+void board_failed(coord_actor self, int32_t id, const std::string& why);
 void board_stats(coord_actor self, const proto::rank_stats& stats);
 
 /// An event from worker `id`: the dashboard's share of it. True when it was

@@ -24,8 +24,10 @@ namespace hvactor::proto {
 namespace board_limits {
 inline constexpr auto job_interval = std::chrono::milliseconds(1000);
 inline constexpr auto sample_interval = std::chrono::milliseconds(2000);
-/// How long an ending job waits for the head to take its last view.
-inline constexpr auto final_bound = std::chrono::milliseconds(2000);
+/// How long an ending job waits for the head to take its last view: a
+/// round trip to a live head, and short enough that a driver whose head is
+/// going away too (scancel of a Slurm job) still exits promptly.
+inline constexpr auto final_bound = std::chrono::milliseconds(300);
 inline constexpr size_t max_points = 2048;
 inline constexpr size_t max_finished_jobs = 50;
 /// Jobs kept in all, live ones included (the oldest go first).

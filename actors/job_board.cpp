@@ -1,6 +1,9 @@
 #include "actors/internal/job_board.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <set>
 #include <vector>
 
 namespace hvactor {
@@ -9,9 +12,37 @@ namespace lim = proto::board_limits;
 
 namespace {
 
-void cut(std::string& s, size_t n) {
-  if (s.size() > n)
-    s.resize(n);
+void cut(std::string& s, size_t n, bool distinct = false) {
+  s = board_text(s, n, distinct);
+}
+
+// Length of the well-formed UTF-8 sequence at s[i], 0 when there is none
+// (overlong forms, surrogates and code points past U+10FFFF included).
+size_t utf8_at(std::string_view s, size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80)
+    return 1;
+  size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+             : c >= 0xE0 && c <= 0xEF ? 3
+             : c >= 0xF0 && c <= 0xF4 ? 4
+                                      : 0;
+  if (n == 0 || i + n > s.size())
+    return 0;
+  auto c1 = static_cast<unsigned char>(s[i + 1]);
+  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90)
+      || (c == 0xF4 && c1 > 0x8F))
+    return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+      return 0;
+  return n;
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : s)
+    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
 }
 
 void cut(std::vector<std::string>& lines, size_t keep_last, size_t line) {
@@ -34,12 +65,43 @@ void thin(std::vector<proto::train_point>& points) {
 
 } // namespace
 
+std::string board_text(std::string_view s, size_t max, bool distinct) {
+  std::string out;
+  out.reserve(std::min(s.size(), max));
+  bool replaced = false;
+  size_t i = 0;
+  while (i < s.size() && out.size() <= max) {
+    if (auto n = utf8_at(s, i)) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xef\xbf\xbd"; // U+FFFD
+      replaced = true;
+      ++i;
+    }
+  }
+  bool too_long = i < s.size() || out.size() > max;
+  if (!too_long && (!replaced || !distinct))
+    return out;
+  char tag[18] = "";
+  if (distinct)
+    std::snprintf(tag, sizeof(tag), "~%016llx", static_cast<unsigned long long>(fnv1a(s)));
+  size_t room = max > std::strlen(tag) ? max - std::strlen(tag) : 0;
+  if (out.size() > room) {
+    size_t end = room;
+    while (end > 0 && (static_cast<unsigned char>(out[end]) & 0xC0) == 0x80)
+      --end; // not inside a character
+    out.resize(end);
+  }
+  return out + tag;
+}
+
 bool job_ended(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "lost";
 }
 
 void job_board::update(proto::job_view view, uint64_t driver) {
-  cut(view.job_id, lim::max_line);
+  cut(view.job_id, lim::max_line, true);
   cut(view.failures, lim::max_failures, 4 * lim::max_line);
   cut(view.log_tail, lim::log_lines, lim::max_line);
   auto& e = jobs_[view.job_id];
@@ -55,10 +117,16 @@ void job_board::update(proto::job_view view, uint64_t driver) {
 void job_board::report(proto::train_point point) {
   if (point.metrics.size() > lim::max_metrics)
     point.metrics.resize(lim::max_metrics);
-  for (auto& [name, value] : point.metrics)
-    cut(name, lim::max_line);
-  cut(point.run, lim::max_line);
-  cut(point.storage, 4 * lim::max_line);
+  std::set<std::string> names; // a name sent twice is kept once, the first
+  auto& ms = point.metrics;
+  ms.erase(std::remove_if(ms.begin(), ms.end(),
+                          [&](auto& m) {
+                            cut(m.first, lim::max_line, true);
+                            return !names.insert(m.first).second;
+                          }),
+           ms.end());
+  cut(point.run, lim::max_line, true);
+  cut(point.storage, 4 * lim::max_line, true);
   cut(point.checkpoint, 4 * lim::max_line);
   auto it = std::find_if(runs_.begin(), runs_.end(), [&](const proto::train_run& r) {
     return r.storage == point.storage && r.run == point.run;

@@ -4,12 +4,14 @@
 // dashboard (board_types.hpp), bounded: every live job, the last
 // board_limits::max_finished_jobs finished ones, the last max_runs runs of
 // at most max_points reports each (thinned by halves, the first and the
-// latest kept), metric names and lines cut to their bounds.
+// latest kept), metric names and lines cut to their bounds (as UTF-8,
+// distinct names kept distinct: board_text).
 
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "actors/internal/board_types.hpp"
 
@@ -48,5 +50,12 @@ private:
 
 /// Whether a job in this state has ended.
 bool job_ended(const std::string& state);
+
+/// `s` as well-formed UTF-8 of at most `max` bytes: each byte of an invalid
+/// sequence becomes U+FFFD, and a cut falls between characters. With
+/// `distinct`, text that had to change ends in "~" and 16 hex digits of a
+/// hash of all of `s`, so that names differing anywhere (past the cut, or
+/// in bytes that became U+FFFD) stay different.
+std::string board_text(std::string_view s, size_t max, bool distinct = false);
 
 } // namespace hvactor

@@ -29,6 +29,27 @@ proto::job_view job(const std::string& id, const std::string& state) {
   return v;
 }
 
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF), as Prometheus and JSON parsers require.
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                                                         : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (n == 0 || i + n > s.size())
+      return false;
+    auto c1 = n > 1 ? static_cast<unsigned char>(s[i + 1]) : 0x80;
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90)
+        || (c == 0xF4 && c1 > 0x8F))
+      return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+        return false;
+    i += n;
+  }
+  return true;
+}
+
 proto::train_point point(const std::string& run, int64_t it, double loss) {
   proto::train_point p;
   p.job_id = "job-1";
@@ -239,6 +260,77 @@ TEST_CASE("a metric plots as a polyline of its points; markup in names is escape
   CHECK(odd.find("data-metric=\"&lt;b&gt;&amp;&quot;&#39;\"") != std::string::npos);
   CHECK(dashboard::plot_svg(s, 0, "missing").empty());
   CHECK(dashboard::plot_svg(s, 3, "loss").empty());
+}
+
+TEST_CASE("metric names not UTF-8 or past 512 bytes: /metrics and JSON valid, every series once") {
+  job_board b;
+  auto p = point("x", 1, 0.5);
+  std::string cut_in_char = std::string(511, 'a') + "\xc3\xa9" + "tail"; // é across byte 512
+  std::string long1 = std::string(600, 'b') + "1";
+  std::string long2 = std::string(600, 'b') + "2"; // differs from long1 only after byte 512
+  p.metrics = {{"bad\xff\xfe", 1}, {"bad\xfe\xff", 2}, {cut_in_char, 3}, {long1, 4},
+               {long2, 5}, {"\xc3", 6}, {"\xed\xa0\x80surrogate", 7}, {"ok", 8}};
+  p.run = "run\xff";
+  p.storage = "/runs/\xc3(";
+  b.report(p);
+  dashboard::snapshot s;
+  s.board = b.snapshot();
+  proto::node_info n;
+  n.node_id = "node\xff";
+  s.view.nodes.push_back(n);
+  auto j = job("job\xfe", "running");
+  j.ranks[0].node = "n\xc0\xaf"; // an overlong '/'
+  j.ops[0].path = "shm\xff";
+  s.board.jobs.push_back(j);
+
+  auto text = dashboard::to_prometheus(s);
+  CHECK(valid_utf8(text));
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> series;
+  int train_metrics = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    auto key = line.substr(0, line.rfind(' '));
+    CHECK_MESSAGE(series.insert(key).second, "a duplicate series: " << key);
+    train_metrics += key.rfind("hvactor_train_metric{", 0) == 0;
+  }
+  CHECK(train_metrics == 8);
+
+  auto json = dashboard::to_json(s);
+  CHECK(valid_utf8(json));
+  auto& run = s.board.runs.at(0);
+  std::set<std::string> names;
+  for (auto& [name, v] : run.points.at(0).metrics) {
+    CHECK(valid_utf8(name));
+    CHECK(name.size() <= proto::board_limits::max_line);
+    names.insert(name);
+  }
+  CHECK(names.size() == 8);
+  CHECK(valid_utf8(run.run));
+  CHECK(valid_utf8(run.storage));
+}
+
+TEST_CASE("board_text: UTF-8 cut between characters; distinct names stay distinct") {
+  CHECK(board_text("loss", 512) == "loss");
+  CHECK(board_text("loss", 512, true) == "loss");
+  CHECK(board_text("a\xff", 512) == "a\xef\xbf\xbd");
+  auto e = board_text(std::string(3, 'a') + "\xc3\xa9", 4); // é would straddle byte 4
+  CHECK(e == "aaa");
+  auto x = board_text("a\xff", 512, true), y = board_text("a\xfe", 512, true);
+  CHECK(x != y);
+  CHECK(x.rfind("a\xef\xbf\xbd~", 0) == 0);
+  auto long1 = board_text(std::string(600, 'b') + "1", 512, true);
+  auto long2 = board_text(std::string(600, 'b') + "2", 512, true);
+  CHECK(long1 != long2);
+  CHECK(long1.size() <= 512);
+  CHECK(long1.rfind(std::string(400, 'b'), 0) == 0);
+  auto wide = board_text(std::string(300, '\xce') /* not UTF-8 */ + std::string(400, 'c'), 512,
+                         true); // each byte grows to 3: the cut still lands on a boundary
+  CHECK(wide.size() <= 512);
+  CHECK(valid_utf8(wide));
+  CHECK(board_text(std::string(100000, 'z'), 512).size() == 512);
 }
 
 } // TEST_SUITE

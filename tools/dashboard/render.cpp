@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/internal/job_board.hpp"
 #include "collectives/internal/timeline.hpp"
 
 namespace hvactor::dashboard {
@@ -116,10 +117,11 @@ std::string to_json(const snapshot& s, const std::string& part) {
 
 namespace {
 
-// A label value: backslash, quote and newline escaped.
+// A label value: well-formed UTF-8 (an invalid byte as U+FFFD: a node's id
+// is not the board's to clean), backslash, quote and newline escaped.
 std::string label(std::string_view v) {
   std::string out;
-  for (char c : v)
+  for (char c : board_text(v, std::string::npos))
     if (c == '\\' || c == '"')
       out += {'\\', c};
     else if (c == '\n')
@@ -129,12 +131,17 @@ std::string label(std::string_view v) {
   return out;
 }
 
+// The text of a scrape. A series (a name and its labels) is written once:
+// Prometheus refuses a whole scrape that repeats one.
 struct exposition {
   std::string out;
+  std::set<std::string> series;
   void family(const char* name, const char* type, const char* help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
   void sample(const char* name, const std::string& labels, double v) {
+    if (!series.insert(fmt::format("{}{{{}}}", name, labels)).second)
+      return;
     out += fmt::format("{}{}{}{} {}\n", name, labels.empty() ? "" : "{", labels,
                        labels.empty() ? "" : "}",
                        std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf")

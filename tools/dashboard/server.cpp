@@ -253,12 +253,19 @@ server::server(caf::actor_system& sys, proto::node_registry registry, options o)
   st.http->set_default_headers({{"Cache-Control", "no-store"},
                                 {"X-Content-Type-Options", "nosniff"}});
   st.routes();
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, and a second
+  // head given a taken port shared it, each answering some of the requests.
+  st.http->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   int got = st.o.port == 0 ? st.http->bind_to_any_port(st.o.host)
                            : (st.http->bind_to_port(st.o.host, st.o.port) ? st.o.port : -1);
   if (got <= 0)
-    throw std::runtime_error(fmt::format("cannot serve the dashboard on {}:{} (is the port "
-                                         "taken? try another --dashboard-port)",
-                                         st.o.host, st.o.port));
+    throw std::runtime_error(fmt::format(
+      "cannot serve the dashboard on {}:{}: the port is taken (by another head's dashboard?); "
+      "pass another --dashboard-port (0 picks a free one) or --include-dashboard false",
+      st.o.host, st.o.port));
   st.port = static_cast<uint16_t>(got);
   // Another user's process on loopback is closed at accept, and the
   // connections are capped, as on the head's CAF ports (port_guard.hpp); the

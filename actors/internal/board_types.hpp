@@ -8,6 +8,10 @@
 // (rank_stats). hvactor::train sends a train_point per report. The registry
 // keeps the live jobs and the last finished ones (node_registry.cpp) and
 // answers `board` with all of it; hvactor-node's dashboard renders that.
+//
+// Every floating-point member is inspected through detail::exact: CAF's
+// own format hangs on an infinity (a metric of +inf from a report), turns
+// NaN into 1 (hvactor/float_bits.hpp).
 
 #include <chrono>
 #include <cstdint>
@@ -16,6 +20,8 @@
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
+
+#include "hvactor/float_bits.hpp"
 
 namespace hvactor::proto {
 
@@ -48,7 +54,8 @@ struct rank_stat {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_stat& x) {
-  return f(caf::meta::type_name("rank_stat"), x.id, x.cpu_seconds, x.rss_bytes);
+  return f(caf::meta::type_name("rank_stat"), x.id, hvactor::detail::exact(x.cpu_seconds),
+           x.rss_bytes);
 }
 
 /// A colocator's sample of its workers.
@@ -78,7 +85,7 @@ struct rank_view {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_view& x) {
   return f(caf::meta::type_name("rank_view"), x.id, x.rank, x.node, x.pid, x.state,
-           x.cpu_seconds, x.rss_bytes);
+           hvactor::detail::exact(x.cpu_seconds), x.rss_bytes);
 }
 
 /// A job's collective operations of one kind on one path (its ranks'
@@ -95,7 +102,8 @@ struct op_stat {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_stat& x) {
-  return f(caf::meta::type_name("op_stat"), x.op, x.path, x.count, x.bytes, x.seconds);
+  return f(caf::meta::type_name("op_stat"), x.op, x.path, x.count, x.bytes,
+           hvactor::detail::exact(x.seconds));
 }
 
 /// One job as its coordinator describes it.
@@ -151,7 +159,7 @@ struct train_point {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_point& x) {
   return f(caf::meta::type_name("train_point"), x.job_id, x.run, x.storage, x.iteration,
-           x.time_s, x.metrics, x.checkpoint);
+           hvactor::detail::exact(x.time_s), hvactor::detail::exact(x.metrics), x.checkpoint);
 }
 
 /// A training run's reports as the registry keeps them (thinned to at most

@@ -1,8 +1,12 @@
 // The static executor on the embedded local cluster: real worker processes,
 // both layouts ({num_workers=4} and {num_hosts=1, num_workers_per_host=4}).
 
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <map>
 #include <set>
 #include <string>
 
@@ -70,6 +74,25 @@ public:
   int rank_at_construction_ = -1;
   int steps_ = 0;
 };
+
+/// +inf on rank 0, -inf elsewhere: CAF's own float format never finished
+/// writing either (the worker hung in pack754).
+double infinite_by_rank() {
+  using lim = std::numeric_limits<double>;
+  return env_int("HOROVOD_RANK") == 0 ? lim::infinity() : -lim::infinity();
+}
+
+std::map<std::string, float> odd_float_metrics() {
+  using lim = std::numeric_limits<float>;
+  return {{"inf", lim::infinity()}, {"nan", lim::quiet_NaN()}, {"tiny", lim::denorm_min()},
+          {"zero", -0.0f}};
+}
+
+/// The driver's values back, a negative NaN appended.
+std::vector<double> echo_odd(std::vector<double> in) {
+  in.push_back(-std::numeric_limits<double>::quiet_NaN());
+  return in;
+}
 
 std::vector<std::pair<std::string, hvactor::executor_options>> layouts() {
   return {{"num_workers=4", {.num_workers = 4}},
@@ -267,6 +290,35 @@ TEST_CASE("infeasible placement throws placement_timeout after placement_timeout
   hvactor::executor fits{small, quick_settings(), {.num_workers = 2}};
   fits.start();
   CHECK(fits.run(&rank_times, 1) == std::vector<int>{0, 1});
+}
+
+TEST_CASE("inf, -inf, NaN, -0.0 and subnormals travel exactly as results and arguments") {
+  using lim = std::numeric_limits<double>;
+  // call_timeout bounds the old failure: a worker stuck serializing +inf.
+  hvactor::executor ex{test_runtime(),
+                       hvactor::executor::create_settings(
+                         {.timeout = 20s, .placement_timeout = 20s, .call_timeout = 20s}),
+                       {.num_workers = 2}};
+  ex.start();
+  auto infs = ex.run(&infinite_by_rank);
+  REQUIRE(infs.size() == 2);
+  CHECK(infs[0] == lim::infinity());
+  CHECK(infs[1] == -lim::infinity());
+  for (auto& m : ex.run(&odd_float_metrics)) {
+    CHECK(m.at("inf") == std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(m.at("nan")));
+    CHECK(m.at("tiny") == std::numeric_limits<float>::denorm_min());
+    CHECK(std::bit_cast<uint32_t>(m.at("zero")) == std::bit_cast<uint32_t>(-0.0f));
+  }
+  std::vector<double> sent{lim::infinity(), -lim::infinity(), -0.0, lim::denorm_min(),
+                           std::bit_cast<double>(uint64_t{0x7ff8000000000123})};
+  for (auto& back : ex.run(&echo_odd, sent)) {
+    REQUIRE(back.size() == sent.size() + 1);
+    for (size_t i = 0; i < sent.size(); ++i)
+      CHECK(std::bit_cast<uint64_t>(back[i]) == std::bit_cast<uint64_t>(sent[i]));
+    CHECK((std::isnan(back.back()) && std::signbit(back.back())));
+  }
+  ex.shutdown();
 }
 
 } // TEST_SUITE

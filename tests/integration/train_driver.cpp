@@ -15,6 +15,8 @@
 //                [--allreduce 1] (hvd::init, then a 4 KiB allreduce per epoch)
 //                [--kill-mid-report-epoch E] (rank 0 of the first attempt
 //                 SIGKILLs itself 150 ms into report E's checkpoint transfer)
+//                [--odd-floats 1] (every report also holds inf=+inf,
+//                 ninf=-inf, nan=NaN and tiny=the smallest subnormal)
 //
 // Prints key=value lines: "history ..." per report of rank 0, "shard ..."
 // per rank of the last report, "checkpoint path=... intact=0|1", and
@@ -32,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -154,6 +157,13 @@ void loop(train::context& ctx) {
                      {"first", first},
                      {"consistent", consistent ? 1 : 0},
                      {"host", std::string{std::getenv("HOROVOD_HOSTNAME")}}};
+    if (cfg(ctx, "odd_floats", 0)) {
+      using lim = std::numeric_limits<double>;
+      m["inf"] = lim::infinity();
+      m["ninf"] = -lim::infinity();
+      m["nan"] = lim::quiet_NaN();
+      m["tiny"] = lim::denorm_min();
+    }
     if (rank == cfg(ctx, "big_metric_rank", -1) && epoch == epochs - 1)
       m["big"] = std::string(size_t{17} << 20, 'b'); // over the driver's 16 MiB
     // metrics_only: reports without a checkpoint (queued, not awaited).
@@ -206,7 +216,8 @@ int main(int argc, char** argv) {
       o.resume_from_checkpoint = train::checkpoint::from_directory(resume);
     for (auto key : {"epochs", "ckpt_bytes", "kill_rank", "kill_epoch", "throw_rank",
                      "throw_epoch", "short_rank", "sparse_gib", "kill_mid_report_epoch",
-                     "metrics_only", "big_metric_rank", "hold_ms", "allreduce"}) {
+                     "metrics_only", "big_metric_rank", "hold_ms", "allreduce",
+                     "odd_floats"}) {
       std::string flag = "--" + std::string{key};
       std::replace(flag.begin(), flag.end(), '_', '-');
       auto v = opt(flag, "");

@@ -483,6 +483,31 @@ TEST_CASE("checkpoints of a rank 0 on another node arrive intact (hvactor-node c
   CHECK(c.no_workers_within(10s));
 }
 
+TEST_CASE("reports with inf, -inf, NaN and subnormal metrics reach the head; fit returns them") {
+  // The driver sends every report's metrics to the head's registry as a
+  // CAF message: CAF's own float format never returns for an infinity,
+  // which silenced the driver for good (the head dropped it, fit() hung).
+  cluster c{{.node_ids = {"head"}, .cpus_per_node = 2}};
+  temp_dir dir;
+  auto r = run_command({HVACTOR_TRAIN_DRIVER, "--address", c.address(), "--storage",
+                        (dir.path() / "results").string(), "--workers", "2", "--epochs", "2",
+                        "--metrics-only", "1", "--odd-floats", "1", "--name", "odd"},
+                       dir.path() / "odd", 60s);
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  auto history = records(r.out, "history");
+  REQUIRE(history.size() == 2);
+  for (auto& h : history) {
+    CHECK(h["inf"] == "inf");
+    CHECK(h["ninf"] == "-inf");
+    CHECK(h["nan"] == "nan");
+    CHECK(h["tiny"] == "4.94066e-324");
+  }
+  // The head decoded both reports and still answers.
+  CHECK(c.status().ok());
+  CHECK(c.no_workers_within(10s));
+}
+
 // -- horovod_runner -----------------------------------------------------------------
 
 namespace {

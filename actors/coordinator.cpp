@@ -417,7 +417,11 @@ spawn_request spawn_request_for(const coordinator_state& st, const std::string& 
   req.executable = st.cfg.executable;
   if (auto i = st.infos_by_node.find(node); i != st.infos_by_node.end()
                                             && i->second.caches_binaries)
+  {
     req.binary_hash = st.cfg.binary_hash;
+    for (auto& lib : st.cfg.libraries)
+      req.libraries.emplace(lib.name, lib.hash);
+  }
   req.args = st.cfg.args;
   req.ranks = std::move(ranks);
   req.env = std::move(env);

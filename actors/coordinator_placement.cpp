@@ -97,7 +97,7 @@ void ship_binaries(coord_actor self) {
     };
     ship_binary(self,
                 shipment{st.agents_by_node[node], node, st.cfg.executable, st.cfg.binary_hash,
-                         st.cfg.job_id, st.cfg.settings.timeout},
+                         st.cfg.libraries, st.cfg.job_id, st.cfg.settings.timeout},
                 done);
   }
 }

@@ -85,7 +85,8 @@ void reserve_and_colocate(coord_actor self, int32_t id) {
         }
         ship_binary(self,
                     shipment{st.agents_by_node[node], node, st.cfg.executable,
-                             st.cfg.binary_hash, st.cfg.job_id, st.cfg.settings.timeout},
+                             st.cfg.binary_hash, st.cfg.libraries, st.cfg.job_id,
+                             st.cfg.settings.timeout},
                     [=](caf::error err, uint64_t) {
                       if (err) {
                         worker_failed(self, id,

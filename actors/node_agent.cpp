@@ -1,6 +1,7 @@
 #include "actors/internal/node_agent.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -176,6 +177,19 @@ caf::result<bool> put_binary(agent_actor self, const std::string& hash, const st
   }
 }
 
+// The shipped program's libraries come first for its loader: before those of
+// the job's own LD_LIBRARY_PATH, or else this node's.
+void put_libraries_first(env_list& env, const std::string& dir) {
+  for (auto& [name, value] : env.entries)
+    if (name == "LD_LIBRARY_PATH") {
+      value = value.empty() ? dir : dir + ":" + value;
+      return;
+    }
+  const char* ours = std::getenv("LD_LIBRARY_PATH");
+  env.entries.emplace_back("LD_LIBRARY_PATH",
+                           ours && *ours ? dir + ":" + ours : dir);
+}
+
 caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coordinator coord) {
   auto& st = self->state;
   if (st.stopping)
@@ -196,6 +210,17 @@ caf::result<node_colocator> colocate(agent_actor self, spawn_request& req, coord
                          fmt::format("node '{}' does not have binary {} in its cache",
                                      st.cfg.node_id, req.binary_hash));
     req.executable = st.cache->path(req.binary_hash);
+  }
+  if (!req.libraries.empty()) {
+    try {
+      if (!st.cache)
+        throw error("it has no binary cache");
+      put_libraries_first(req.env, st.cache->library_dir(req.libraries));
+    } catch (const std::exception& e) {
+      return agent_error(error_kind::worker_error,
+                         fmt::format("node '{}' cannot provide the program's libraries: {}",
+                                     st.cfg.node_id, e.what()));
+    }
   }
   req.env.entries.emplace_back(env::node_address, st.cfg.address);
   for (auto& kv : tls::to_env(st.cfg.tls))
@@ -298,10 +323,11 @@ node_agent::behavior_type agent_impl(agent_actor self, node_agent_config cfg,
     [=](colocate_atom, spawn_request& req, coordinator coord) -> caf::result<node_colocator> {
       return colocate(self, req, coord);
     },
-    [=](has_bin_atom, const std::string& hash) -> caf::result<bool> {
+    [=](has_bin_atom, const std::string& hash, const std::string& local) -> caf::result<bool> {
       auto& st = self->state;
       try {
-        return st.cache && st.cache->has(hash);
+        return st.cache
+               && (st.cache->has(hash) || st.cache->adopt(hash, local, knobs::adopt_max_bytes));
       } catch (const std::exception& e) {
         return agent_error(error_kind::invalid_argument, e.what());
       }

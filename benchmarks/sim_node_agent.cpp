@@ -88,7 +88,7 @@ node_agent::behavior_type fake_agent(fake_agent_actor self, node_info info, sim_
       self->state.stats->record();
       return self->spawn(fake_colocator);
     },
-    [](has_bin_atom, const std::string&) { return true; },
+    [](has_bin_atom, const std::string&, const std::string&) { return true; },
     [](put_bin_atom, const std::string&, const std::string&, uint64_t, const std::vector<char>&,
        bool) { return true; },
     [](join_atom, const std::string&, uint16_t, uint16_t) { return true; },

@@ -85,6 +85,7 @@ void executor::start() {
   cfg.on_output = st.on_output;
   cfg.executable = st.rt.executable;
   cfg.binary_hash = st.rt.binary_hash;
+  cfg.libraries = st.rt.libraries;
   cfg.on_event = st.on_event;
   cfg.args = st.rt.original_args;
   st.session = std::make_unique<job_session>(st.rt, std::move(cfg));

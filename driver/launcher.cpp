@@ -20,6 +20,7 @@
 #include "collectives/internal/timeline_files.hpp"
 #include "hvactor/event.hpp"
 #include "base/internal/file_digest.hpp"
+#include "base/internal/program_libraries.hpp"
 #include "base/internal/log.hpp"
 #include "base/internal/process.hpp"
 #include "driver/internal/job_session.hpp"
@@ -140,8 +141,10 @@ int launcher::run(const std::atomic<int>& stop) {
   cfg.args.push_back(st.program);
   cfg.args.insert(cfg.args.end(), st.o.args.begin(), st.o.args.end());
   // Nodes that cache binaries get the program shipped, like a driver's.
-  if (!st.rt.binary_hash.empty())
+  if (!st.rt.binary_hash.empty()) {
     cfg.binary_hash = sha256_file(st.program);
+    cfg.libraries = program_libraries(st.program);
+  }
   cfg.launch = true;
   cfg.node_order = st.o.node_order;
   auto printer = st.printer;

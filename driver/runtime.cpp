@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "collectives/internal/devices.hpp"
 #include "base/net/transport.hpp"
 #include "base/internal/file_digest.hpp"
+#include "base/internal/program_libraries.hpp"
 #include "base/net/net.hpp"
 #include "hvactor/errors.hpp"
 #include "base/internal/log.hpp"
@@ -189,6 +191,8 @@ void join_cluster(runtime::impl& st) {
   tls::validate(st.opts.tls);
   st.bind_host = !st.opts.bind.empty() ? st.opts.bind : net::local_address_towards(host);
   st.binary_hash = sha256_file(st.executable);
+  // Listing and hashing the libraries (tens of MB) overlaps the connect.
+  auto libraries = std::async(std::launch::async, program_libraries, st.executable);
   transport::guard_ports(st.opts.tls, st.opts.insecure);
   st.cfg = std::make_unique<caf::actor_system_config>();
   configure_system(*st.cfg, 0, st.opts.tls);
@@ -197,6 +201,7 @@ void join_cluster(runtime::impl& st) {
   if (st.opts.tls.enabled())
     st.watchdog = std::make_unique<connection_watchdog>(connection_watchdog::options{});
   auto found = transport::connect(*st.sys, host, port, knobs::join_timeout);
+  st.libraries = libraries.get();
   if (!found) {
     auto why = st.sys->render(found.error());
     st.lent_system.reset();

@@ -2,7 +2,8 @@
 
 // Internal: code shipping (interfaces.hpp step 3) for any coordinator: asks
 // a node whether it caches the driver's binary and, if not, sends it in
-// chunks (knobs::ship_chunk_bytes, knobs::ship_chunks_in_flight at a time).
+// chunks (knobs::ship_chunk_bytes, knobs::ship_chunks_in_flight at a time);
+// then the same for each of the binary's own libraries, one after another.
 
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "base/internal/caf_error.hpp"
 #include "actors/internal/interfaces.hpp"
 #include "base/internal/knobs.hpp"
+#include "base/internal/program_libraries.hpp"
 
 namespace hvactor::detail {
 
@@ -26,6 +28,8 @@ struct shipment {
   /// The binary, its SHA-256 and the job it is for.
   std::string path;
   std::string hash;
+  /// The binary's own libraries, shipped after it.
+  std::vector<program_library> libraries;
   std::string job;
   caf::timespan timeout;
 };
@@ -92,14 +96,15 @@ void more(Self self, std::shared_ptr<upload> up) {
 
 } // namespace shipping
 
-/// Makes sure `what.node` caches the binary: `done(error, bytes sent)`
-/// runs once, in `self`'s context.
+/// Makes sure `what.node` caches the file `what.path` (`local`: where the
+/// node may find the same bytes itself; empty for the driver's binary).
 template <class Self>
-void ship_binary(Self self, shipment what, std::function<void(caf::error, uint64_t)> done) {
+void ship_file(Self self, shipment what, std::string local,
+               std::function<void(caf::error, uint64_t)> done) {
   auto agent = what.agent;
   auto timeout = what.timeout;
   auto hash = what.hash;
-  self->request(agent, timeout, proto::has_bin_atom_v, hash)
+  self->request(agent, timeout, proto::has_bin_atom_v, hash, local)
     .then(
       [=](bool cached) {
         if (cached) {
@@ -113,6 +118,36 @@ void ship_binary(Self self, shipment what, std::function<void(caf::error, uint64
         shipping::more(self, up);
       },
       [=](caf::error& err) { done(err, 0); });
+}
+
+/// Ships file `index` of `what`: 0 the binary, i > 0 its library i - 1.
+template <class Self>
+void ship_from(Self self, shipment what, size_t index, uint64_t sent,
+               std::function<void(caf::error, uint64_t)> done) {
+  if (index > what.libraries.size()) {
+    done({}, sent);
+    return;
+  }
+  auto file = what;
+  std::string local;
+  if (index > 0) {
+    file.path = local = what.libraries[index - 1].path;
+    file.hash = what.libraries[index - 1].hash;
+  }
+  file.libraries.clear();
+  ship_file(self, std::move(file), std::move(local), [=](caf::error err, uint64_t n) {
+    if (err)
+      done(std::move(err), sent + n);
+    else
+      ship_from(self, what, index + 1, sent + n, done);
+  });
+}
+
+/// Makes sure `what.node` caches the binary and its libraries: `done(error,
+/// bytes sent)` runs once, in `self`'s context.
+template <class Self>
+void ship_binary(Self self, shipment what, std::function<void(caf::error, uint64_t)> done) {
+  ship_from(self, std::move(what), 0, 0, std::move(done));
 }
 
 } // namespace hvactor::detail

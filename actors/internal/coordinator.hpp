@@ -11,6 +11,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "base/internal/program_libraries.hpp"
 #include "actors/internal/interfaces.hpp"
 #include "hvactor/settings.hpp"
 
@@ -59,6 +60,8 @@ struct coordinator_config {
   /// SHA-256 of `executable`; nodes that cache binaries get it shipped
   /// (when they lack it) and run their cached copy.
   std::string binary_hash;
+  /// The executable's own libraries, shipped and cached with it.
+  std::vector<program_library> libraries;
   /// hvactor-run: `executable` is the user's SPMD program, started with its
   /// Horovod variables and no hvactor worker; the job ends when every
   /// process exited (finished_atom).

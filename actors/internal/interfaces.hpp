@@ -137,6 +137,9 @@ struct spawn_request {
   /// SHA-256 of the binary; when set, the node runs its cached copy of it
   /// (shipped by the coordinator beforehand) instead of `executable`.
   std::string binary_hash;
+  /// The program's own libraries (file name -> SHA-256, program_libraries.hpp),
+  /// cached beside it: the node puts them first on LD_LIBRARY_PATH.
+  std::map<std::string, std::string> libraries;
   /// argv[0..] the driver was started with.
   std::vector<std::string> args;
   /// World ranks of the workers this node runs, in local-rank order.
@@ -162,8 +165,9 @@ inline constexpr int32_t output_drop = 2;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
-  return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.binary_hash, x.args,
-           x.ranks, x.env, x.stderr_tail_lines, x.launch, x.rank_env, x.output);
+  return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.binary_hash,
+           x.libraries, x.args, x.ranks, x.env, x.stderr_tail_lines, x.launch, x.rank_env,
+           x.output);
 }
 
 /// First message of a worker process to its coordinator.
@@ -422,8 +426,10 @@ using node_agent = caf::typed_actor<
   caf::replies_to<release_atom, std::string>::with<bool>,
   // Start a colocator for a reserved job; it reports to the coordinator.
   caf::replies_to<colocate_atom, spawn_request, coordinator>::with<node_colocator>,
-  // Code shipping: is the binary with this SHA-256 in the node's cache?
-  caf::replies_to<has_bin_atom, std::string>::with<bool>,
+  // Code shipping: is the binary with this SHA-256 in the node's cache? A
+  // library also names where the driver found it: a node that has the same
+  // bytes at that path caches its own copy instead of a shipment.
+  caf::replies_to<has_bin_atom, std::string, std::string>::with<bool>,
   // One chunk of a binary (hash, job id, offset, bytes, last chunk); the
   // last one verifies the hash and moves the file into the cache (0700).
   caf::replies_to<put_bin_atom, std::string, std::string, uint64_t, std::vector<char>,

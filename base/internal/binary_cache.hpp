@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 
@@ -35,6 +36,20 @@ public:
 
   /// Drops an unfinished upload, if any (never throws).
   void abort(const std::string& hash, const std::string& upload) noexcept;
+
+  /// Caches a copy of this node's own file at `local` when its SHA-256 is
+  /// `hash` (a library the driver found at the same path): true when the
+  /// binary is cached afterwards. Anything but a readable regular file of at
+  /// most `max_bytes` (a FIFO, a device, a directory) is false, without
+  /// blocking. Throws std::invalid_argument for a malformed hash.
+  bool adopt(const std::string& hash, const std::string& local, uint64_t max_bytes);
+
+  /// A directory in which each cached library of `libraries` (file name ->
+  /// SHA-256) appears under its name: `<dir>/lib/<digest of the list>/`,
+  /// created once, atomically, for the worker's LD_LIBRARY_PATH. Throws
+  /// std::invalid_argument for a name that is not a plain file name, and
+  /// hvactor::error for a library that is not cached or a failed mkdir.
+  std::string library_dir(const std::map<std::string, std::string>& libraries);
 
   const std::string& dir() const noexcept {
     return dir_;

@@ -13,6 +13,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/internal/interfaces.hpp"
+#include "base/internal/program_libraries.hpp"
 #include "base/net/connection_watchdog.hpp"
 #include "hvactor/runtime.hpp"
 
@@ -25,6 +26,9 @@ struct runtime::impl {
   std::string executable;
   /// SHA-256 of `executable` when joining a cluster (nodes cache by it).
   std::string binary_hash;
+  /// The libraries shipped with `executable` (program_libraries.hpp), found
+  /// with binary_hash.
+  std::vector<program_library> libraries;
   /// Address drivers publish their coordinator and store on.
   std::string bind_host = "127.0.0.1";
   std::unique_ptr<caf::actor_system_config> cfg;

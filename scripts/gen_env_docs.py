@@ -5,6 +5,12 @@
     python3 scripts/gen_env_docs.py --check    # exit 1 if the committed file is stale
     python3 scripts/gen_env_docs.py --stdout   # print the page
 
+--check also fails when a documented variable or knob is read nowhere: each
+`hvactor::env` identifier must be used as `env::IDENT` (or its variable's
+name spelled out) and each `hvactor::knobs` one as `knobs::IDENT` (or IDENT
+inside knobs.hpp itself) in a source file outside knobs.hpp; a page that
+documents a knob nobody reads is not true.
+
 knobs.hpp names every environment variable once, in `namespace hvactor::env`:
 a `/// ...` comment followed by one or more
 
@@ -139,6 +145,38 @@ def render(entries):
     return "\n".join(out)
 
 
+SOURCE_DIRS = ("base", "collectives", "actors", "driver", "train", "torch", "tools", "examples",
+               "benchmarks")
+
+
+def unread(root, entries):
+    """Identifiers of `entries` that no source outside knobs.hpp reads."""
+    texts = []
+    for top in SOURCE_DIRS:
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                if os.path.relpath(path, root) == SOURCE:
+                    continue
+                if name.endswith((".cpp", ".hpp", ".h", ".py", ".sh")) or "." not in name:
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        texts.append(f.read())
+    code = "\n".join(texts)
+    with open(os.path.join(root, SOURCE), encoding="utf-8") as f:
+        own = f.read()
+    missing = []
+    for e in entries["hvactor::env"]:
+        for ident, name in e.items:
+            if not re.search(rf"\benv::{ident}\b", code) and f'"{name}"' not in code:
+                missing.append(f"hvactor::env::{ident} ({name})")
+    for e in entries["hvactor::knobs"]:
+        for ident, _ in e.items:
+            used_here = len(re.findall(rf"\b{ident}\b", own)) > 1
+            if not used_here and not re.search(rf"\bknobs::{ident}\b", code):
+                missing.append(f"hvactor::knobs::{ident}")
+    return missing
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true",
@@ -157,6 +195,11 @@ def main():
         sys.stdout.write(page)
         return 0
     if args.check:
+        missing = unread(args.root, entries)
+        if missing:
+            print(f"{SOURCE} documents what nothing reads (remove it or read it):\n  "
+                  + "\n  ".join(missing), file=sys.stderr)
+            return 1
         try:
             with open(target, encoding="utf-8") as f:
                 current = f.read()

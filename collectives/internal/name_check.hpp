@@ -1,7 +1,9 @@
 #pragma once
 
-// Internal: HVACTOR_CHECK_NAMES. Before an operation (or a batch of queued
-// allreduces) runs, every rank shows the others what it is about to run;
+// Internal: the name check of every negotiation round (the negotiator's
+// lanes; once opt-in as HVACTOR_CHECK_NAMES, now always on). Before an
+// operation (or a batch of queued allreduces) runs, every rank shows the
+// others what it is about to run;
 // all of them stop with one clear error at the first difference, instead
 // of corrupting tensors or hanging inside the backend. The engine exchanges
 // the lists (encode, gather, decode); this class only decides, so it is

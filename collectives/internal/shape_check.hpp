@@ -1,7 +1,7 @@
 #pragma once
 
-// Internal: the check every job runs before each collective (without
-// HVACTOR_CHECK_NAMES, which compares more). The ranks reduce a small
+// Internal: the check every job runs before each collective (the name
+// check of negotiation compares more). The ranks reduce a small
 // fingerprint of what they are about to run (kind, type, the counts that
 // must agree, reduction, root; not names): equal everywhere, the operation
 // runs; different, they show each other their lists and all fail with one

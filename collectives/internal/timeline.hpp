@@ -52,7 +52,7 @@ namespace hvactor::collectives {
 enum class timeline_phase : uint8_t {
   /// From submission until the operation started to run.
   queue,
-  /// The ranks agreeing on a batch's length (or on names, HVACTOR_CHECK_NAMES).
+  /// The ranks agreeing on a batch's length (or on names, in negotiation).
   negotiate,
   memcpy_in,
   /// The backend's collective: "<BACKEND>_<OP>", e.g. GLOO_ALLREDUCE.

@@ -1,4 +1,4 @@
-// HVACTOR_CHECK_NAMES as a plain class: every rank's list of what it is
+// The negotiator's name check as a plain class: every rank's list of what it is
 // about to run goes in, the common prefix comes out, or one collective_error
 // naming both sides and both ranks; and the byte encoding the ranks exchange.
 

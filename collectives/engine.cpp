@@ -209,6 +209,7 @@ int engine::join() {
   if (!p) {
     // Joined from here on: this rank's rounds go on until every rank joined.
     p = join_ = std::make_shared<pending_op>();
+    p->submitted = std::chrono::steady_clock::now(); // the stall inspector's clock
     join_told_ = false;
     submitted_since_round_ = true;
   }

@@ -1,7 +1,8 @@
 // The engine's rounds: its thread's loop (when a round starts: new work,
 // a full batch, a waiter, the cycle time, the heartbeat, shutdown), one
-// negotiation round with its stall inspection, and the exchanges its header
-// asks for (settle); the ranks' end (ending_error) and a joined rank's zeros.
+// negotiation round, the exchanges its header asks for (settle), the stall
+// inspection after it; the ranks' end (ending_error) and a joined rank's
+// zeros.
 #include "collectives/internal/engine.hpp"
 
 #include <algorithm>
@@ -121,8 +122,10 @@ void engine::loop() {
 // on the thread that holds busy_. `leave`: this rank's last round.
 bool engine::round(bool leave) {
   std::deque<std::shared_ptr<pending_op>> fresh;
+  std::shared_ptr<pending_op> join;
   {
     std::lock_guard<std::mutex> lk{mu_};
+    join = join_;
     fresh.swap(incoming_);
     submitted_since_round_ = false;
     apply_timeline_locked();
@@ -146,28 +149,22 @@ bool engine::round(bool leave) {
     p->proposed = now;
     outstanding_.emplace(p->id, p);
   }
-  // The stall inspector: what waits long enough is announced by name (so
-  // that every rank learns who submitted it), then warned about.
-  collectives::stall_inspector::verdict stall;
-  if (!outstanding_.empty() && stall_.overdue(now, std::min_element(outstanding_.begin(), outstanding_.end(), [](auto& a, auto& b) { return a.second->submitted < b.second->submitted; })->second->submitted)) {
-    std::vector<collectives::stall_inspector::waiting> waiting;
-    for (auto& w : negotiator_.pending()) {
-      auto& p = *outstanding_.at(w.id);
-      if (stall_.overdue(now, p.submitted))
-        negotiator_.uncache(w.id);
-      waiting.push_back({w.name, w.missing, w.known, p.submitted});
+  // What waited the warning time is announced by name instead of cached,
+  // and an unnamed one asks every rank how far its lane got, so that this
+  // round learns who has not submitted them (inspect_stalls, after it).
+  bool overdue = join && stall_.overdue(now, join->submitted), query = false;
+  for (auto& [id, p] : outstanding_)
+    if (stall_.overdue(now, p->submitted)) {
+      overdue = true;
+      if (p->lane)
+        query = true;
+      else
+        negotiator_.uncache(id);
     }
-    stall = stall_.check(now, waiting);
-    if (!stall.warning.empty()) {
-      log::warn("{}", stall.warning);
-      log::event({{"event", "stall"}, {"rank", std::to_string(topo_.rank)},
-                  {"waiting", stall.summary}, {"message", stall.warning}});
-    }
-  }
   std::vector<int64_t> header;
   std::exception_ptr transport;
   try {
-    header = negotiator_.propose(stall.shutdown, leave);
+    header = negotiator_.propose(stall_.gives_up(), leave, query);
     if (topo_.size > 1) {
       append_tuning(header);
       backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
@@ -176,14 +173,50 @@ bool engine::round(bool leave) {
   } catch (...) {
     transport = std::current_exception();
   }
-  return settle(header, stall, transport);
+  bool progress = settle(header, transport);
+  if (overdue)
+    inspect_stalls(join);
+  return progress;
+}
+
+// After a round in which something waited the warning time: warns (every
+// interval) naming what waits and the ranks that have not submitted it or
+// not joined (the round learned them), and past the shutdown time has the
+// next round ask every rank to abort. `join`: this rank's hvd::join() in
+// progress at the round's start, or null.
+void engine::inspect_stalls(const std::shared_ptr<pending_op>& join) {
+  if (stall_.gives_up())
+    return;
+  std::vector<collectives::stall_inspector::waiting> waiting;
+  for (auto& w : negotiator_.pending())
+    if (auto i = outstanding_.find(w.id); i != outstanding_.end())
+      waiting.push_back({w.name, w.missing, w.known, i->second->submitted});
+  if (join && negotiator_.joined()) {
+    auto missing = negotiator_.not_joined();
+    waiting.push_back({"hvd::join()", missing, !missing.empty(), join->submitted, true});
+  }
+  auto verdict = stall_.check(std::chrono::steady_clock::now(), waiting);
+  // Giving up is reported as Horovod's is (an error), also where no
+  // warning came first (a round that outlasted the rest of the interval).
+  const auto& text = verdict.shutdown ? verdict.message : verdict.warning;
+  if (!text.empty()) {
+    if (verdict.shutdown)
+      log::error("{}", text);
+    else
+      log::warn("{}", text);
+    log::event({{"event", "stall"}, {"rank", std::to_string(stall_.job_rank())},
+                {"waiting", verdict.summary}, {"message", text},
+                {"shutdown", verdict.shutdown ? "1" : "0"}});
+  }
+  if (verdict.shutdown) {
+    std::lock_guard<std::mutex> lk{mu_};
+    submitted_since_round_ = true; // the aborting round comes now
+  }
 }
 
 // The rest of a round once the header came back (or the transport failed):
 // the exchanges the header asks for, then what is ready runs.
-bool engine::settle(std::span<const int64_t> header,
-                    const collectives::stall_inspector::verdict& stall,
-                    std::exception_ptr transport) {
+bool engine::settle(std::span<const int64_t> header, std::exception_ptr transport) {
   collectives::round_result result;
   std::exception_ptr ended;
   try {
@@ -191,7 +224,7 @@ bool engine::settle(std::span<const int64_t> header,
       std::rethrow_exception(transport);
     auto plan = negotiator_.read(header);
     if (plan.abort) {
-      ended = ending_error(plan, stall);
+      ended = ending_error(plan);
     } else {
       if (plan.lane_prefix) {
         auto prefix = negotiator_.lane_prefix();
@@ -204,6 +237,15 @@ bool engine::settle(std::span<const int64_t> header,
         negotiator_.read_lane_lists(gather_strings(negotiator_.lane_list()));
       if (plan.names)
         negotiator_.learn(gather_strings(negotiator_.announcements()));
+      if (plan.progress) {
+        auto n = static_cast<size_t>(topo_.size);
+        std::vector<int64_t> all(n, negotiator_.progress());
+        if (n > 1) {
+          int64_t mine = negotiator_.progress();
+          backend_->allgatherv(&mine, all.data(), std::vector<size_t>(n, 1), dtype::int64);
+        }
+        negotiator_.read_progress(all);
+      }
     }
     result = negotiator_.finish(ended);
   } catch (...) {
@@ -259,14 +301,13 @@ std::shared_ptr<pending_op> engine::zeros_for(const operation& op) {
 
 // Why the ranks stop negotiating: a rank shuts down, or one gave up on a
 // stall (its message, which every rank reports: gathered from the ranks).
-std::exception_ptr engine::ending_error(const collectives::negotiator::plan& plan,
-                                        const collectives::stall_inspector::verdict& mine) {
+std::exception_ptr engine::ending_error(const collectives::negotiator::plan& plan) {
   if (plan.leave)
     return std::make_exception_ptr(collective_error(fmt::format(
       "hvd: rank {} shut down its collectives (hvd::shutdown()), so rank {} ({}) can run no "
       "more collectives in this session; call hvd::shutdown() and hvd::init() again",
       plan.leaver, topo_.rank, topo_.host)));
-  auto all = gather_strings(mine.shutdown ? mine.message : std::string{});
+  auto all = gather_strings(stall_.gives_up() ? stall_.shutdown_message() : std::string{});
   for (auto& m : all)
     if (!m.empty())
       return std::make_exception_ptr(collective_error(fmt::format("{} (seen on rank {} on {})", m, topo_.rank, topo_.host)));

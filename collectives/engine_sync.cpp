@@ -210,7 +210,7 @@ void engine::solo_hand_over(const operation& op, std::function<void(collectives:
   p->submitted = p->proposed = std::chrono::steady_clock::now();
   negotiator_.absorb_solo(p->id, p->op);
   outstanding_.emplace(p->id, p);
-  settle(header, {}, transport);
+  settle(header, transport);
   solo_pending_ = p;
 }
 

@@ -60,7 +60,7 @@ void negotiator::add(uint64_t id, const operation& op, bool lane) {
   local_.emplace(id, std::move(l));
 }
 
-std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
+std::vector<int64_t> negotiator::propose(bool abort, bool leave, bool query) {
   std::vector<int64_t> w(fixed_words + cache_.words(), 0);
   // The lane: from its head, the consecutive unnamed operations.
   std::vector<const operation*> lane;
@@ -126,6 +126,7 @@ std::vector<int64_t> negotiator::propose(bool abort, bool leave) {
   w[neg_abort] = abort ? -1 : 0;
   w[neg_next_seq] = -next_seq_;
   w[leaver] = leave ? rank_ : size_;
+  w[neg_query] = query ? -1 : 0;
   proposed_ = w;
   return w;
 }
@@ -152,7 +153,7 @@ const std::vector<int64_t>& negotiator::propose_solo(const operation& op) {
 
 bool negotiator::solo_agreed(std::span<const int64_t> r) {
   if (r[neg_abort] < 0 || r[leaver] < size_ || r[neg_announce] < 0 || r[neg_joined] < 0
-      || r[head] != next_seq_
+      || r[neg_query] < 0 || r[head] != next_seq_
       || r[neg_head] != -next_seq_ || r[run] != 1 || r[neg_run] != -1
       || r[print] != -r[neg_print])
     return false;
@@ -176,6 +177,7 @@ negotiator::plan negotiator::read(std::span<const int64_t> reduced) {
   lane_failed_ = false;
   lane_error_ = nullptr;
   completed_.clear();
+  progress_.clear();
   plan p;
   p.leave = reduced_[leaver] < size_;
   p.leaver = p.leave ? static_cast<int>(reduced_[leaver]) : -1;
@@ -184,6 +186,7 @@ negotiator::plan negotiator::read(std::span<const int64_t> reduced) {
   if (p.abort)
     return p;
   p.names = reduced_[neg_announce] < 0;
+  p.progress = reduced_[neg_query] < 0;
   bool same_head = reduced_[head] == -reduced_[neg_head] && reduced_[head] != no_lane;
   if (same_head && reduced_[run] >= 1) {
     lane_run_ = static_cast<size_t>(reduced_[run]);
@@ -341,11 +344,22 @@ std::vector<int> negotiator::announced_by(const std::string& name) const {
   return ranks;
 }
 
+void negotiator::read_progress(std::span<const int64_t> all) {
+  progress_.assign(all.begin(), all.end());
+}
+
 std::vector<negotiator::waiting> negotiator::pending() const {
   std::vector<waiting> out;
   for (auto& [id, l] : local_) {
     waiting w{id, l.op->name.empty() ? describe(*l.op) : l.op->name, {}, false};
-    if (l.st == state::named) {
+    if (l.lane && progress_.size() == static_cast<size_t>(size_)) {
+      // A rank whose lane has not reached this operation's place in the
+      // call order has not submitted it.
+      w.known = true;
+      for (int r = 0; r < size_; ++r)
+        if (progress_[static_cast<size_t>(r)] <= l.seq && !joined_[static_cast<size_t>(r)])
+          w.missing.push_back(r);
+    } else if (l.st == state::named) {
       auto i = table_.find(l.op->name);
       if (i != table_.end()) {
         w.known = true;
@@ -356,6 +370,16 @@ std::vector<negotiator::waiting> negotiator::pending() const {
     }
     out.push_back(std::move(w));
   }
+  return out;
+}
+
+std::vector<int> negotiator::not_joined() const {
+  std::vector<int> out;
+  if (!joined_[static_cast<size_t>(rank_)])
+    return out;
+  for (int r = 0; r < size_; ++r)
+    if (!joined_[static_cast<size_t>(r)])
+      out.push_back(r);
   return out;
 }
 

@@ -168,6 +168,9 @@ std::shared_ptr<set_entry> connect_set(int id, const std::vector<int>& ranks,
   auto t = set_topology(ranks, keys, detail::job_topology().rank);
   auto opts = detail::engine_options_from_env();
   opts.process_set_id = id;
+  // Stalls name the members by their ranks in the job.
+  opts.stall.members = ranks;
+  opts.stall.process_set = id;
   opts.timeline = nullptr;
   opts.autotune.enabled = false; // Horovod tunes the global set only
   std::unique_ptr<collectives::backend> host;

@@ -199,8 +199,8 @@ private:
                     bool reduce = false);
   void enqueue_locked(const std::shared_ptr<pending_op>& p);
   bool round(bool leave = false);
-  bool settle(std::span<const int64_t> header, const collectives::stall_inspector::verdict& stall,
-              std::exception_ptr transport);
+  bool settle(std::span<const int64_t> header, std::exception_ptr transport);
+  void inspect_stalls(const std::shared_ptr<pending_op>& join);
   template <class Body>
   bool solo(const collectives::operation& op, Body& body, void* data, bool reduce);
   // solo()'s steps: the header's exchange (with the data where it fits),
@@ -216,8 +216,7 @@ private:
                       std::span<const int64_t> header, std::exception_ptr transport);
   void drive_until(pending_op& p, std::unique_lock<std::mutex>& lk);
   void release_locked(std::unique_lock<std::mutex>& lk);
-  std::exception_ptr ending_error(const collectives::negotiator::plan& plan,
-                                  const collectives::stall_inspector::verdict& mine);
+  std::exception_ptr ending_error(const collectives::negotiator::plan& plan);
   void execute(const collectives::round_result& r);
   void execute_one(pending_op& p);
   std::shared_ptr<pending_op> zeros_for(const collectives::operation& op);

@@ -36,8 +36,11 @@ enum word : size_t {
   neg_joined,   // -1: some rank has joined (hvd::join)
   all_joined,   // 1: every rank has joined
   neg_no_data,  // -1: some rank's exchange carries no data (see data_word)
+  neg_query,    // -1: some rank waits long on an unnamed operation: every rank says
+                // how far its lane got (negotiator::progress()), so that the stall
+                // inspector names the ranks missing
 };
-static_assert(negotiator::fixed_words == 13);
+static_assert(negotiator::fixed_words == 14);
 static_assert(negotiator::data_word == neg_no_data);
 
 // A cache slot's word: this rank has the name pending (1), has not (0),

@@ -16,8 +16,10 @@
 //      with min.
 //   2. read(): what the round needs next: a check of the lane's common
 //      prefix (lane_prefix()/read_lane_prefix()), its explanation
-//      (lane_list()/explain_lane()), and names (announcements()/learn()),
-//      each an exchange every rank runs.
+//      (lane_list()/explain_lane()), names (announcements()/learn()), and
+//      how far each rank's lane got (progress()/read_progress(), only when
+//      a rank waits long on an unnamed operation), each an exchange every
+//      rank runs.
 //   3. finish(): which local operations run now, in the order every rank
 //      runs them, and which fail with which error.
 //
@@ -108,8 +110,10 @@ public:
 
   /// Step 1: this rank's header (same length on every rank). `abort`: this
   /// rank asks every rank to fail everything pending (stall shutdown);
-  /// `leave`: this rank shuts down (its last round).
-  std::vector<int64_t> propose(bool abort = false, bool leave = false);
+  /// `leave`: this rank shuts down (its last round); `query`: this rank
+  /// waits long on an unnamed operation and asks every rank how far its
+  /// lane got (plan::progress), so that pending() names the ranks missing.
+  std::vector<int64_t> propose(bool abort = false, bool leave = false, bool query = false);
 
   /// The fast path of a synchronous unnamed operation while nothing is
   /// pending here: the header propose() would build with `op` added.
@@ -136,6 +140,9 @@ public:
     /// everything pending, and no round follows.
     bool leave = false;
     int leaver = -1;
+    /// Some rank asked who is missing (propose's `query`): exchange
+    /// progress() (allgather, one word per rank), then read_progress().
+    bool progress = false;
   };
   plan read(std::span<const int64_t> reduced);
 
@@ -151,6 +158,16 @@ public:
   /// Given every rank's lane_list() while some rank has joined: a joined
   /// rank without unnamed operations takes part in the lane with zeros.
   void read_lane_lists(const std::vector<std::string>& lists);
+
+  /// How many unnamed operations this rank has submitted (its lane's next
+  /// sequence number).
+  int64_t progress() const noexcept {
+    return next_seq_;
+  }
+  /// Given every rank's progress() (index = rank): until the next read(),
+  /// pending() names the ranks that have not submitted each unnamed
+  /// operation.
+  void read_progress(std::span<const int64_t> all);
 
   /// This rank's new names and shapes, encoded.
   std::string announcements() const;
@@ -168,7 +185,10 @@ public:
   std::vector<int> announced_by(const std::string& name) const;
 
   /// Names pending here and what each waits on, for the stall inspector:
-  /// {name, ranks that have not announced it (empty when unknown)}.
+  /// {name, ranks that have not submitted it, known}. A named operation's
+  /// ranks are known once it was announced (not while it is cached: see
+  /// uncache()); an unnamed one's in the round that exchanged progress()
+  /// (plan::progress). A joined rank is never missing.
   struct waiting {
     uint64_t id;
     std::string name;
@@ -176,6 +196,11 @@ public:
     bool known = false;
   };
   std::vector<waiting> pending() const;
+
+  /// While this rank has joined (hvd::join) and the join is not over: the
+  /// ranks that have not joined, as every rank knows them; empty before
+  /// this rank's join was announced.
+  std::vector<int> not_joined() const;
 
   /// Moves the cached operation `id` back to announcing its name (and
   /// invalidates its slot everywhere), so that the table says who is
@@ -187,7 +212,7 @@ public:
   }
 
   /// Header words before the cache's.
-  static constexpr size_t fixed_words = 13;
+  static constexpr size_t fixed_words = 14;
   /// The header word that says whether every rank's exchange carries its
   /// data: propose() and propose_solo() set it to -1; a backend that sends
   /// the solo operation's data with the header sets it to 0
@@ -249,6 +274,8 @@ private:
   // A joined rank without unnamed operations: the lane's run, as zeros.
   std::vector<operation> lane_zeros_;
   bool lane_failed_ = false;
+  // Every rank's progress(), when this round exchanged it; else empty.
+  std::vector<int64_t> progress_;
   std::exception_ptr lane_error_;
   bool abort_ = false;
   int64_t agreed_next_seq_ = 0;

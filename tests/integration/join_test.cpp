@@ -4,14 +4,18 @@
 // finish without hanging, the joined ranks take part with zeros (an
 // average still divides by the full size), an allgather or a broadcast
 // while a rank has joined fails on the others, join() returns the last rank
-// to join on every rank, and a rank that dies while the others wait in
-// join() fails them.
+// to join on every rank, a rank that dies while the others wait in join()
+// fails them, and a rank busy outside hvd calls while the others wait in
+// join() is a stall: warned about and, past the shutdown time, a failure on
+// every rank, naming it.
 
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,9 +60,41 @@ std::string join_then_peer_dies(std::string dir) {
   return outcome;
 }
 
-hvactor::executor make(int n, const char* shm, std::chrono::milliseconds timeout = 20s) {
+/// Rank 2 of 3 is busy outside hvd calls while ranks 0 and 1 wait in
+/// join(). Each of those returns "<ms join() took>|<error>" and writes
+/// <dir>/failed-<rank>; rank 2 waits for both files, then calls join() and
+/// returns its error.
+std::string join_while_peer_busy(std::string dir) {
+  hvactor::test::hvd_session s;
+  auto path = [&](int r) { return std::filesystem::path(dir) / ("failed-" + std::to_string(r)); };
+  if (hvd::rank() == 2) {
+    hvactor::test::wait_until(
+      [&] { return std::filesystem::exists(path(0)) && std::filesystem::exists(path(1)); }, 20s);
+    try {
+      hvd::join();
+    } catch (const hvactor::error& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::string outcome = "no error";
+  try {
+    hvd::join();
+  } catch (const hvactor::error& e) {
+    outcome = e.what();
+  }
+  auto ms =
+    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  std::ofstream{path(hvd::rank())} << "done";
+  return std::to_string(ms.count()) + "|" + outcome;
+}
+
+hvactor::executor make(int n, const char* shm, std::chrono::milliseconds timeout = 20s,
+                       std::map<std::string, std::string> env = {}) {
+  env["HVACTOR_SHM"] = shm;
   return hvactor::executor{test_runtime(), hvactor::executor::create_settings({.timeout = timeout}),
-                           {.num_workers = n, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+                           {.num_workers = n, .extra_env_vars = env}};
 }
 
 } // namespace
@@ -144,6 +180,52 @@ TEST_CASE("a rank SIGKILLed while the others wait in join() fails them within 2 
     ex.start();
     CHECK_THROWS_AS(ex.run(&join_then_peer_dies, dir.path().string()), hvactor::worker_error);
     hvactor::test::check_survivors_failed(dir.path(), {0, 2}, 2s);
+    ex.shutdown();
+  }
+}
+
+TEST_CASE("ranks waiting in join() for a rank busy outside hvd calls warn naming it, and past "
+          "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS every rank fails naming it") {
+  for (const char* shm : {"1", "0"}) {
+    CAPTURE(shm);
+    hvactor::test::temp_dir dir;
+    auto ex = make(3, shm, 4s,
+                   {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"},
+                    {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "3"}});
+    std::mutex mu;
+    std::vector<std::map<std::string, std::string>> events;
+    ex.on_event([&](int, const std::map<std::string, std::string>& f) {
+      std::lock_guard<std::mutex> lk{mu};
+      if (f.count("event") && f.at("event") == "stall")
+        events.push_back(f);
+    });
+    ex.start();
+    auto got = ex.run(&join_while_peer_busy, dir.path().string());
+    REQUIRE(got.size() == 3);
+    const std::string missing = "hvd::join() (ranks that have not joined: 2)";
+    for (int r : {0, 1}) {
+      CAPTURE(r);
+      auto& mine = got[static_cast<size_t>(r)];
+      CAPTURE(mine);
+      auto bar = mine.find('|');
+      REQUIRE(bar != std::string::npos);
+      auto ms = std::stol(mine.substr(0, bar));
+      CHECK(ms >= 2900);
+      CHECK(ms < 6500);
+      CHECK(contains(mine, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3"));
+      CHECK(contains(mine, missing));
+    }
+    CAPTURE(got[2]);
+    CHECK(contains(got[2], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3"));
+    CHECK(contains(got[2], missing));
+    std::lock_guard<std::mutex> lk{mu};
+    std::vector<bool> warned(3, false);
+    for (auto& e : events) {
+      CAPTURE(e.at("message"));
+      CHECK(contains(e.at("message"), missing));
+      warned.at(static_cast<size_t>(std::stoi(e.at("rank")))) = true;
+    }
+    CHECK(warned == std::vector<bool>{true, true, false});
     ex.shutdown();
   }
 }

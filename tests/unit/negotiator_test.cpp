@@ -90,12 +90,15 @@ struct world {
     return all;
   }
 
-  void round(int aborting = -1) {
+  /// `querying`: the rank that asks how far every lane got (it waits long
+  /// on an unnamed operation).
+  void round(int aborting = -1, int querying = -1) {
     ++rounds;
     size_t n = ranks.size();
     std::vector<std::vector<int64_t>> headers;
     for (size_t r = 0; r < n; ++r)
-      headers.push_back(ranks[r].propose(static_cast<int>(r) == aborting));
+      headers.push_back(ranks[r].propose(static_cast<int>(r) == aborting, false,
+                                         static_cast<int>(r) == querying));
     header_words = headers[0].size();
     auto reduced = min_of(headers);
     std::vector<co::negotiator::plan> plans;
@@ -128,6 +131,15 @@ struct world {
       auto all = gather([](co::negotiator& neg) { return neg.announcements(); });
       for (auto& neg : ranks)
         neg.learn(all);
+    }
+    for (size_t r = 1; r < n; ++r)
+      REQUIRE(plans[r].progress == plans[0].progress);
+    if (plans[0].progress) {
+      std::vector<int64_t> all;
+      for (auto& neg : ranks)
+        all.push_back(neg.progress());
+      for (auto& neg : ranks)
+        neg.read_progress(all);
     }
     for (size_t r = 0; r < n; ++r) {
       auto res = ranks[r].finish(std::make_exception_ptr(hvactor::collective_error("aborted")));
@@ -196,6 +208,44 @@ TEST_CASE("a name waits for the rank that has not submitted it") {
   CHECK(w.idle());
   for (int r = 0; r < 3; ++r)
     CHECK(w.ran[r] == std::vector<std::string>{"x"});
+}
+
+TEST_CASE("an unnamed operation names the ranks that have not submitted it in a round that asked "
+          "how far every lane got, and only then; a joined rank is never missing") {
+  world w{3, 16};
+  for (int r = 0; r < 3; ++r)
+    w.submit(r, named("", 4), true);
+  w.round();
+  REQUIRE(w.idle());
+  w.submit(0, named("", 4), true);
+  w.submit(1, named("", 4), true);
+  w.round();
+  auto waiting = w.ranks[0].pending();
+  REQUIRE(waiting.size() == 1);
+  CHECK(!waiting[0].known);
+  w.round(-1, 1); // rank 1 asks; every rank learns
+  for (int r : {0, 1}) {
+    CAPTURE(r);
+    waiting = w.ranks[r].pending();
+    REQUIRE(waiting.size() == 1);
+    CHECK(waiting[0].known);
+    CHECK(waiting[0].missing == std::vector<int>{2});
+  }
+  w.round();
+  CHECK(!w.ranks[0].pending()[0].known);
+  // Rank 2 joins: it takes part with zeros, and the unnamed allreduce runs.
+  CHECK(w.ranks[2].not_joined().empty());
+  w.ranks[2].join();
+  w.round(-1, 0);
+  CHECK(w.idle());
+  CHECK(w.ran[0].size() == 2);
+  CHECK(w.ranks[2].not_joined() == std::vector<int>{0, 1});
+  CHECK(w.ranks[0].not_joined().empty()); // rank 0 has not joined itself
+  w.ranks[0].join();
+  w.ranks[1].join();
+  w.round();
+  CHECK(w.join_round[2] == w.rounds);
+  CHECK(w.ranks[2].not_joined().empty());
 }
 
 TEST_CASE("once cached, a name is agreed by its slot's word without announcing it") {

@@ -50,4 +50,33 @@ TEST_CASE("without a shutdown time it never gives up; disabled it never warns") 
   CHECK(!off.overdue(t0 + 100s, t0));
 }
 
+TEST_CASE("hvd::join() is named with the ranks that have not joined, and giving up is kept for "
+          "the next round's abort") {
+  co::stall_inspector s{{.warning = 1s, .shutdown = 3s}, 0, 3};
+  auto t0 = co::stall_inspector::clock::now();
+  std::vector<co::stall_inspector::waiting> w{{"hvd::join()", {2}, true, t0, true}};
+  auto v = s.check(t0 + 1s, w);
+  CHECK(v.warning.find("hvd::join() (ranks that have not joined: 2)") != std::string::npos);
+  CHECK(v.summary == "join():2");
+  CHECK(!s.gives_up());
+  v = s.check(t0 + 3s, w);
+  CHECK(v.shutdown);
+  CHECK(s.gives_up());
+  CHECK(s.shutdown_message() == v.message);
+  CHECK(v.message.find("rank 0 of 3 gave up after waiting 3 s") != std::string::npos);
+  CHECK(v.message.find("hvd::join() (ranks that have not joined: 2)") != std::string::npos);
+}
+
+TEST_CASE("in a process set, messages and events name the job's ranks") {
+  co::stall_inspector s{{.warning = 1s, .members = {1, 3, 4}, .process_set = 2}, 1, 3};
+  CHECK(s.job_rank() == 3);
+  auto t0 = co::stall_inspector::clock::now();
+  std::vector<co::stall_inspector::waiting> w{{"grad", {0, 2}, true, t0}};
+  auto v = s.check(t0 + 2s, w);
+  CHECK(v.warning.find("rank 3 (rank 1 of 3 in process set 2: ranks 1, 3, 4) has waited 2 s")
+        != std::string::npos);
+  CHECK(v.warning.find("'grad' (ranks that have not submitted it: 1, 4)") != std::string::npos);
+  CHECK(v.summary == "grad:1,4");
+}
+
 } // TEST_SUITE

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -647,6 +648,52 @@ TEST_CASE("horovodrun's tunables, timeline, log level, timeouts and interfaces r
   INFO(job.out << job.err);
   CHECK(job.status.code == 0);
   CHECK(job.out.find("sum 2") != std::string::npos);
+}
+
+TEST_CASE("files that would hang hvactor-run are refused at once: an alias bomb in --config-file, "
+          "a FIFO as --hostfile, a host file past its bound; a long host file reads in linear "
+          "time (issue 53)") {
+  temp_dir dir;
+  // Every case is an error before any host is contacted or rank started.
+  auto refused = [&](std::vector<std::string> args, const std::string& message) {
+    args.insert(args.end(), {"--", HVACTOR_RUN_PROGRAM});
+    auto r = run(dir, args, 10s);
+    INFO(args[0] << " " << args[1] << " stderr:\n" << r.err);
+    CHECK(r.status.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+    CHECK(r.elapsed < 8s);
+  };
+  // 13 lines, 10^12 scalars by reference.
+  auto bomb = dir.path() / "bomb.yaml";
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 13; ++i) {
+    auto prev = "*a" + std::to_string(i - 1);
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
+    for (int k = 1; k < 10; ++k)
+      text += ", " + prev;
+    text += "]\n";
+  }
+  write_file(bomb, text);
+  refused({"-np", "2", "--config-file", bomb.string()}, bomb.string() + ": ");
+  refused({"-np", "2", "--config-file", bomb.string()}, "alias");
+  auto fifo = dir.path() / "hosts.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  refused({"--hostfile", fifo.string()},
+          "--hostfile " + fifo.string() + ": cannot read it: not a regular file (a FIFO)");
+  refused({"-np", "2", "--config-file", fifo.string()}, "not a regular file (a FIFO)");
+  // 17 MiB of comments: past the host file's bound (16 MiB).
+  auto huge = dir.path() / "huge.hosts";
+  write_file(huge, std::string(17 << 20, '#'));
+  refused({"--hostfile", huge.string()}, "cannot read it: larger than 16777216 bytes");
+  // 200,000 hosts and one twice: quadratic reading took minutes.
+  auto many = dir.path() / "many.hosts";
+  std::string hosts;
+  for (int i = 0; i < 200000; ++i)
+    hosts += "node-" + std::to_string(i) + " slots=2\n";
+  write_file(many, hosts + "node-7\n");
+  refused({"--hostfile", many.string()}, "host 'node-7' is listed twice");
+  std::filesystem::remove(huge);
+  std::filesystem::remove(many);
 }
 
 TEST_CASE("a program that cannot be executed is reported naming the rank, node and reason, "

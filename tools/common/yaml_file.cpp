@@ -1,61 +1,82 @@
 #include "yaml_file.hpp"
 
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "text_file.hpp"
+
 namespace hvactor::tool {
 
 namespace {
 
-// YAML forbids a key twice in one mapping; yaml-cpp keeps both and answers
-// the first, so a second one would be ignored silently.
-void refuse_duplicate_keys(const yaml_reader& r, const YAML::Node& n, const std::string& where) {
-  if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i)
-      refuse_duplicate_keys(r, n[i], fmt::format("{}[{}]", where, i));
-    return;
+// The walk over a loaded document: no key twice in one mapping, and no
+// more nodes than the file could spell out. yaml-cpp keeps an alias (*a)
+// as a reference to its anchor's node, so 13 lines of nested aliases load
+// at once but stand for 10^12 nodes; a walk over them, ours or a reader's,
+// would never end.
+class document_check {
+ public:
+  document_check(const yaml_reader& r, size_t bytes)
+    : r_(r), limit_(2 * bytes + alias_allowance), left_(limit_) {}
+
+  void visit(const YAML::Node& n, const std::string& where) {
+    if (left_-- == 0)
+      r_.fail(where.empty() ? "(the document)" : where,
+              fmt::format("its aliases (*name) expand to more than {} nodes (an alias repeats "
+                          "what its anchor &name names, and nested ones multiply: an alias "
+                          "bomb); write the repeated parts out",
+                          limit_));
+    if (n.IsSequence()) {
+      for (size_t i = 0; i < n.size(); ++i)
+        visit(n[i], fmt::format("{}[{}]", where, i));
+      return;
+    }
+    if (n.IsMap())
+      visit_map(n, where);
   }
-  if (!n.IsMap())
-    return;
-  std::map<std::string, int> lines;
-  for (auto kv : n) {
-    auto key = kv.first.IsScalar() ? kv.first.Scalar() : std::string{"(a non-scalar key)"};
-    auto name = where.empty() ? key : where + "." + key;
-    int line = kv.first.Mark().line + 1;
-    if (auto [it, fresh] = lines.emplace(key, line); !fresh)
-      r.fail(name, fmt::format("the key appears twice, on lines {} and {} (YAML forbids "
-                               "duplicate keys; keep one)",
-                               it->second, line));
-    refuse_duplicate_keys(r, kv.second, name);
+
+ private:
+  // YAML forbids a key twice in one mapping; yaml-cpp keeps both and
+  // answers the first, so a second one would be ignored silently.
+  void visit_map(const YAML::Node& n, const std::string& where) {
+    std::map<std::string, int> lines;
+    for (auto kv : n) {
+      int line = kv.first.Mark().line + 1;
+      auto key = kv.first.IsScalar() ? kv.first.Scalar() : std::string{"(a non-scalar key)"};
+      auto name = where.empty() ? key : where + "." + key;
+      if (auto [it, fresh] = lines.emplace(key, line); !fresh)
+        r_.fail(name, fmt::format("the key appears twice, on lines {} and {} (YAML forbids "
+                                  "duplicate keys; keep one)",
+                                  it->second, line));
+      visit(kv.second, name);
+    }
   }
-}
+
+  // Nodes to visit at most: a file of N bytes spells out at most about N
+  // nodes without aliases (every node takes a character or a separator);
+  // aliases may add a fixed allowance (a list of commands named from
+  // several places), far from a bomb's 10^12.
+  static constexpr size_t alias_allowance = 100000;
+  const yaml_reader& r_;
+  size_t limit_;
+  size_t left_;
+};
 
 } // namespace
 
 YAML::Node load_yaml_file(const std::string& path, const std::string& what, uintmax_t max_bytes) {
+  auto text = read_text_file(path, what, max_bytes);
   YAML::Node doc;
-  std::error_code ec;
-  auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::is_directory(status))
-    throw std::invalid_argument(fmt::format("{}: cannot read {}: it is a directory", path, what));
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw std::invalid_argument(
-      fmt::format("{}: cannot read {}: not a regular file", path, what));
-  if (std::filesystem::exists(status) && std::filesystem::file_size(path, ec) > max_bytes)
-    throw std::invalid_argument(
-      fmt::format("{}: cannot read {}: larger than {} bytes", path, what, max_bytes));
   try {
-    doc = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw std::invalid_argument(fmt::format("{}: cannot read {}", path, what));
+    doc = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw std::invalid_argument(fmt::format("{}: not valid YAML: {}", path, e.what()));
   }
-  refuse_duplicate_keys(yaml_reader{path}, doc, "");
+  yaml_reader r{path};
+  document_check{r, text.size()}.visit(doc, "");
   return doc;
 }
 

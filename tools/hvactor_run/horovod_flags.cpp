@@ -4,18 +4,22 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
-#include <fstream>
+#include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "base/internal/knobs.hpp"
 #include "run_options.hpp"
+#include "text_file.hpp"
 
 namespace hvactor::run_tool {
 
@@ -168,67 +172,125 @@ void interfaces(const cxxopts::ParseResult& res, run_request& r) {
   r.launch.env[env::nccl_socket_ifname] = fmt::format("{}", fmt::join(nics, ","));
 }
 
-// -H host[:slots],...  (slots default 1, as horovodrun).
-std::vector<std::pair<std::string, int>> parse_hosts(const std::string& spec, const std::string& from) {
-  std::vector<std::pair<std::string, int>> hosts;
-  size_t at = 0;
-  while (at <= spec.size()) {
-    auto comma = spec.find(',', at);
-    auto item = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    at = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-    auto colon = item.rfind(':');
-    std::string host = colon == std::string::npos ? item : item.substr(0, colon);
-    int slots = 1;
-    if (colon != std::string::npos) {
-      auto text = item.substr(colon + 1);
-      char* end = nullptr;
-      long v = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || v < 1 || v > 1 << 20)
-        throw std::invalid_argument(fmt::format("{}: '{}': slots must be a whole number from 1 "
-                                                "(host:slots)", from, item));
-      slots = static_cast<int>(v);
+// The hosts as -H or a host file lists them: each name once (a hash set:
+// 200,000 lines read in linear time), 1 to 2^20 slots each, and slots in
+// all that fit -np's int. `from` names the list in messages ("-H/--hosts",
+// "--hostfile PATH").
+class host_list {
+ public:
+  explicit host_list(std::string from) : from_(std::move(from)) {}
+
+  /// `item` as written, for messages; `where`: ":LINE" in a host file.
+  void add(std::string host, std::string_view slots, std::string_view item,
+           const std::string& where, const char* form) {
+    int n = 1;
+    if (slots.data() != nullptr) {
+      long v = 0;
+      auto [end, ec] = std::from_chars(slots.data(), slots.data() + slots.size(), v);
+      if (slots.empty() || ec != std::errc{} || end != slots.data() + slots.size() || v < 1)
+        throw std::invalid_argument(fmt::format(
+          "{}{}: '{}': slots must be a whole number from 1 ({})", from_, where, item, form));
+      if (v > max_slots)
+        throw std::invalid_argument(fmt::format("{}{}: '{}': slots must be at most {}", from_,
+                                                where, item, max_slots));
+      n = static_cast<int>(v);
     }
     if (host.empty() || host.front() == '-' ||
         host.find_first_of(" \t'\"`$;&|<>\\") != std::string::npos)
-      throw std::invalid_argument(fmt::format("{}: '{}' is not a host name or address", from, item));
-    for (auto& [h, s] : hosts)
-      if (h == host)
-        throw std::invalid_argument(fmt::format("{}: host '{}' is listed twice", from, host));
-    hosts.emplace_back(host, slots);
+      throw std::invalid_argument(
+        fmt::format("{}{}: '{}' is not a host name or address", from_, where, item));
+    if (!seen_.insert(host).second)
+      throw std::invalid_argument(
+        fmt::format("{}{}: host '{}' is listed twice", from_, where, host));
+    total_ += n;
+    hosts_.emplace_back(std::move(host), n);
   }
-  return hosts;
+
+  std::vector<std::pair<std::string, int>> take() {
+    if (total_ > std::numeric_limits<int>::max())
+      throw std::invalid_argument(fmt::format(
+        "{}: the hosts offer {} slots in all, more than {} (the most -np can be)", from_, total_,
+        std::numeric_limits<int>::max()));
+    return std::move(hosts_);
+  }
+
+ private:
+  static constexpr long max_slots = 1 << 20;
+  std::string from_;
+  std::vector<std::pair<std::string, int>> hosts_;
+  std::unordered_set<std::string> seen_;
+  int64_t total_ = 0;
+};
+
+// -H host[:slots],...  (slots default 1, as horovodrun).
+std::vector<std::pair<std::string, int>> parse_hosts(std::string_view spec) {
+  host_list hosts{"-H/--hosts"};
+  for (size_t at = 0; at <= spec.size();) {
+    auto comma = std::min(spec.find(',', at), spec.size());
+    auto item = spec.substr(at, comma - at);
+    at = comma + 1;
+    auto colon = item.rfind(':');
+    if (colon == std::string_view::npos)
+      hosts.add(std::string{item}, {}, item, "", "host:slots");
+    else
+      hosts.add(std::string{item.substr(0, colon)}, item.substr(colon + 1), item, "",
+                "host:slots");
+  }
+  return hosts.take();
+}
+
+// A host file is a list of machines, a line each; a bound on what one
+// makes us read.
+constexpr uintmax_t max_hostfile_bytes = uintmax_t{16} << 20;
+
+// The words of `line` (blanks: space, tab, CR).
+std::vector<std::string_view> words_of(std::string_view line) {
+  std::vector<std::string_view> words;
+  for (size_t at = 0;;) {
+    at = line.find_first_not_of(" \t\r", at);
+    if (at == std::string_view::npos)
+      return words;
+    auto end = std::min(line.find_first_of(" \t\r", at), line.size());
+    words.push_back(line.substr(at, end - at));
+    at = end;
+  }
 }
 
 // horovodrun's host file: "host slots=N" per line ("host" alone: 1 slot),
-// '#' comments.
+// '#' comments. Never opened when it is not a regular file (a FIFO would
+// block for ever).
 std::vector<std::pair<std::string, int>> read_hostfile(const std::string& path) {
-  std::ifstream in{path};
-  if (!in)
-    throw std::invalid_argument(fmt::format("--hostfile {}: cannot read it", path));
-  std::string spec, line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (auto hash = line.find('#'); hash != std::string::npos)
-      line.erase(hash);
-    std::istringstream words{line};
-    std::string host, slots;
-    if (!(words >> host))
-      continue;
-    std::string item = host;
-    if (words >> slots) {
-      if (slots.rfind("slots=", 0) != 0)
-        throw std::invalid_argument(
-          fmt::format("--hostfile {}:{}: '{}' is not slots=N", path, n, slots));
-      item += ":" + slots.substr(6);
-    }
-    if (std::string extra; words >> extra)
-      throw std::invalid_argument(fmt::format("--hostfile {}:{}: unexpected '{}'", path, n, extra));
-    spec += (spec.empty() ? "" : ",") + item;
+  std::string text;
+  try {
+    text = tool::read_text_file(path, "it", max_hostfile_bytes);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--hostfile {}", e.what()));
   }
-  if (spec.empty())
+  host_list hosts{"--hostfile " + path};
+  std::string_view rest{text};
+  for (int n = 1; !rest.empty(); ++n) {
+    auto eol = std::min(rest.find('\n'), rest.size());
+    auto line = rest.substr(0, eol);
+    rest.remove_prefix(std::min(eol + 1, rest.size()));
+    line = line.substr(0, line.find('#'));
+    auto words = words_of(line);
+    if (words.empty())
+      continue;
+    auto where = fmt::format(":{}", n);
+    if (words.size() > 2)
+      throw std::invalid_argument(
+        fmt::format("--hostfile {}{}: unexpected '{}'", path, where, words[2]));
+    if (words.size() == 2 && words[1].substr(0, 6) != "slots=")
+      throw std::invalid_argument(
+        fmt::format("--hostfile {}{}: '{}' is not slots=N", path, where, words[1]));
+    auto slots = words.size() == 2 ? words[1].substr(6) : std::string_view{};
+    hosts.add(std::string{words[0]}, slots, line.substr(0, line.find_last_not_of(" \t\r") + 1),
+              where, "host slots=N");
+  }
+  auto list = hosts.take();
+  if (list.empty())
     throw std::invalid_argument(fmt::format("--hostfile {}: no hosts in it", path));
-  return parse_hosts(spec, "--hostfile " + path);
+  return list;
 }
 
 } // namespace
@@ -237,7 +299,7 @@ void read_hosts(const cxxopts::ParseResult& res, run_request& r) {
   if (res.count("hosts") && res.count("hostfile"))
     throw std::invalid_argument("-H/--hosts and --hostfile both list the hosts: give one");
   if (res.count("hosts"))
-    r.hosts = parse_hosts(res["hosts"].as<std::string>(), "-H/--hosts");
+    r.hosts = parse_hosts(res["hosts"].as<std::string>());
   else if (res.count("hostfile"))
     r.hosts = read_hostfile(res["hostfile"].as<std::string>());
   if (r.hosts.empty())

@@ -276,11 +276,11 @@ run_request read_run_options(const cxxopts::ParseResult& res, std::vector<std::s
   read_elastic(res, o);
   read_hosts(res, r);
   if (!r.hosts.empty()) {
-    int slots = 0;
+    int64_t slots = 0; // at most an int's worth (read_hosts)
     for (auto& h : r.hosts)
       slots += h.second;
     if (o.np <= 0)
-      o.np = slots; // horovodrun: -np defaults to the hosts' slots
+      o.np = static_cast<int>(slots); // horovodrun: -np defaults to the hosts' slots
     else if (o.np > slots)
       throw std::invalid_argument(fmt::format(
         "-np {} needs {} slots but the hosts offer {}", o.np, o.np, slots));

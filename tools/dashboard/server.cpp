@@ -9,7 +9,6 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
-#include <thread>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -21,6 +20,7 @@
 #include "base/internal/log.hpp"
 #include "base/net/net.hpp"
 #include "base/net/port_guard.hpp"
+#include "front.hpp"
 #include "page.hpp"
 #include "render.hpp"
 
@@ -28,15 +28,73 @@ namespace hvactor::dashboard {
 
 using namespace std::chrono_literals;
 
+namespace {
+
+// A request head as cpp-httplib reads it, and the response it writes;
+// front.hpp has read the head whole and writes the response.
+class request_stream final : public httplib::Stream {
+public:
+  request_stream(std::string_view head, const peer& who) : head_(head), who_(who) {}
+  std::string out;
+  bool is_readable() const override { return pos_ < head_.size(); }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    size = std::min(size, head_.size() - pos_);
+    std::memcpy(ptr, head_.data() + pos_, size);
+    pos_ += size;
+    return static_cast<ssize_t>(size);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    out.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = who_.remote_ip;
+    port = who_.remote_port;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = who_.local_ip;
+    port = who_.local_port;
+  }
+  // No socket: cpp-httplib answers 500 to one numbered FD_SETSIZE or more.
+  socket_t socket() const override { return INVALID_SOCKET; }
+
+private:
+  std::string_view head_;
+  size_t pos_ = 0;
+  const peer& who_;
+};
+
+// cpp-httplib's parsing, routing and response writing, without its sockets.
+class router : public httplib::Server {
+public:
+  std::string answer(std::string_view head, const peer& who, bool last, bool& close) {
+    request_stream strm{head, who};
+    bool closed = false;
+    bool ok = process_request(strm, last, closed, [&who](httplib::Request& req) {
+      req.ssl = who.ssl;
+    });
+    close = !ok || closed || last;
+    return std::move(strm.out);
+  }
+};
+
+} // namespace
+
 struct server::impl {
   caf::actor_system& sys;
   proto::node_registry registry;
   options o;
   bool loopback = true;
-  std::unique_ptr<httplib::Server> http;
-  std::thread thread;
+  router http;
+  SSL_CTX* tls = nullptr;
+  std::unique_ptr<front> net;
   uint16_t port = 0;
 
+  ~impl() {
+    net.reset(); // its connections' sessions first
+    ::SSL_CTX_free(tls);
+  }
   snapshot take() const;
   bool allowed(const httplib::Request& req, httplib::Response& res) const;
   void routes();
@@ -102,6 +160,7 @@ bool setup_tls(SSL_CTX& ctx, const tls::config& t) {
     return false;
   SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
   return true;
 }
 
@@ -163,7 +222,7 @@ bool server::impl::allowed(const httplib::Request& req, httplib::Response& res) 
 }
 
 void server::impl::routes() {
-  auto& h = *http;
+  auto& h = http;
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (allowed(req, res))
       return httplib::Server::HandlerResponse::Unhandled;
@@ -230,56 +289,36 @@ server::server(caf::actor_system& sys, proto::node_registry registry, options o)
       "certificate (--tls-cert, --tls-key, --tls-ca); keep --dashboard-host 127.0.0.1 or pass "
       "--include-dashboard false",
       st.o.host));
-  if (st.loopback) {
-    st.http = std::make_unique<httplib::Server>();
-  } else {
+  if (!st.loopback) {
     if (st.o.token.empty())
       st.o.token = random_token();
-    auto tls = st.o.tls;
-    auto ssl = std::make_unique<httplib::SSLServer>(
-      [tls](SSL_CTX& ctx) { return setup_tls(ctx, tls); });
-    if (!ssl->is_valid())
+    st.tls = ::SSL_CTX_new(TLS_server_method());
+    if (st.tls == nullptr || !setup_tls(*st.tls, st.o.tls))
       throw std::runtime_error(fmt::format("cannot serve the dashboard over TLS: the certificate "
                                            "{} or key {} or CA {} did not load",
-                                           tls.certificate, tls.key, tls.cafile));
-    st.http = std::move(ssl);
+                                           st.o.tls.certificate, st.o.tls.key, st.o.tls.cafile));
   }
-  // Bounded: 4 threads, 10 s per read or write, small requests only.
-  st.http->new_task_queue = [] { return new httplib::ThreadPool(4); };
-  st.http->set_read_timeout(10, 0);
-  st.http->set_write_timeout(10, 0);
-  st.http->set_payload_max_length(64 * 1024);
-  st.http->set_keep_alive_max_count(100);
-  st.http->set_default_headers({{"Cache-Control", "no-store"},
-                                {"X-Content-Type-Options", "nosniff"}});
+  front_limits limits;
+  st.http.set_keep_alive_max_count(limits.keep_alive_requests);
+  st.http.set_keep_alive_timeout(
+    std::chrono::duration_cast<std::chrono::seconds>(limits.request_deadline).count());
+  st.http.set_default_headers({{"Cache-Control", "no-store"},
+                               {"X-Content-Type-Options", "nosniff"}});
   st.routes();
-  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, and a second
-  // head given a taken port shared it, each answering some of the requests.
-  st.http->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  int got = st.o.port == 0 ? st.http->bind_to_any_port(st.o.host)
-                           : (st.http->bind_to_port(st.o.host, st.o.port) ? st.o.port : -1);
-  if (got <= 0)
-    throw std::runtime_error(fmt::format(
-      "cannot serve the dashboard on {}:{}: the port is taken (by another head's dashboard?); "
-      "pass another --dashboard-port (0 picks a free one) or --include-dashboard false",
-      st.o.host, st.o.port));
-  st.port = static_cast<uint16_t>(got);
+  st.net = std::make_unique<front>(st.o.host, st.o.port, st.tls, limits);
+  st.port = st.net->port();
   // Another user's process on loopback is closed at accept, and the
   // connections are capped, as on the head's CAF ports (port_guard.hpp); the
   // check per request below stays for --insecure and as a second line.
   port_guard::watch(st.port, false);
-  st.thread = std::thread([http = st.http.get()] { http->listen_after_bind(); });
+  st.net->start([&http = st.http](std::string_view head, const peer& who, bool last,
+                                  bool& close) { return http.answer(head, who, last, close); });
 }
 
 server::~server() {
   if (!impl_)
     return;
-  impl_->http->stop();
-  if (impl_->thread.joinable())
-    impl_->thread.join();
+  impl_->net.reset();
   port_guard::unwatch(impl_->port);
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 
 // The head's dashboard (hvactor-node --head): a read-only web page, its JSON
-// API and Prometheus' /metrics, served by cpp-httplib (Debian's
-// libcpp-httplib-dev, built with OpenSSL) from the head's registry (the
-// nodes, and the jobs and training runs the drivers send it:
-// actors/internal/board_types.hpp).
+// API and Prometheus' /metrics, from the head's registry (the nodes, and the
+// jobs and training runs the drivers send it:
+// actors/internal/board_types.hpp). cpp-httplib (Debian's
+// libcpp-httplib-dev) parses and routes the requests; the connections are
+// front.hpp's, which bounds what each may cost before it is authenticated
+// (a 16 KiB request head sent within 10 s, 256 connections).
 //
 //   GET /                  the page (page.hpp): nodes, jobs and their ranks,
 //                          training runs with their metrics plotted; it

@@ -5,7 +5,8 @@
 // own (the members' first local rank creates it; the others open it
 // through /proc/<pid>/fd, which the kernel allows a process of the same
 // user only). Adding and removing are collectives over every rank of the
-// job, so every rank numbers the sets alike.
+// job, decided alike on every rank before anything changes
+// (process_set_agreement.hpp), so every rank numbers the sets alike.
 #include "hvactor/hvd_process_set.hpp"
 
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include "collectives/internal/host_backend.hpp"
 #include "collectives/internal/hvd_calls.hpp"
 #include "collectives/internal/hvd_options.hpp"
+#include "collectives/internal/process_set_agreement.hpp"
 #include "collectives/shm/segment.hpp"
 #include "collectives/internal/elastic_session.hpp"
 #include "hvactor/errors.hpp"
@@ -67,20 +69,6 @@ thread_local int current_set = 0;
 
 std::string describe(int id, const std::vector<int>& ranks) {
   return fmt::format("process set {} (ranks {})", id, fmt::join(ranks, ", "));
-}
-
-// The ranks as every rank must pass them: sorted, unique, within the job.
-std::vector<int> checked_ranks(std::vector<int> ranks, int size, const char* call) {
-  std::sort(ranks.begin(), ranks.end());
-  if (ranks.empty())
-    throw std::invalid_argument(fmt::format("hvd::{}: a process set needs at least one rank", call));
-  if (ranks.front() < 0 || ranks.back() >= size)
-    throw std::invalid_argument(fmt::format("hvd::{}: ranks {} are not all ranks of the job (size {})",
-                                            call, fmt::join(ranks, ", "), size));
-  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end())
-    throw std::invalid_argument(
-      fmt::format("hvd::{}: ranks {} name a rank twice", call, fmt::join(ranks, ", ")));
-  return ranks;
 }
 
 // What identifies this rank's node: its shared-memory segment's id (the
@@ -199,34 +187,32 @@ std::shared_ptr<set_entry> connect_set(int id, const std::vector<int>& ranks,
 }
 
 // Adds set `ranks` on every rank of the job: one allgather of each rank's
-// (node, ranks) through the job's engine checks that all passed the same
-// ranks and tells the members where the others run.
+// part (its node, the ranks it passed, the set that already has them
+// there) through the job's engine; every rank then adds the set, or
+// refuses it with the same error (process_set_agreement.hpp), and the
+// members learn where the others run.
 process_set add_locked(registry& r, std::vector<int> ranks, const char* call) {
   int size = detail::job_topology().size;
-  ranks = checked_ranks(std::move(ranks), size, call);
+  std::sort(ranks.begin(), ranks.end());
+  collectives::set_proposal mine{.node = node_key(), .held = 0, .ranks = ranks};
   {
     std::lock_guard<std::mutex> lk{r.mu};
     for (auto& [id, e] : r.sets)
       if (e->ranks == ranks)
-        throw std::invalid_argument(fmt::format(
-          "hvd::{}: Attempted to add a duplicate process set: {}", call, describe(id, ranks)));
+        mine.held = id;
   }
-  std::vector<int64_t> mine{node_key(), static_cast<int64_t>(std::hash<std::string>{}(
-                                          fmt::format("{}", fmt::join(ranks, ","))))};
   std::vector<int64_t> table;
   {
     process_set_scope global{global_process_set()};
-    table = allgather(std::span<const int64_t>(mine));
+    auto words = collectives::encode(mine);
+    table = allgather(std::span<const int64_t>(words));
   }
-  std::vector<int64_t> keys(static_cast<size_t>(size));
-  for (int q = 0; q < size; ++q) {
-    keys[static_cast<size_t>(q)] = table[static_cast<size_t>(2 * q)];
-    if (table[static_cast<size_t>(2 * q + 1)] != mine[1])
-      throw std::invalid_argument(fmt::format(
-        "hvd::{}: every rank must pass the same ranks; rank {} passed other ranks than rank {} "
-        "({})",
-        call, q, detail::job_topology().rank, fmt::join(ranks, ", ")));
-  }
+  auto all = collectives::decode_proposals(table, size);
+  if (auto refusal = collectives::add_refusal(all, size, call); !refusal.empty())
+    throw std::invalid_argument(refusal);
+  std::vector<int64_t> keys;
+  for (auto& p : all)
+    keys.push_back(p.node);
   int id = r.next_id++;
   auto me = detail::job_topology().rank;
   std::shared_ptr<set_entry> entry;
@@ -320,19 +306,33 @@ bool remove_process_set(process_set& ps) {
   if (!r.dynamic && env::get_int(env::dynamic_process_sets, 0) == 0)
     throw std::invalid_argument("hvd::remove_process_set: Set HOROVOD_DYNAMIC_PROCESS_SETS=1 to "
                                 "allow removing process sets after Horovod initialization.");
+  // A set never added, removed, or the global one: false, as Horovod's
+  // (the object says so on every rank). Else every rank agrees first
+  // (process_set_agreement.hpp); the members then finish what is queued.
+  if (ps.id() <= 0)
+    return false;
   std::shared_ptr<set_entry> entry;
+  std::map<int, std::vector<int>> known;
   {
     std::lock_guard<std::mutex> lk{r.mu};
-    auto i = r.sets.find(ps.id());
-    if (ps.id() <= 0 || i == r.sets.end())
-      return false;
-    entry = i->second;
+    for (auto& [id, e] : r.sets)
+      known[id] = e->ranks;
+    if (auto i = r.sets.find(ps.id()); ps.id() > 0 && i != r.sets.end())
+      entry = i->second;
   }
+  std::vector<int64_t> mine{ps.id(), entry ? 1 : 0}, table;
   {
-    // Every rank agrees first; the members then finish what is queued.
     process_set_scope global{global_process_set()};
-    barrier();
+    table = allgather(std::span<const int64_t>(mine));
   }
+  std::vector<collectives::set_removal> all;
+  for (size_t q = 0; q + 1 < table.size(); q += 2)
+    all.push_back({static_cast<int>(table[q]), table[q + 1] != 0});
+  auto decision = collectives::decide_removal(all, known);
+  if (!decision.refusal.empty())
+    throw std::invalid_argument(decision.refusal);
+  if (!decision.remove || !entry)
+    return decision.removed;
   {
     std::lock_guard<std::mutex> lk{r.mu};
     r.sets.erase(ps.id());
@@ -340,7 +340,7 @@ bool remove_process_set(process_set& ps) {
   if (entry->engine)
     entry->engine->stop();
   process_set_access::set_id(ps, -1);
-  return true;
+  return decision.removed;
 }
 
 std::vector<process_set> process_sets() {

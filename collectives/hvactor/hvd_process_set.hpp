@@ -75,13 +75,16 @@ void init(const std::vector<process_set*>& process_sets, bool dynamic = false);
 /// hvd.add_process_set); every rank of the job calls it with the same
 /// ranks. Requires HOROVOD_DYNAMIC_PROCESS_SETS=1 (or init(sets, true)).
 /// std::invalid_argument for ranks that are empty, out of range,
-/// duplicated, differ between ranks, or already form a set.
+/// duplicated, differ between ranks, or already form a set: the same on
+/// every rank (decided after one exchange, before anything changes).
 process_set add_process_set(std::vector<int> ranks);
 process_set add_process_set(const process_set& ranks);
 
 /// Removes `ps` once every rank called this (its members first finish
-/// what they queued on it) and invalidates it (id -1). False for the
-/// global set or a set that does not exist (any more).
+/// what they queued on it) and invalidates it (id -1). False, without a
+/// collective, for the global set or a set not added (id 0 or -1); false
+/// where some rank no longer had it. std::invalid_argument on every rank
+/// when the ranks passed different sets.
 bool remove_process_set(process_set& ps);
 
 /// Every set of the job (the global one first), as added.

@@ -3,8 +3,9 @@
 // results, over shared memory and over Gloo, at 3 and 4 ranks; sets added
 // and removed while another set's collectives run; every refusal (not a
 // member, removed set, duplicate, ranks that differ between ranks, no
-// HOROVOD_DYNAMIC_PROCESS_SETS); a member SIGKILLed while the others wait
-// in the set's allreduce fails them fast.
+// HOROVOD_DYNAMIC_PROCESS_SETS); ranks that add or remove different sets
+// all get the same refusal and stay alike; a member SIGKILLed while the
+// others wait in the set's allreduce fails them fast.
 
 #include <unistd.h>
 
@@ -268,6 +269,42 @@ std::string dynamic_sets(int rounds) {
   return f.text();
 }
 
+// Rank 0 adds ranks {0, 1}, already process set 1, while the others add
+// {0, 1, 2}, a new set; then rank 0 removes set 1 while the others remove
+// set 2. Returns the two refusals and the findings, "|" between them.
+std::string differing_sets() {
+  findings f;
+  hvd::init({}, true);
+  int me = hvd::rank();
+  std::string added, removed;
+  try {
+    auto pair = hvd::add_process_set({0, 1});
+    added = error_of([&] {
+      hvd::add_process_set(me == 0 ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2});
+    });
+    on_job(2, f); // the job's next collectives pair as before
+    f.check(hvd::process_sets().size() == 2, "sets after the refused add");
+    auto all = hvd::add_process_set({0, 1, 2});
+    f.check(all.id() == 2, "the next set's id: " + all.to_string());
+    if (all.included())
+      on_set(all, 0, f);
+    auto& removing = me == 0 ? pair : all;
+    removed = error_of([&] { hvd::remove_process_set(removing); });
+    f.check(removing.id() > 0, "the refused removal kept the set's id");
+    f.check(hvd::process_sets().size() == 3, "sets after the refused removal");
+    on_job(2, f);
+    if (pair.included())
+      on_set(pair, 1, f);
+    f.check(hvd::remove_process_set(pair) && hvd::remove_process_set(all),
+            "the same removals on every rank");
+    f.check(hvd::process_sets().size() == 1, "sets after the removals");
+  } catch (const std::exception& e) {
+    f.check(false, std::string("threw: ") + e.what());
+  }
+  hvd::shutdown();
+  return added + "|" + removed + "|" + f.text();
+}
+
 // Ranks 0..n-2 form a set; the last of them dies while the others wait in
 // the set's allreduce; the rank outside the set waits in the job's barrier.
 void set_member_dies(std::string dir) {
@@ -335,6 +372,30 @@ TEST_CASE("sets are added and removed while another set's collectives run; refus
     CAPTURE(r);
     CHECK_MESSAGE(reports[r].empty(), reports[r]);
   }
+  ex.shutdown();
+}
+
+TEST_CASE("ranks that add or remove different sets all get the same refusal, naming what each "
+          "passed, and go on alike") {
+  hvactor::executor ex{test_runtime(),
+                       hvactor::executor::create_settings({.timeout = 20s,
+                                                           .placement_timeout = 20s}),
+                       {.num_workers = 3}};
+  ex.start();
+  auto reports = ex.run(&differing_sets);
+  REQUIRE(reports.size() == 3);
+  for (size_t r = 0; r < reports.size(); ++r) {
+    CAPTURE(r);
+    CAPTURE(reports[r]);
+    CHECK(reports[r].substr(0, reports[r].rfind('|')) == reports[0].substr(0, reports[0].rfind('|')));
+    CHECK(reports[r].ends_with("|"));
+  }
+  auto& report = reports[0];
+  CHECK(contains(report, "hvd::add_process_set: every rank must pass the same ranks: rank 0 "
+                         "passed 0, 1 (process set 1 there), ranks 1, 2 passed 0, 1, 2"));
+  CHECK(contains(report, "hvd::remove_process_set: every rank must remove the same process set: "
+                         "rank 0 passed process set 1 (ranks 0, 1), ranks 1, 2 passed process "
+                         "set 2 (ranks 0, 1, 2)"));
   ex.shutdown();
 }
 

@@ -548,7 +548,7 @@ TEST_CASE("horovodrun's flags: -v and -cb print and exit 0; every bad value exit
     {"logging:\n  level: DEBUG\n  level: INFO\n", "logging.level: the key appears twice"},
     {"stall_check: 3\n", "stall_check: must be a mapping"},
     {"- a\n- b\n", "(the document): must be a mapping"},
-    {"autotune:\n  warmup_samples: -2\n", "autotune.warmup_samples: must be in 0..100000 (got -2)"},
+    {"autotune:\n  warmup_samples: -2\n", "autotune.warmup_samples: must be in 0..1000 (got -2)"},
     {"autotune:\n  gaussian_process_noise: 3\n", "autotune.gaussian_process_noise: must be"},
     {"autotune:\n  speed: 3\n", "autotune.speed: unknown key"},
   };
@@ -694,6 +694,56 @@ TEST_CASE("files that would hang hvactor-run are refused at once: an alias bomb 
   refused({"--hostfile", many.string()}, "host 'node-7' is listed twice");
   std::filesystem::remove(huge);
   std::filesystem::remove(many);
+}
+
+TEST_CASE("-x keeps commas in its value and takes a bare VAR from hvactor-run's environment; "
+          "slot totals past an int, a config file's bounds and a non-scalar key are named "
+          "(issue 53)") {
+  temp_dir dir;
+  ::setenv("HVACTOR_RUN_TEST_PASSED", "p,q", 1);
+  auto env = ranks_env(dir,
+                       {"-np", "2", "-x", "NCCL_SOCKET_IFNAME=eth0,ib0", "-x",
+                        "HOROVOD_THREAD_AFFINITY=0,1", "-x", "HVACTOR_RUN_TEST_PASSED"},
+                       {"NCCL_SOCKET_IFNAME", "HOROVOD_THREAD_AFFINITY", "HVACTOR_RUN_TEST_PASSED"});
+  ::unsetenv("HVACTOR_RUN_TEST_PASSED");
+  REQUIRE(env.size() == 2);
+  for (auto& [rank, v] : env) {
+    CAPTURE(rank);
+    CHECK(v["NCCL_SOCKET_IFNAME"] == "eth0,ib0");
+    CHECK(v["HOROVOD_THREAD_AFFINITY"] == "0,1");
+    CHECK(v["HVACTOR_RUN_TEST_PASSED"] == "p,q");
+  }
+  auto refused = [&](std::vector<std::string> args, const std::string& message) {
+    args.insert(args.end(), {"--", HVACTOR_RUN_PROGRAM});
+    auto r = run(dir, args, 10s);
+    INFO(args[0] << " " << args[1] << " stderr:\n" << r.err);
+    CHECK(r.status.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  };
+  refused({"-np", "2", "-x", "HVACTOR_RUN_TEST_UNSET"},
+          "-x needs VAR=VALUE or the name of a variable set here: 'HVACTOR_RUN_TEST_UNSET'");
+  // 2,100 hosts of 2^20 slots: 2,202,009,600 in all, past an int.
+  auto hostfile = dir.path() / "big.hosts";
+  std::string hosts;
+  for (int i = 0; i < 2100; ++i)
+    hosts += "node-" + std::to_string(i) + " slots=1048576\n";
+  write_file(hostfile, hosts);
+  refused({"--hostfile", hostfile.string()},
+          "--hostfile " + hostfile.string() + ": the hosts offer 2202009600 slots in all, more "
+          "than 2147483647");
+  // A config file's values are checked against the flags' bounds, and
+  // named by the file and the key.
+  auto yaml = dir.path() / "hv.yaml";
+  write_file(yaml, "autotune:\n  enabled: true\n  warmup_samples: 5000\n");
+  refused({"-np", "2", "--config-file", yaml.string()},
+          yaml.string() + ": autotune.warmup_samples: must be in 0..1000 (got 5000)");
+  write_file(yaml, "autotune:\n  steps_per_sample: 5\n");
+  refused({"-np", "2", "--config-file", yaml.string()},
+          yaml.string() + ": autotune.steps_per_sample: shapes autotune: set autotune.enabled: "
+          "true (or give --autotune)");
+  write_file(yaml, "params:\n  ? [fusion_threshold_mb]\n  : 64\n");
+  refused({"-np", "2", "--config-file", yaml.string()},
+          yaml.string() + ": params: a key must be a name, not a list or a mapping (line 2)");
 }
 
 TEST_CASE("a program that cannot be executed is reported naming the rank, node and reason, "

@@ -5,9 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "options.hpp"
 #include "tools/cluster/node_options.hpp"
 #include "tools/cluster/tls_layout.hpp"
 
@@ -115,6 +117,27 @@ TEST_CASE("the ready lines: the head's address, a node's join") {
   CHECK_FALSE(listening_address("hvactor-node: head 'h' starting").has_value());
   CHECK(joined_line("hvactor-node: node 'n1' joined 127.0.0.1:6380 and listens on x:1"));
   CHECK_FALSE(joined_line("some output: node 'n1' joined"));
+}
+
+TEST_CASE("--include-dashboard takes its value as a word of its own, as Ray's ray start "
+          "--include-dashboard false, or after '='; another value names the flag") {
+  // As hvactor-node's main parses its words.
+  auto head = [](std::vector<std::string> words) {
+    cxxopts::Options parser{"hvactor-node"};
+    declare_node_options(parser);
+    words.insert(words.begin(), "--head");
+    return read_node_options(hvactor::tool::parse_options(parser, "hvactor-node", words));
+  };
+  CHECK_FALSE(head({"--include-dashboard", "false"}).include_dashboard);
+  CHECK(head({"--include-dashboard", "true", "--port", "0"}).include_dashboard);
+  CHECK_FALSE(head({"--include-dashboard=false"}).include_dashboard);
+  CHECK(head({}).include_dashboard);
+  try {
+    head({"--include-dashboard", "maybe"});
+    FAIL("--include-dashboard maybe was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string{e.what()} == "--include-dashboard maybe: must be true or false");
+  }
 }
 
 } // TEST_SUITE

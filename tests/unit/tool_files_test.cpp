@@ -79,6 +79,19 @@ TEST_CASE("aliases that stay within what the file could spell out are read") {
   CHECK(doc["list"][1][9][9].as<std::string>() == "x");
 }
 
+TEST_CASE("a key that is a list or a mapping is refused naming the file and its place") {
+  hvactor_test::temp_dir dir;
+  auto path = (dir.path / "cluster.yaml").string();
+  write_file(path, "cluster_name: c\n? [a, b]\n: 1\n");
+  auto m = message_of([&] { hvactor::up_tool::read_cluster_file(path); });
+  CHECK(m.rfind(path + ": ", 0) == 0);
+  CHECK(m.find("a key must be a name") != std::string::npos);
+  write_file(path, "cluster_name: c\nhvactor:\n  ? {x: 1}\n  : 2\n");
+  m = message_of([&] { hvactor::up_tool::read_cluster_file(path); });
+  CHECK(m.rfind(path + ": hvactor", 0) == 0);
+  CHECK(m.find("a key must be a name") != std::string::npos);
+}
+
 TEST_CASE("a FIFO, a directory and an oversized file are refused without being read") {
   hvactor_test::temp_dir dir;
   auto fifo = (dir.path / "fifo.yaml").string();

@@ -50,8 +50,11 @@ void declare_node_options(cxxopts::Options& parser) {
     ("exit-on-head-loss", "stop (exit 0) when the head goes away instead of rejoining it")
     ("tls-dir", "take --tls-ca DIR/ca.pem and --tls-cert/--tls-key DIR/<node id>.pem/.key",
      cxxopts::value<std::string>())
+    // Its value is a word of its own, as Ray's `ray start --include-dashboard
+    // false`, or after '='; without a value of its own, cxxopts would take
+    // "false" for the command.
     ("include-dashboard", "head: serve the dashboard, its JSON API and /metrics (default "
-                          "true)", cxxopts::value<bool>())
+                          "true)", cxxopts::value<bool>()->no_implicit_value())
     ("dashboard-host", "head: the dashboard's address (default 127.0.0.1; another address "
                        "requires TLS and a client certificate or the token)",
      cxxopts::value<std::string>())

@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -40,6 +41,18 @@ std::string quoted_value(const std::string& what) {
   return {};
 }
 
+// Whether `written` ("--flag value", "--flag=value", "-f value") names an
+// option declared as true|false.
+bool boolean_option(const cxxopts::Options& parser, const std::string& written) {
+  auto name = written.substr(0, written.find_first_of(" ="));
+  name.erase(0, name.find_first_not_of('-'));
+  for (auto& group : parser.groups())
+    for (auto& o : parser.group_help(group).options)
+      if (o.s == name || std::find(o.l.begin(), o.l.end(), name) != o.l.end())
+        return o.is_boolean;
+  return false;
+}
+
 } // namespace
 
 std::string option_of_value(const std::vector<std::string>& words, const std::string& value) {
@@ -70,8 +83,9 @@ cxxopts::ParseResult parse_options(cxxopts::Options& parser, const std::string& 
     auto written = option_of_value(words, value);
     if (written.rfind("--np", 0) == 0)
       written.erase(0, 1); // mpirun's spelling "-np", which the tools accept and rewrite
-    throw std::invalid_argument(
-      fmt::format("{}: not a number", written.empty() ? value : written));
+    bool boolean = !written.empty() && boolean_option(parser, written);
+    throw std::invalid_argument(fmt::format("{}: {}", written.empty() ? value : written,
+                                            boolean ? "must be true or false" : "not a number"));
   }
 }
 

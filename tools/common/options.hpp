@@ -14,7 +14,8 @@ namespace hvactor::tool {
 /// A value that does not convert is a std::invalid_argument naming its
 /// option as written: "--reset-limit abc: not a number", "--rounds=y: not a
 /// number", "--blacklist-cooldown-range a: not a number" (an item of a list
-/// value). Other cxxopts errors pass through unchanged.
+/// value), "--include-dashboard maybe: must be true or false" (an option
+/// declared true|false). Other cxxopts errors pass through unchanged.
 cxxopts::ParseResult parse_options(cxxopts::Options& parser, const std::string& program,
                                    std::vector<std::string> words);
 

@@ -12,11 +12,11 @@ namespace hvactor::tool {
 
 namespace {
 
-// The walk over a loaded document: no key twice in one mapping, and no
-// more nodes than the file could spell out. yaml-cpp keeps an alias (*a)
-// as a reference to its anchor's node, so 13 lines of nested aliases load
-// at once but stand for 10^12 nodes; a walk over them, ours or a reader's,
-// would never end.
+// The walk over a loaded document: every key a name and none twice in one
+// mapping, and no more nodes than the file could spell out. yaml-cpp keeps
+// an alias (*a) as a reference to its anchor's node, so 13 lines of nested
+// aliases load at once but stand for 10^12 nodes; a walk over them, ours or
+// a reader's, would never end.
 class document_check {
  public:
   document_check(const yaml_reader& r, size_t bytes)
@@ -45,7 +45,10 @@ class document_check {
     std::map<std::string, int> lines;
     for (auto kv : n) {
       int line = kv.first.Mark().line + 1;
-      auto key = kv.first.IsScalar() ? kv.first.Scalar() : std::string{"(a non-scalar key)"};
+      if (!kv.first.IsScalar())
+        r_.fail(where.empty() ? "(the document)" : where,
+                fmt::format("a key must be a name, not a list or a mapping (line {})", line));
+      auto key = kv.first.Scalar();
       auto name = where.empty() ? key : where + "." + key;
       if (auto [it, fresh] = lines.emplace(key, line); !fresh)
         r_.fail(name, fmt::format("the key appears twice, on lines {} and {} (YAML forbids "
@@ -89,7 +92,8 @@ void yaml_reader::only(const YAML::Node& map, const std::string& where,
   if (!map.IsMap())
     fail(where.empty() ? "(the document)" : where, "must be a mapping");
   for (auto kv : map) {
-    auto key = kv.first.as<std::string>();
+    // Keys are names (load_yaml_file refused any other).
+    auto key = kv.first.Scalar();
     if (!allowed.count(key))
       fail(where.empty() ? key : where + "." + key,
            fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));

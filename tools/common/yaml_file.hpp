@@ -18,9 +18,9 @@ namespace hvactor::tool {
 /// file"). Throws std::invalid_argument naming the path for a directory,
 /// a FIFO or other special file (never opened for reading), more than
 /// `max_bytes`, an unreadable file, text that is not YAML, a key that
-/// appears twice in one mapping, and aliases that expand past what a file
-/// of its size could spell out (an alias bomb: 13 lines standing for 10^12
-/// nodes).
+/// appears twice in one mapping, a key that is a list or a mapping, and
+/// aliases that expand past what a file of its size could spell out (an
+/// alias bomb: 13 lines standing for 10^12 nodes).
 YAML::Node load_yaml_file(const std::string& path, const std::string& what,
                           uintmax_t max_bytes = uintmax_t{1} << 20);
 

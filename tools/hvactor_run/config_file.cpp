@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "horovod_flags.hpp"
 #include "yaml_file.hpp"
 
 namespace hvactor::run_tool {
@@ -41,12 +42,15 @@ void params(collector& c, const YAML::Node& n) {
                 "horovodrun's NCCL torus allreduce has no hvactor counterpart (leave it out)");
   if (n["fusion_threshold_mb"])
     c.value("fusion-threshold-mb",
-            std::to_string(r.number(n["fusion_threshold_mb"], "params.fusion_threshold_mb", 0, 16384)));
+            std::to_string(r.number(n["fusion_threshold_mb"], "params.fusion_threshold_mb", 0,
+                                    limits::fusion_threshold_mb)));
   if (n["cycle_time_ms"])
-    c.value("cycle-time-ms", fmt::format("{}", r.real(n["cycle_time_ms"], "params.cycle_time_ms", 0, 10000)));
+    c.value("cycle-time-ms", fmt::format("{}", r.real(n["cycle_time_ms"], "params.cycle_time_ms",
+                                                      0, limits::cycle_time_ms)));
   if (n["cache_capacity"])
     c.value("cache-capacity",
-            std::to_string(r.number(n["cache_capacity"], "params.cache_capacity", 0, 1 << 20)));
+            std::to_string(r.number(n["cache_capacity"], "params.cache_capacity", 0,
+                                    limits::cache_capacity)));
   for (auto* key : {"hierarchical_allreduce", "hierarchical_allgather"})
     if (n[key]) {
       std::string flag = key;
@@ -59,20 +63,36 @@ void autotune(collector& c, const YAML::Node& n) {
   auto& r = c.r;
   r.only(n, "autotune", {"enabled", "log_file", "warmup_samples", "steps_per_sample",
                          "bayes_opt_max_samples", "gaussian_process_noise"});
+  bool on = n["enabled"] && r.flag(n["enabled"], "autotune.enabled");
   if (n["enabled"])
-    c.toggle("autotune", r.flag(n["enabled"], "autotune.enabled"));
-  if (n["log_file"])
+    c.toggle("autotune", on);
+  std::vector<std::string> knobs;
+  if (n["log_file"]) {
     c.value("autotune-log-file", r.text(n["log_file"], "autotune.log_file"));
-  for (std::string key : {"warmup_samples", "steps_per_sample", "bayes_opt_max_samples"})
+    knobs.push_back("log_file");
+  }
+  const std::pair<std::string, int> counts[] = {
+    {"warmup_samples", limits::autotune_warmup_samples},
+    {"steps_per_sample", limits::autotune_steps_per_sample},
+    {"bayes_opt_max_samples", limits::autotune_bayes_opt_max_samples}};
+  for (auto& [key, max] : counts)
     if (n[key]) {
       auto flag = "autotune-" + key;
       std::replace(flag.begin(), flag.end(), '_', '-');
-      c.value(flag, std::to_string(r.number(n[key], "autotune." + key, 0, 100000)));
+      c.value(flag, std::to_string(r.number(n[key], "autotune." + key, 0, max)));
+      knobs.push_back(key);
     }
-  if (n["gaussian_process_noise"])
+  if (n["gaussian_process_noise"]) {
     c.value("autotune-gaussian-process-noise",
             fmt::format("{}", r.real(n["gaussian_process_noise"],
                                      "autotune.gaussian_process_noise", 0, 1)));
+    knobs.push_back("gaussian_process_noise");
+  }
+  // As --autotune-* without --autotune, named here rather than by a flag
+  // the user never gave.
+  if (!knobs.empty() && !on && !c.given("autotune"))
+    r.fail("autotune." + knobs.front(),
+           "shapes autotune: set autotune.enabled: true (or give --autotune)");
 }
 
 void timeline(collector& c, const YAML::Node& n) {
@@ -80,8 +100,12 @@ void timeline(collector& c, const YAML::Node& n) {
   if (n["filename"])
     c.value("timeline-filename", c.r.text(n["filename"], "timeline.filename"));
   if (n["mark_cycles"] && c.r.flag(n["mark_cycles"], "timeline.mark_cycles") &&
-      !c.given("timeline-mark-cycles"))
+      !c.given("timeline-mark-cycles")) {
+    if (!n["filename"] && !c.given("timeline-filename") && !c.given("timeline"))
+      c.r.fail("timeline.mark_cycles", "marks cycles in the timeline: set timeline.filename "
+                                       "too (or give --timeline-filename)");
     c.words.push_back("--timeline-mark-cycles");
+  }
 }
 
 void stall_check(collector& c, const YAML::Node& n) {
@@ -109,10 +133,11 @@ void library_options(collector& c, const YAML::Node& n) {
   if (n["gloo_timeout_seconds"])
     c.value("gloo-timeout-seconds",
             std::to_string(r.number(n["gloo_timeout_seconds"], "library_options.gloo_timeout_seconds",
-                                    1, 1 << 30)));
+                                    1, limits::gloo_timeout_seconds)));
   if (n["thread_affinity"])
-    c.value("thread-affinity", std::to_string(r.number(n["thread_affinity"],
-                                                       "library_options.thread_affinity", 0, 1 << 20)));
+    c.value("thread-affinity",
+            std::to_string(r.number(n["thread_affinity"], "library_options.thread_affinity", 0,
+                                    limits::thread_affinity)));
 }
 
 void logging(collector& c, const YAML::Node& n) {
@@ -124,11 +149,8 @@ void logging(collector& c, const YAML::Node& n) {
     c.value("log-level", c.r.text(n["level"], "logging.level"));
 }
 
-} // namespace
-
-std::vector<std::string> config_file_words(const std::string& path,
-                                           const std::function<bool(const std::string&)>& given) {
-  auto doc = tool::load_yaml_file(path, "the config file");
+std::vector<std::string> words_of(const std::string& path, const YAML::Node& doc,
+                                  const std::function<bool(const std::string&)>& given) {
   collector c{tool::yaml_reader{path}, given, {}};
   if (!doc || doc.IsNull())
     return {};
@@ -154,6 +176,19 @@ std::vector<std::string> config_file_words(const std::string& path,
   if (auto n = doc["logging"])
     logging(c, n);
   return c.words;
+}
+
+} // namespace
+
+std::vector<std::string> config_file_words(const std::string& path,
+                                           const std::function<bool(const std::string&)>& given) {
+  auto doc = tool::load_yaml_file(path, "the config file");
+  try {
+    return words_of(path, doc, given);
+  } catch (const YAML::Exception& e) {
+    // A shape the readers above did not foresee: still the file's error.
+    throw std::invalid_argument(fmt::format("{}: {}", path, e.what()));
+  }
 }
 
 } // namespace hvactor::run_tool

@@ -25,10 +25,10 @@ namespace hvactor::run_tool {
 
 namespace {
 
-// The bounds hvd::init applies to the same variables (hvd_options.cpp).
-constexpr int max_fusion_mb = 16384;
-constexpr double max_cycle_ms = 10000;
-constexpr int max_cache = 1 << 20;
+static_assert(limits::gloo_timeout_seconds == knobs::max_gloo_timeout_seconds);
+constexpr int max_fusion_mb = limits::fusion_threshold_mb;
+constexpr double max_cycle_ms = limits::cycle_time_ms;
+constexpr int max_cache = limits::cache_capacity;
 
 int int_flag(const cxxopts::ParseResult& res, const std::string& name, int min, int max) {
   int v = res[name].as<int>();
@@ -115,9 +115,11 @@ void autotune(const cxxopts::ParseResult& res, std::map<std::string, std::string
     int max;
   };
   static const count counts[] = {
-    {"autotune-warmup-samples", env::autotune_warmup_samples, 1000},
-    {"autotune-steps-per-sample", env::autotune_steps_per_sample, 100000},
-    {"autotune-bayes-opt-max-samples", env::autotune_bayes_opt_max_samples, 1000}};
+    {"autotune-warmup-samples", env::autotune_warmup_samples, limits::autotune_warmup_samples},
+    {"autotune-steps-per-sample", env::autotune_steps_per_sample,
+     limits::autotune_steps_per_sample},
+    {"autotune-bayes-opt-max-samples", env::autotune_bayes_opt_max_samples,
+     limits::autotune_bayes_opt_max_samples}};
   std::vector<std::string> knobs;
   for (auto& c : counts)
     if (res.count(c.flag)) {
@@ -402,7 +404,7 @@ void read_horovod_options(const cxxopts::ParseResult& res, run_request& r) {
   }
   if (res.count("gloo-timeout-seconds"))
     r.gloo_timeout = std::chrono::seconds(int_flag(res, "gloo-timeout-seconds", 1,
-                                                   knobs::max_gloo_timeout_seconds));
+                                                   limits::gloo_timeout_seconds));
   if (res.count("output-filename")) {
     auto dir = res["output-filename"].as<std::string>();
     if (!r.launch.output_dir.empty() && r.launch.output_dir != dir)

@@ -15,6 +15,21 @@ namespace hvactor::run_tool {
 
 struct run_request;
 
+/// The flags' bounds (hvd::init applies the same to the variables), shared
+/// with --config-file's keys so that a value out of range in the file is
+/// named by the file and its key, not by a flag the user never gave.
+namespace limits {
+inline constexpr int fusion_threshold_mb = 16384;
+inline constexpr double cycle_time_ms = 10000;
+inline constexpr int cache_capacity = 1 << 20;
+inline constexpr int thread_affinity = 1 << 20;
+inline constexpr int autotune_warmup_samples = 1000;
+inline constexpr int autotune_steps_per_sample = 100000;
+inline constexpr int autotune_bayes_opt_max_samples = 1000;
+/// knobs::max_gloo_timeout_seconds (ten years), which fits an int.
+inline constexpr int gloo_timeout_seconds = 315360000;
+} // namespace limits
+
 /// Declares the flags on `parser`.
 void declare_horovod_options(cxxopts::Options& parser);
 

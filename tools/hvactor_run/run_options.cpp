@@ -125,19 +125,37 @@ void read_elastic(const cxxopts::ParseResult& res, launch_options& o) {
     o.elastic_timeout = int_option(res, "elastic-timeout", 1);
 }
 
+// -x VAR=VALUE and -x VAR (the value hvactor-run has), as mpirun's -x and
+// the one variable per -x that horovodrun hands it: a comma belongs to the
+// value (NCCL_SOCKET_IFNAME=eth0,ib0), so every -x is read as it was
+// written, in order, rather than as a list cxxopts splits at commas.
+void read_env(const cxxopts::ParseResult& res, std::map<std::string, std::string>& env) {
+  for (auto& kv : res.arguments()) {
+    if (kv.key() != "env")
+      continue;
+    auto& word = kv.value();
+    auto eq = word.find('=');
+    if (eq == 0)
+      throw std::invalid_argument("-x needs VAR=VALUE: '" + word + "' names no variable");
+    if (eq != std::string::npos) {
+      env[word.substr(0, eq)] = word.substr(eq + 1);
+      continue;
+    }
+    const char* here = std::getenv(word.c_str());
+    if (word.empty() || here == nullptr)
+      throw std::invalid_argument("-x needs VAR=VALUE or the name of a variable set here: '"
+                                  + word + "' is not set in hvactor-run's environment");
+    env[word] = here;
+  }
+}
+
 // What every rank gets: reservations, environment, output.
 void read_ranks(const cxxopts::ParseResult& res, launch_options& o) {
   if (res.count("cpus-per-worker"))
     o.cpus_per_worker = int_option(res, "cpus-per-worker", 0);
   if (res.count("gpus-per-worker"))
     o.gpus_per_worker = int_option(res, "gpus-per-worker", 0);
-  if (res.count("env"))
-    for (auto& kv : res["env"].as<std::vector<std::string>>()) {
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0)
-        throw std::invalid_argument("-x needs VAR=VALUE: '" + kv + "'");
-      o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+  read_env(res, o.env);
   if (res.count("timeline"))
     o.env[env::timeline] = res["timeline"].as<std::string>();
   if (res.count("bind-to")) {
@@ -205,8 +223,9 @@ void declare_run_options(cxxopts::Options& parser) {
      cxxopts::value<std::vector<int>>())
     ("elastic-timeout", "elastic job: seconds to wait for --min-np slots (default 600)",
      cxxopts::value<int>())
-    ("x,env", "VAR=VALUE set in every rank (repeatable)",
-     cxxopts::value<std::vector<std::string>>())
+    ("x,env", "VAR=VALUE set in every rank, or VAR: its value here (repeatable, one "
+              "variable each; commas belong to the value)",
+     cxxopts::value<std::string>())
     ("timeout", "seconds for placement and for every rank to start (default 30)",
      cxxopts::value<int>())
     ("output-dir", "also write DIR/rank.N/stdout and stderr", cxxopts::value<std::string>())

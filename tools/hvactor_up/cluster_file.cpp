@@ -146,17 +146,8 @@ void read_hvactor(const reader& r, const YAML::Node& doc, cluster_file& c) {
   }
 }
 
-} // namespace
-
-std::vector<machine> cluster_file::machines() const {
-  std::vector<machine> out{head};
-  out.insert(out.end(), workers.begin(), workers.end());
-  return out;
-}
-
-cluster_file read_cluster_file(const std::string& path) {
+cluster_file read_cluster(const std::string& path, const YAML::Node& doc) {
   reader r{{path}};
-  auto doc = tool::load_yaml_file(path, "the cluster file", max_cluster_file_bytes);
   r.only(doc, "", {"cluster_name", "provider", "auth", "setup_commands", "head_setup_commands",
                    "worker_setup_commands", "hvactor"});
   cluster_file c;
@@ -175,6 +166,24 @@ cluster_file read_cluster_file(const std::string& path) {
   c.worker_setup_commands = r.commands(doc["worker_setup_commands"], "worker_setup_commands");
   read_hvactor(r, doc, c);
   return c;
+}
+
+} // namespace
+
+std::vector<machine> cluster_file::machines() const {
+  std::vector<machine> out{head};
+  out.insert(out.end(), workers.begin(), workers.end());
+  return out;
+}
+
+cluster_file read_cluster_file(const std::string& path) {
+  auto doc = tool::load_yaml_file(path, "the cluster file", max_cluster_file_bytes);
+  try {
+    return read_cluster(path, doc);
+  } catch (const YAML::Exception& e) {
+    // A shape the readers above did not foresee: still the file's error.
+    throw std::invalid_argument(fmt::format("{}: {}", path, e.what()));
+  }
 }
 
 } // namespace hvactor::up_tool

@@ -77,6 +77,51 @@ PY
   else fail "$kind --peer $peers: $(tail -5 "$T/peer.out")"; fi
 done
 grep -q "xgloo" "$T/peer.out" || fail "--peer: no ratio column in the table"
+# SIGTERM or SIGINT while a peer's job runs: hvactor-bench stops every
+# process of it (mpirun's ranks, in process groups of their own, included),
+# removes its private folder and exits with 128 + signal. Its own TMPDIR
+# and a marker in the environment tell this run's folders and processes
+# from any other.
+marked() { # MARK [PATTERN]: pids whose environment holds the marker (and whose command matches)
+  local d
+  for d in /proc/[0-9]*; do
+    [ -n "${2:-}" ] && ! { tr '\0' ' ' < "$d/cmdline"; } 2>/dev/null | grep -Eq "$2" && continue
+    grep -qz "^HVACTOR_BENCH_STOP_MARK=$1\$" "$d/environ" 2>/dev/null && echo "${d#/proc/}"
+  done
+}
+stop_mid_peer() { # SIGNAL PEER
+  local sig=$1 peer=$2 tmp="$T/stop-$1" seen=0 rc=
+  mkdir -p "$tmp"
+  # 1000 calls of 1 MiB: hvactor's round first (0.3 s here), then the
+  # peer's job (mpi 1.1 s, gloo 2.6 s here): the signal comes mid-flight.
+  TMPDIR="$tmp" HVACTOR_BENCH_STOP_MARK="$tmp" "$BENCH" allreduce -np 2 -b 1M -e 1M \
+    --iters 1000 -w 1 --rounds 1 --peer "$peer" > "$T/stop-$sig.out" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do
+    compgen -G "$tmp/hvactor-bench-peer-*" > /dev/null \
+      && [ -n "$(marked "$tmp" "^[^ ]*(hvactor-bench-mpi|hvactor-bench __peer-gloo) ")" ] \
+      && { seen=1; break; } # the ranks themselves run
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -"$sig" "$pid" 2>/dev/null
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  wait "$pid"; rc=$?
+  for _ in $(seq 50); do [ -z "$(marked "$tmp")" ] && break; sleep 0.1; done # PDEATHSIG'd workers
+  local left folders
+  left=$(marked "$tmp"); folders=$(compgen -G "$tmp/hvactor-bench-peer-*")
+  local want=$((128 + $(kill -l "$sig")))
+  if [ "$seen" = 1 ] && [ "$rc" = "$want" ] && [ -z "$left" ] && [ -z "$folders" ]; then
+    echo "ok: SIG$sig during --peer $peer: exit $rc, no peer process or folder left"
+  else
+    fail "SIG$sig during --peer $peer: seen $seen, exit $rc (want $want), left: $left, folders: $folders: $(tail -3 "$T/stop-$sig.out")"
+  fi
+  [ -n "$left" ] && kill -KILL $left 2>/dev/null
+  rm -rf "$tmp"
+}
+if [[ "$peers" == *mpi* ]]; then stop_mid_peer TERM mpi; else echo "skip: SIGTERM during --peer mpi (no Open MPI)"; fi
+stop_mid_peer INT gloo
 # --iters auto (the default): the same counts for hvactor and the peer, at
 # least 1000 timed calls for the small sizes (they take under --seconds).
 if timeout 240 "$BENCH" allreduce -np 2 -b 4 -e 64K -f 16 --seconds 0.05 --rounds 1 --peer gloo \

@@ -29,6 +29,7 @@
 #include "tools/cluster/slurm_env.hpp"
 #include "layout.hpp"
 #include "peer.hpp"
+#include "peer_session.hpp"
 #include "sweep.hpp"
 
 namespace {
@@ -117,6 +118,10 @@ void reexec_in_slurm(std::vector<std::string>& args) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // A peer's process, started by run_peer() as the leader of a session of
+  // its own (peer_session.hpp): setsid, then exec.
+  if (argc > 1 && std::string{argv[1]} == "__peer-session")
+    return hvactor::bench_tool::exec_in_session(argc, argv);
   return hvactor::bench_tool::exit_code_of([&] {
     // One rank of the raw Gloo peer (started by run_peer()).
     if (argc > 1 && std::string{argv[1]} == "__peer-gloo")

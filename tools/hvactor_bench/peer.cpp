@@ -3,9 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -16,6 +14,7 @@
 
 #include "base/internal/process.hpp"
 #include "load.hpp"
+#include "peer_session.hpp"
 
 namespace hvactor::bench_tool {
 
@@ -27,6 +26,13 @@ fs::path self_dir() {
   std::error_code ec;
   auto exe = fs::read_symlink("/proc/self/exe", ec);
   return ec ? fs::path{"."} : exe.parent_path();
+}
+
+// This program (it starts each peer process in a session: __peer-session).
+std::string self_exe() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? (self_dir() / "hvactor-bench").string() : exe.string();
 }
 
 std::string helper(const std::string& file) {
@@ -141,9 +147,11 @@ struct peer_outcome {
   std::vector<std::string> points, failures;
 };
 
-// Runs `specs` to the end (stopped past `limit`: SIGTERM, SIGKILL 5 s
-// later), collecting rank 0's "point" line and every failure.
-peer_outcome run_processes(std::vector<process_spec> specs, std::chrono::seconds limit) {
+// Runs `specs` to the end, each in a session of its own (peer_session.hpp;
+// stopped past `limit`: SIGTERM to every process of the sessions, SIGKILL
+// 5 s later), collecting rank 0's "point" line and every failure.
+peer_outcome run_processes(peer_job& job, std::vector<process_spec> specs,
+                           std::chrono::seconds limit) {
   struct shared {
     std::mutex mtx;
     std::condition_variable cv;
@@ -162,7 +170,7 @@ peer_outcome run_processes(std::vector<process_spec> specs, std::chrono::seconds
         st->points.push_back(line);
       }
     };
-    children.push_back(child_process::start(s, [st, i](process_exit ex) {
+    children.push_back(job.start(self_exe(), s, [st, i](process_exit ex) {
       std::lock_guard<std::mutex> guard{st->mtx};
       if (ex.exit_code != 0) {
         std::string tail;
@@ -180,15 +188,10 @@ peer_outcome run_processes(std::vector<process_spec> specs, std::chrono::seconds
   if (!done) {
     lock.unlock();
     // mpirun stops its ranks on SIGTERM; SIGKILL whatever is left 5 s later.
-    for (auto& c : children)
-      c->signal(SIGTERM);
+    if (!job.signal(SIGTERM, std::chrono::seconds(5)))
+      job.signal(SIGKILL, std::chrono::seconds(5));
     lock.lock();
-    if (!st->cv.wait_for(lock, std::chrono::seconds(5),
-                         [&] { return st->exited == children.size(); })) {
-      for (auto& c : children)
-        c->signal(SIGKILL);
-      st->cv.wait_for(lock, std::chrono::seconds(5), [&] { return st->exited == children.size(); });
-    }
+    st->cv.wait_for(lock, std::chrono::seconds(5), [&] { return st->exited == children.size(); });
   }
   return {done, st->points, st->failures};
 }
@@ -279,15 +282,13 @@ std::string peer_missing(const std::string& name) {
 
 std::vector<peer_point> run_peer(const peer_request& req) {
   // A fresh rendezvous directory per job (no state carries over), private
-  // to this user (mkdtemp: 0700), so no other local user joins the mesh.
-  auto tmpl = (fs::temp_directory_path() / "hvactor-bench-peer-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr)
-    throw std::runtime_error(fmt::format("--peer {}: cannot create {}: {}", req.name, tmpl,
-                                         std::strerror(errno)));
-  fs::path store = tmpl;
-  auto outcome = run_processes(peer_processes(req, store), req.limit);
-  std::error_code ec;
-  fs::remove_all(store, ec);
+  // to this user (mkdtemp: 0700), so no other local user joins the mesh;
+  // removed with the job, also when SIGINT or SIGTERM ends hvactor-bench.
+  peer_outcome outcome;
+  {
+    peer_job job{"--peer " + req.name, "hvactor-bench-peer"};
+    outcome = run_processes(job, peer_processes(req, job.folder()), req.limit);
+  }
   if (!outcome.in_time)
     throw std::runtime_error(fmt::format("--peer {}: its {} job ran past {} s and was stopped "
                                          "after {} of {} sizes",

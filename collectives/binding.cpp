@@ -109,10 +109,10 @@ std::string bind_from_env(int local_rank, int local_size) {
   return fmt::format("core {}", core);
 }
 
-std::optional<int> thread_core_from_env(int local_rank, int local_size) {
+thread_core_choice thread_core_from_env(int local_rank, int local_size) {
   const char* raw = std::getenv(env::thread_affinity);
   if (raw == nullptr || *raw == '\0')
-    return std::nullopt;
+    return {};
   std::string_view text{raw};
   auto bad = [&](const std::string& why) {
     return std::invalid_argument(fmt::format(
@@ -135,8 +135,19 @@ std::optional<int> thread_core_from_env(int local_rank, int local_size) {
     ids.push_back(id);
     from = comma + 1;
   }
-  if (static_cast<int>(ids.size()) < local_size)
-    throw bad(fmt::format("names {} core(s) for {} local ranks", ids.size(), local_size));
+  if (static_cast<int>(ids.size()) < local_size) {
+    // Horovod's: said, and the engine threads stay where they are.
+    auto why = fmt::format("{}='{}' names {} core{} for {} local ranks", env::thread_affinity,
+                           text, ids.size(), ids.size() == 1 ? "" : "s", local_size);
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      fmt::print(stderr,
+                 "hvd::init: {}: the engine thread stays unpinned (give a core id per local "
+                 "rank, comma-separated, e.g. \"1,3\" for 2 local ranks)\n",
+                 why);
+    });
+    return {std::nullopt, why};
+  }
   // Every local rank's core, not only this one's: each rank then fails
   // alike instead of waiting for the one that did.
   const auto& allowed = first_cores();
@@ -145,7 +156,7 @@ std::optional<int> thread_core_from_env(int local_rank, int local_size) {
       throw bad(fmt::format("gives local rank {} core {}, which this job's processes may not "
                             "run on (cores {})",
                             k, ids[static_cast<size_t>(k)], fmt::join(allowed, ",")));
-  return ids[static_cast<size_t>(std::max(local_rank, 0)) % ids.size()];
+  return {ids[static_cast<size_t>(std::max(local_rank, 0)) % ids.size()], {}};
 }
 
 bool pin_this_thread(int core) noexcept {

@@ -54,8 +54,9 @@ struct state {
   int gpu_device = -1;
   /// What HVACTOR_BIND_TO did at init ("none", "core 1").
   std::string binding = "none";
-  /// HOROVOD_THREAD_AFFINITY's core for the engine thread.
-  std::optional<int> engine_core;
+  /// HOROVOD_THREAD_AFFINITY's core for the engine thread, or why it
+  /// stays unpinned.
+  collectives::thread_core_choice engine_core;
 };
 
 state& global() {
@@ -205,8 +206,8 @@ void connect_locked(state& st, const topology& t, const std::string& scope) {
   auto opts = detail::engine_options_from_env();
   // Before the engine's and Gloo's threads start (they inherit it).
   st.binding = collectives::bind_from_env(t.local_rank, t.local_size);
-  opts.thread_core = collectives::thread_core_from_env(t.local_rank, t.local_size);
-  st.engine_core = opts.thread_core;
+  st.engine_core = collectives::thread_core_from_env(t.local_rank, t.local_size);
+  opts.thread_core = st.engine_core.core;
   ignore_sigpipe();
   // Opened before connecting: a path this rank cannot write fails init()
   // at once, with the path in the message.
@@ -468,8 +469,11 @@ std::string backend_info() {
     info += "; bound to " + b;
   else if (b != "none")
     info += "; not bound" + b.substr(4); // " (3 local ranks on 2 cores)"
-  if (auto c = global().engine_core)
-    info += fmt::format("; engine thread on core {}", *c);
+  const auto& engine_core = global().engine_core;
+  if (engine_core.core)
+    info += fmt::format("; engine thread on core {}", *engine_core.core);
+  else if (!engine_core.unpinned.empty())
+    info += "; engine thread not pinned (" + engine_core.unpinned + ")";
 
   return info;
 }

@@ -71,8 +71,6 @@ inline constexpr const char* worker_output = "HVACTOR_WORKER_OUTPUT";
 inline constexpr const char* fusion_threshold = "HOROVOD_FUSION_THRESHOLD";
 /// Milliseconds a batch may wait to grow (default 1).
 inline constexpr const char* cycle_time = "HOROVOD_CYCLE_TIME";
-/// "1": ranks compare every operation's name, type and size first.
-inline constexpr const char* check_names = "HVACTOR_CHECK_NAMES";
 /// "ring", "bcube" or "auto": forces Gloo's allreduce algorithm.
 inline constexpr const char* gloo_allreduce = "HVACTOR_GLOO_ALLREDUCE";
 /// Chrome trace of every collective (a path; "{rank}" names each rank's).
@@ -106,8 +104,7 @@ inline constexpr const char* hierarchical_allgather = "HOROVOD_HIERARCHICAL_ALLG
 /// "core": hvd::init pins the worker (every thread) to one core of its own
 /// by local rank, as mpirun --bind-to core does; "none" (default).
 inline constexpr const char* bind_to = "HVACTOR_BIND_TO";
-/// Horovod's: a comma-separated core id per local rank ("1,33"); the
-/// engine's thread of local rank i runs on the i-th core only.
+/// Horovod's: a core id per local rank ("1,33") for its engine thread; too few: unpinned.
 inline constexpr const char* thread_affinity = "HOROVOD_THREAD_AFFINITY";
 /// How device collectives run (Horovod's HOROVOD_GPU_OPERATIONS, read at
 /// hvd::init): unset or "auto": NCCL when it can serve the job, else the
@@ -265,6 +262,9 @@ inline constexpr size_t ship_chunk_bytes = size_t{4} << 20;
 /// Chunks of one binary in flight per node: enough to keep loopback and a
 /// LAN busy while the node hashes, few enough to bound memory (16 MiB).
 inline constexpr size_t ship_chunks_in_flight = 4;
+/// The largest library a node copies into its cache from its own disk when
+/// it has the driver's bytes at the driver's path (instead of a shipment).
+inline constexpr uint64_t adopt_max_bytes = uint64_t{1} << 30;
 
 /// A worker's connection dropped: wait this long for its colocator's exit
 /// report (exit code, signal, stderr tail), the error the user needs,
@@ -345,6 +345,13 @@ inline constexpr int64_t default_gloo_timeout_seconds = 30;
 /// (at most a quarter of the job's timeout), so that peers waiting in one
 /// never reach the transport's timeout.
 inline constexpr auto negotiation_heartbeat = std::chrono::milliseconds{1000};
+/// Rounds that ready nothing (a stall: every rank waits for a tensor
+/// another has not submitted) follow each other a cycle apart at first,
+/// then an eighth of the stall's length apart, at most this: a stall costs
+/// each rank about 1 % of a core instead of one, and its end reaches the
+/// ranks within an eighth of its length (at most this) of the last
+/// submission.
+inline constexpr auto stalled_round_pause = std::chrono::milliseconds{100};
 /// HOROVOD_CACHE_CAPACITY's default and bound (a round sends a word per slot).
 inline constexpr uint64_t default_cache_capacity = 1024;
 inline constexpr uint64_t max_cache_capacity = 1u << 20;

@@ -18,13 +18,22 @@ namespace hvactor::collectives {
 /// binds within them again.
 std::string bind_from_env(int local_rank, int local_size);
 
+/// What HOROVOD_THREAD_AFFINITY asks for this rank's engine thread.
+struct thread_core_choice {
+  /// The core it runs on; nullopt: unpinned.
+  std::optional<int> core;
+  /// Set when the variable is set but the thread stays unpinned, saying
+  /// why ("HOROVOD_THREAD_AFFINITY='1' names 1 core for 2 local ranks").
+  std::string unpinned;
+};
+
 /// HOROVOD_THREAD_AFFINITY (Horovod's): a comma-separated list of core
 /// ids, one per local rank (more are ignored); local rank i's engine
 /// thread (Horovod's background thread) runs on the i-th. Unset or empty:
-/// nullopt. Fewer ids than local ranks, text, or a core this process
-/// cannot run on throw std::invalid_argument naming the variable (Horovod
-/// logs them and goes on unpinned).
-std::optional<int> thread_core_from_env(int local_rank, int local_size);
+/// unpinned. Fewer ids than local ranks: unpinned, said once on stderr
+/// (Horovod logs it and goes on). Text, a negative id, or a core this
+/// process cannot run on throw std::invalid_argument naming the variable.
+thread_core_choice thread_core_from_env(int local_rank, int local_size);
 
 /// Pins the calling thread to `core`; returns false when the kernel
 /// refused.

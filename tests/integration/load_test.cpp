@@ -325,7 +325,8 @@ TEST_CASE("HVACTOR_BIND_TO=core with more local ranks than cores leaves the work
 
 TEST_CASE("HOROVOD_THREAD_AFFINITY pins each worker's engine thread to its local rank's core "
           "(the other threads stay free) and every collective stays exact under load; a list "
-          "too short, text or a core out of reach fails init naming the variable") {
+          "too short leaves the engine threads unpinned and says so (Horovod's); text or a core "
+          "out of reach fails init naming the variable") {
   if (online_cores() < 2) {
     MESSAGE("skipped: 2 cores needed");
     return;
@@ -353,7 +354,27 @@ TEST_CASE("HOROVOD_THREAD_AFFINITY pins each worker's engine thread to its local
       CHECK(line.substr(line.rfind('|')) == "| ");
     }
   }
-  for (std::string value : {"0", "0,x", "0,99999", "-1,0"}) {
+  {
+    // One id for 2 local ranks (hvactor-run's --thread-affinity 1 before
+    // it gave one per local rank): init goes on, unpinned.
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = 2, .extra_env_vars = {{"HOROVOD_THREAD_AFFINITY", "1"}}}};
+    ex.start();
+    auto out = ex.run(&engine_affinity);
+    ex.shutdown();
+    REQUIRE(out.size() == 2);
+    for (auto& line : out) {
+      CAPTURE(line);
+      std::istringstream in{line};
+      std::string rank, engine;
+      in >> rank >> engine;
+      CHECK(engine.find(',') != std::string::npos); // every core, as the process
+      CHECK(line.find("; engine thread not pinned (HOROVOD_THREAD_AFFINITY='1' names 1 core for 2 "
+                      "local ranks) |") != std::string::npos);
+      CHECK(line.substr(line.rfind('|')) == "| ");
+    }
+  }
+  for (std::string value : {"0,x", "0,99999", "-1,0"}) {
     CAPTURE(value);
     hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
                          {.num_workers = 2,

@@ -306,6 +306,41 @@ TEST_CASE("--bind-to core pins each rank to a core of its own (mpirun's --bind-t
   CHECK(bad.err.find("--bind-to must be core or none (got 'socket')") != std::string::npos);
 }
 
+TEST_CASE("--thread-affinity 1 puts every rank's engine thread on core 1; Horovod's variable with "
+          "one id for 2 local ranks warns and runs them unpinned") {
+  temp_dir dir;
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    MESSAGE("skipped: 2 cores needed");
+    return;
+  }
+  auto engine_cores = [](const std::string& out) {
+    std::vector<std::string> notes;
+    std::istringstream lines{out};
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("<stdout>:info rank=") != std::string::npos) {
+        auto at = line.find("; engine thread");
+        notes.push_back(at == std::string::npos ? "no engine thread note" : line.substr(at));
+      }
+    return notes;
+  };
+  auto r = run(dir, {"-np", "2", "--thread-affinity", "1", "--", HVACTOR_RUN_PROGRAM, "info"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.status.exited);
+  REQUIRE(r.status.code == 0);
+  CHECK(engine_cores(r.out)
+        == std::vector<std::string>(2, "; engine thread on core 1"));
+  auto horovods = run(dir, {"-np", "2", "-x", "HOROVOD_THREAD_AFFINITY=1", "--",
+                            HVACTOR_RUN_PROGRAM, "info"});
+  INFO("stdout:\n" << horovods.out << "\nstderr:\n" << horovods.err);
+  REQUIRE(horovods.status.exited);
+  REQUIRE(horovods.status.code == 0);
+  CHECK(engine_cores(horovods.out)
+        == std::vector<std::string>(2, "; engine thread not pinned (HOROVOD_THREAD_AFFINITY='1' "
+                                       "names 1 core for 2 local ranks)"));
+  CHECK(horovods.err.find("HOROVOD_THREAD_AFFINITY='1' names 1 core for 2 local ranks: the "
+                          "engine thread stays unpinned") != std::string::npos);
+}
+
 TEST_CASE("bad invocations fail fast with a clear message") {
   temp_dir dir;
   auto none = run(dir, {"-np", "2"}, 10s);
@@ -600,7 +635,7 @@ TEST_CASE("horovodrun's tunables, timeline, log level, timeouts and interfaces r
     CHECK(v["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "45"); // not --start-timeout's 20
     CHECK(v["HOROVOD_GLOO_IFACE"] == "lo");
     CHECK(v["NCCL_SOCKET_IFNAME"] == "lo");
-    CHECK(v["HOROVOD_THREAD_AFFINITY"] == "1");
+    CHECK(v["HOROVOD_THREAD_AFFINITY"] == "1,1"); // the core once per local rank
     CHECK(v["HOROVOD_AUTOTUNE"] == "1");
     CHECK(v["HOROVOD_AUTOTUNE_LOG"] == (dir.path() / "at.csv").string());
     CHECK(v["HOROVOD_AUTOTUNE_WARMUP_SAMPLES"] == "2");

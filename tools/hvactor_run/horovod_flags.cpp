@@ -82,8 +82,6 @@ void tunables(const cxxopts::ParseResult& res, std::map<std::string, std::string
     env[env::cache_capacity] = std::to_string(int_flag(res, "cache-capacity", 0, max_cache));
   toggle(res, "hierarchical-allreduce", env::hierarchical_allreduce, env);
   toggle(res, "hierarchical-allgather", env::hierarchical_allgather, env);
-  if (res.count("thread-affinity"))
-    env[env::thread_affinity] = std::to_string(int_flag(res, "thread-affinity", 0, 1 << 20));
   if (res.count("timeline-filename")) {
     auto path = res["timeline-filename"].as<std::string>();
     if (path.empty())
@@ -98,6 +96,25 @@ void tunables(const cxxopts::ParseResult& res, std::map<std::string, std::string
         "--timeline-mark-cycles marks cycles in the timeline: give --timeline-filename too");
     env[env::timeline_mark_cycles] = "1";
   }
+}
+
+// --thread-affinity N: core N for every rank's engine thread. Horovod's
+// variable takes a core id per local rank (with fewer, hvd::init leaves
+// the engine threads unpinned), so N is listed once for each rank a node
+// of this job may hold: the job's largest size, at most 1024 (an elastic
+// job without --max-np: 1024), which keeps the variable a few KiB.
+void thread_affinity(const cxxopts::ParseResult& res, const launch_options& o,
+                     std::map<std::string, std::string>& env) {
+  if (!res.count("thread-affinity"))
+    return;
+  auto core = std::to_string(int_flag(res, "thread-affinity", 0, 1 << 20));
+  constexpr int most_listed = 1024;
+  int ranks = std::max({o.np, o.per_host.value_or(0), o.min_np.value_or(0),
+                        o.max_np.value_or(o.min_np ? most_listed : 0), 1});
+  std::string list = core;
+  for (int i = 1; i < std::min(ranks, most_listed); ++i)
+    list += "," + core;
+  env[env::thread_affinity] = list;
 }
 
 // horovodrun's autotune flags, as the variables hvd::init reads (its
@@ -363,7 +380,8 @@ void declare_horovod_options(cxxopts::Options& parser) {
      cxxopts::value<std::string>())
     ("timeline-mark-cycles", "mark every negotiation cycle in the timeline "
                              "(HOROVOD_TIMELINE_MARK_CYCLES=1)")
-    ("thread-affinity", "the core of every rank's engine thread (HOROVOD_THREAD_AFFINITY)",
+    ("thread-affinity", "the core of every rank's engine thread (HOROVOD_THREAD_AFFINITY, "
+                        "the core once per local rank)",
      cxxopts::value<int>())
     ("autotune", "tune the fusion threshold, cycle time and hierarchical switches during the "
                  "first steps (HOROVOD_AUTOTUNE=1)")
@@ -390,6 +408,7 @@ void declare_horovod_options(cxxopts::Options& parser) {
 void read_horovod_options(const cxxopts::ParseResult& res, run_request& r) {
   auto& env = r.launch.env;
   tunables(res, env);
+  thread_affinity(res, r.launch, env);
   autotune(res, env);
   interfaces(res, r);
   if (res.count("start-timeout"))

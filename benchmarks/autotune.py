@@ -4,7 +4,8 @@
 Every configuration trains the same MLP on the same number of workers for
 the same warm-up and measured batches; the grid sets HOROVOD_FUSION_THRESHOLD
 and HOROVOD_CYCLE_TIME by hand, the autotune run starts mistuned (no fusion,
-20 ms cycles) with HOROVOD_AUTOTUNE=1 and tunes during the warm-up batches
+20 ms cycles, tuned from there: HVACTOR_AUTOTUNE_SET_KNOBS=start) with
+HOROVOD_AUTOTUNE=1 and tunes during the warm-up batches
 (its log says when it settled). Rounds interleave the configurations, so
 that a slow minute of the machine hits all of them; each gets the median of
 its rounds and the spread (min-max).
@@ -74,7 +75,10 @@ def main():
             print(f"round {r} {name}: {results[name][-1]:.1f}", flush=True)
         log = tempfile.NamedTemporaryFile(prefix="hvactor-autotune-", suffix=".csv", delete=False)
         log.close()
+        # Set knobs stay fixed under autotune (Horovod's); "start" tunes
+        # them from the mistuned values instead.
         tuned = {"HOROVOD_FUSION_THRESHOLD": "0", "HOROVOD_CYCLE_TIME": "20",
+                 "HVACTOR_AUTOTUNE_SET_KNOBS": "start",
                  "HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": log.name,
                  "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
                  "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": str(a.steps_per_sample),

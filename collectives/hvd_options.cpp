@@ -134,6 +134,21 @@ collectives::autotune_settings autotune_from_env() {
                                               env::autotune_gaussian_process_noise, *v));
     s.gaussian_process_noise = x;
   }
+  // Horovod's: a knob set in the environment stays as set while the others
+  // are tuned; hvactor's HVACTOR_AUTOTUNE_SET_KNOBS=start tunes it from there.
+  auto set = [](const char* name) { return env::get(name).has_value(); };
+  s.fusion_threshold_set = set(env::fusion_threshold);
+  s.cycle_time_set = set(env::cycle_time);
+  s.hierarchical_allreduce_set = !env::get(env::hierarchical_allreduce).value_or("").empty();
+  s.hierarchical_allgather_set = !env::get(env::hierarchical_allgather).value_or("").empty();
+  if (auto v = env::get(env::autotune_set_knobs)) {
+    if (*v != "fixed" && *v != "start")
+      throw std::invalid_argument(fmt::format(
+        "hvd::init: {}='{}' must be fixed (a knob set explicitly stays as set while autotune "
+        "tunes the others, Horovod's; the default) or start (tuning starts from it and tunes it)",
+        env::autotune_set_knobs, *v));
+    s.start_from_set = *v == "start";
+  }
   return s;
 }
 

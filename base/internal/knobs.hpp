@@ -89,6 +89,8 @@ inline constexpr const char* autotune_warmup_samples = "HOROVOD_AUTOTUNE_WARMUP_
 inline constexpr const char* autotune_steps_per_sample = "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE";
 inline constexpr const char* autotune_bayes_opt_max_samples = "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES";
 inline constexpr const char* autotune_gaussian_process_noise = "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE";
+/// Autotune and a knob set explicitly: "fixed" keeps it (Horovod's, default), "start" tunes it.
+inline constexpr const char* autotune_set_knobs = "HVACTOR_AUTOTUNE_SET_KNOBS";
 /// "1": add/remove_process_set after hvd::init (or hvd::init(sets, true)).
 inline constexpr const char* dynamic_process_sets = "HOROVOD_DYNAMIC_PROCESS_SETS";
 /// Names the response cache keeps after negotiating them once (0: off).
@@ -97,8 +99,7 @@ inline constexpr const char* cache_capacity = "HOROVOD_CACHE_CAPACITY";
 inline constexpr const char* shm = "HVACTOR_SHM";
 /// The node's shared-memory segment's fd, inherited from the colocator.
 inline constexpr const char* shm_fd = "HVACTOR_SHM_FD";
-/// Horovod's switches: "1" forces, "0" forbids the hierarchical path
-/// (shared memory inside a node, Gloo across nodes); unset: automatic.
+/// Horovod's: "1" forces, "0" forbids the hierarchical path (shm in, Gloo across); unset: auto.
 inline constexpr const char* hierarchical_allreduce = "HOROVOD_HIERARCHICAL_ALLREDUCE";
 inline constexpr const char* hierarchical_allgather = "HOROVOD_HIERARCHICAL_ALLGATHER";
 /// "core": hvd::init pins the worker (every thread) to one core of its own
@@ -345,13 +346,6 @@ inline constexpr int64_t default_gloo_timeout_seconds = 30;
 /// (at most a quarter of the job's timeout), so that peers waiting in one
 /// never reach the transport's timeout.
 inline constexpr auto negotiation_heartbeat = std::chrono::milliseconds{1000};
-/// Rounds that ready nothing (a stall: every rank waits for a tensor
-/// another has not submitted) follow each other a cycle apart at first,
-/// then an eighth of the stall's length apart, at most this: a stall costs
-/// each rank about 1 % of a core instead of one, and its end reaches the
-/// ranks within an eighth of its length (at most this) of the last
-/// submission.
-inline constexpr auto stalled_round_pause = std::chrono::milliseconds{100};
 /// HOROVOD_CACHE_CAPACITY's default and bound (a round sends a word per slot).
 inline constexpr uint64_t default_cache_capacity = 1024;
 inline constexpr uint64_t max_cache_capacity = 1u << 20;

@@ -31,6 +31,16 @@ struct autotune_settings {
   int bayes_opt_max_samples = 20;
   /// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE, in [0, 1].
   double gaussian_process_noise = 0.8;
+  /// The knobs set explicitly (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME,
+  /// HOROVOD_HIERARCHICAL_ALLREDUCE, _ALLGATHER): as in Horovod, tuning
+  /// keeps them as set and tunes the others.
+  bool fusion_threshold_set = false;
+  bool cycle_time_set = false;
+  bool hierarchical_allreduce_set = false;
+  bool hierarchical_allgather_set = false;
+  /// HVACTOR_AUTOTUNE_SET_KNOBS=start (hvactor's): a set knob is where
+  /// tuning starts, tuned like the others, instead of fixed.
+  bool start_from_set = false;
 };
 
 /// The knobs autotune sets, as every rank applies them.
@@ -55,7 +65,11 @@ struct tuned_params {
 /// bayes_opt_max_samples points; then, with the best of those, (2) the
 /// hierarchical allreduce and (3) allgather switches, both ways, where
 /// the job's layout has a hierarchical path. Then the best values are
-/// final (active false). Not thread-safe (the engine's round driver).
+/// final (active false). A knob set explicitly stays fixed (Horovod's):
+/// the joint search runs over the other variable alone (the test points
+/// without the fixed one), a set switch is not tried; with nothing left
+/// to tune the values are final at once. Not thread-safe (the engine's
+/// round driver).
 class parameter_manager {
 public:
   parameter_manager(const autotune_settings& s, const tuned_params& start,
@@ -75,13 +89,31 @@ public:
   /// (and written to HOROVOD_AUTOTUNE_LOG).
   static std::string describe(const tuned_params& p);
 
+  /// What is tuned and what is fixed, and why, as logged at the start:
+  /// "tuned: cycle_time_ms; fixed: tensor_fusion_threshold = 0 mb
+  /// (HOROVOD_FUSION_THRESHOLD), ...".
+  const std::string& knobs() const {
+    return knobs_;
+  }
+
 private:
   bool tune(double score);
   void next_joint();
+  int next_phase(int from) const;
+  std::vector<double> joint_point(const tuned_params& p) const;
+  std::string describe_knobs(bool hierarchical_tunable);
   void log(const tuned_params& p, double score, bool best);
 
   autotune_settings s_;
-  bool hierarchical_tunable_;
+  // What is tuned: the fusion threshold and the cycle time (the joint
+  // search's variables), the hierarchical switches.
+  bool fusion_free_;
+  bool cycle_free_;
+  bool allreduce_free_;
+  bool allgather_free_;
+  std::string knobs_;
+  // The fixed knobs, as the log's last column.
+  std::string fixed_column_;
   tuned_params current_;
   tuned_params best_;
   double best_score_ = -1;
@@ -90,9 +122,9 @@ private:
   std::vector<std::pair<double, double>> test_points_; // (MiB, ms)
   int joint_iteration_ = 0;
   bayesian_optimization bayes_;
-  // 0: joint, 1: hierarchical allreduce, 2: allgather, 3: done.
+  // 0: joint (with nothing joint to tune: the start's score only), 1:
+  // hierarchical allreduce, 2: allgather, 3: done.
   int phase_ = 0;
-  int categorical_index_ = 0;
   // The sample being measured.
   static constexpr int samples_per_score = 5;
   std::vector<double> scores_;

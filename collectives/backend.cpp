@@ -23,6 +23,10 @@ void divide(void* data, size_t count, int divisor) {
   }
 }
 
+// Horovod's CPU scaling (ScaleBufferCPUImpl): float32 and the 16-bit
+// types multiply by (float)factor in float, so that the bits match
+// Horovod's (75.0f x 0.1915194503788923 is 0x41e5d2c7 there, 0x41e5d2c6
+// through double); float64 and integers multiply in double.
 template <class T>
 void times(void* data, size_t count, double factor) {
   auto* x = static_cast<T*>(data);
@@ -30,6 +34,10 @@ void times(void* data, size_t count, double factor) {
     auto f = static_cast<float>(factor);
     for (size_t i = 0; i < count; ++i)
       x[i] = T(static_cast<float>(x[i]) * f);
+  } else if constexpr (std::is_same_v<T, float>) {
+    auto f = static_cast<float>(factor);
+    for (size_t i = 0; i < count; ++i)
+      x[i] *= f;
   } else {
     for (size_t i = 0; i < count; ++i)
       x[i] = static_cast<T>(static_cast<double>(x[i]) * factor);

@@ -133,6 +133,7 @@ std::shared_ptr<pending_op> engine::submit(operation op, void* data,
     if (stopping_)
       throw not_started(
         fmt::format("hvd: allreduce_async('{}') after hvd::shutdown()", p->op.name));
+    hold_name(*p);
     enqueue_locked(p);
     // The engine sleeps until there is work, then until the batch closes;
     // only the first entry and a full batch need to wake it.
@@ -153,6 +154,7 @@ std::shared_ptr<pending_op> engine::submit_run(operation op,
     std::lock_guard<std::mutex> lk{mu_};
     if (stopping_)
       throw not_started(fmt::format("hvd: {}_async after hvd::shutdown()", to_string(p->op.kind)));
+    hold_name(*p);
     enqueue_locked(p);
   }
   cv_.notify_all();
@@ -186,12 +188,14 @@ void engine::wait(pending_op& p) {
         }
       }
     }
-    if (dequeued)
+    if (dequeued) {
+      release_name(p);
       throw collective_error(fmt::format(
         "hvd: {} on rank {} ({}) was not negotiated within {} s although every transfer has a "
         "timeout; the collectives engine is stuck (please report this)",
         describe(p.op), topo_.rank, topo_.host,
         std::chrono::duration_cast<std::chrono::seconds>(bound).count()));
+    }
     p.done.wait();
   }
   p.done.get();
@@ -249,7 +253,30 @@ void engine::apply_timeline_locked() {
   fusion_.set_timeline(next_timeline_);
 }
 
+void engine::hold_name(pending_op& p) {
+  if (p.op.name.empty())
+    return;
+  std::lock_guard<std::mutex> lk{names_mu_};
+  if (!names_in_flight_.insert(p.op.name).second)
+    throw std::invalid_argument(fmt::format(
+      "hvd: {} was requested on rank {} ({}) with the name of an operation still in flight there; "
+      "names must be unique among the operations in flight: synchronize the first, or use "
+      "another name",
+      describe(p.op), topo_.rank, topo_.host));
+  p.holds_name = true;
+}
+
+void engine::release_name(pending_op& p) {
+  if (!p.holds_name)
+    return;
+  std::lock_guard<std::mutex> lk{names_mu_};
+  names_in_flight_.erase(p.op.name);
+  p.holds_name = false;
+}
+
 void engine::complete(pending_op& p, std::exception_ptr error) {
+  // Free before the waiter wakes: it may reuse the name at once.
+  release_name(p);
   if (error) {
     p.promise.set_exception(error);
   } else {

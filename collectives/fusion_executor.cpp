@@ -7,14 +7,36 @@
 
 namespace hvactor::collectives {
 
+namespace {
+
+bool is_floating(hvd::dtype t) {
+  switch (t) {
+    case hvd::dtype::float16:
+    case hvd::dtype::bfloat16:
+    case hvd::dtype::float32:
+    case hvd::dtype::float64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+} // namespace
+
 hvd::op backend_reduction(hvd::op o) {
   return o == hvd::op::average ? hvd::op::sum : o;
 }
 
 void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
                    double postscale) {
+  if (o == hvd::op::average && is_floating(t)) {
+    // Horovod's: the average is part of the postscale factor, one
+    // multiplication by (postscale / ranks) in the type's precision.
+    b.multiply(data, count, t, postscale / ranks);
+    return;
+  }
   if (o == hvd::op::average)
-    b.scale(data, count, t, ranks);
+    b.scale(data, count, t, ranks); // integers divide, truncating
   b.multiply(data, count, t, postscale);
 }
 

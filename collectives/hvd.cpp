@@ -146,7 +146,8 @@ const topology& topo(const char* call) {
 // An async allreduce's descriptor; the engine names an unnamed one
 // "allreduce.noname.<n>".
 collectives::operation async_allreduce(size_t count, dtype t, op o, std::string name,
-                                       bool device, scale_factors f) {
+                                       bool device, scale_factors f,
+                                       std::span<const int64_t> shape) {
   return {.kind = op_kind::allreduce,
           .type = t,
           .count = count,
@@ -154,6 +155,7 @@ collectives::operation async_allreduce(size_t count, dtype t, op o, std::string 
           .prescale = f.prescale_factor,
           .postscale = f.postscale_factor,
           .device = device,
+          .shape = {shape.begin(), shape.end()},
           .name = std::move(name)};
 }
 
@@ -388,7 +390,7 @@ namespace detail {
 // buffers to the engine, which runs it on the backend of its memory.
 
 void allreduce(void* data, size_t count, dtype t, op o, const std::string& name,
-               scale_factors f) {
+               scale_factors f, std::span<const int64_t> shape) {
   check_reduction(t, o, "allreduce", f);
   current("allreduce").allreduce(
     {.kind = op_kind::allreduce,
@@ -397,18 +399,20 @@ void allreduce(void* data, size_t count, dtype t, op o, const std::string& name,
      .reduction = o,
      .prescale = f.prescale_factor,
      .postscale = f.postscale_factor,
+     .shape = {shape.begin(), shape.end()},
      .name = name},
     data);
 }
 
 handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
-                       scale_factors f) {
+                       scale_factors f, std::span<const int64_t> shape) {
   check_reduction(t, o, "allreduce_async", f);
   auto& eng = current("allreduce_async");
-  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), false, f), data)};
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), false, f, shape), data)};
 }
 
-void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s, scale_factors f) {
+void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s, scale_factors f,
+                      std::span<const int64_t> shape) {
   collectives::check_adasum_host(o, "allreduce");
   check_reduction(t, o, "allreduce", f);
   keep_device keep;
@@ -420,7 +424,8 @@ void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s, sc
                  .reduction = o,
                  .prescale = f.prescale_factor,
                  .postscale = f.postscale_factor,
-                 .device = true},
+                 .device = true,
+                 .shape = {shape.begin(), shape.end()}},
                 data);
 }
 
@@ -443,14 +448,14 @@ void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s
 }
 
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
-                              cuda_stream s, scale_factors f) {
+                              cuda_stream s, scale_factors f, std::span<const int64_t> shape) {
   collectives::check_adasum_host(o, "allreduce_async");
   check_reduction(t, o, "allreduce_async", f);
   auto& eng = device_engine("allreduce_async");
   // The GPU orders the collective after the caller's work; the caller (a
   // gradient hook during backward) goes on queueing kernels meanwhile.
   auto ready = collectives::record_ready(s);
-  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true, f), data,
+  return handle{eng.submit(async_allreduce(count, t, o, std::move(name), true, f, shape), data,
                            std::move(ready))};
 }
 

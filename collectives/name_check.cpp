@@ -12,8 +12,9 @@ namespace hvactor::collectives {
 namespace {
 
 // Encoded operation: kind, type, reduction, device (one byte each), root
-// (4 bytes), count (8), name length (4), name bytes.
-constexpr size_t fixed_bytes = 4 + 4 + 8 + 8 + 8 + 4;
+// (4 bytes), count (8), prescale and postscale (8 each), the number of
+// dimensions (4) and each dimension (8), name length (4), name bytes.
+constexpr size_t fixed_bytes = 4 + 4 + 8 + 8 + 8 + 4 + 4;
 
 void put(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -78,6 +79,9 @@ std::string name_check::encode(const op_list& list) {
     put(out, op.count, 8);
     put(out, std::bit_cast<uint64_t>(op.prescale), 8);
     put(out, std::bit_cast<uint64_t>(op.postscale), 8);
+    put(out, op.shape.size(), 4);
+    for (auto d : op.shape)
+      put(out, static_cast<uint64_t>(d), 8);
     put(out, op.name.size(), 4);
     out += op.name;
   }
@@ -87,7 +91,7 @@ std::string name_check::encode(const op_list& list) {
 op_list name_check::decode(std::string_view in, int from_rank) {
   auto malformed = [&] {
     return collective_error(fmt::format(
-      "hvd: HVACTOR_CHECK_NAMES: rank {} sent {} bytes that are not a list of operations; do all "
+      "hvd: name negotiation: rank {} sent {} bytes that are not a list of operations; do all "
       "ranks run the same hvactor build?",
       from_rank, in.size()));
   };
@@ -108,6 +112,12 @@ op_list name_check::decode(std::string_view in, int from_rank) {
     op.count = static_cast<size_t>(take(rest, 8));
     op.prescale = std::bit_cast<double>(take(rest, 8));
     op.postscale = std::bit_cast<double>(take(rest, 8));
+    auto dims = static_cast<size_t>(take(rest, 4));
+    if (dims > (rest.size() - 4) / 8)
+      throw malformed();
+    op.shape.resize(dims);
+    for (auto& d : op.shape)
+      d = static_cast<int64_t>(take(rest, 8));
     auto length = static_cast<size_t>(take(rest, 4));
     if (op.kind > last_op_kind || op.type > hvd::last_dtype
         || op.reduction > hvd::op::adasum || rest.size() < length)

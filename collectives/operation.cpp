@@ -1,8 +1,11 @@
 #include "collectives/internal/operation.hpp"
 
+#include <algorithm>
 #include <iterator>
+#include <span>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace hvactor::collectives {
 
@@ -62,7 +65,26 @@ bool same_shape(const operation& a, const operation& b) {
     default:
       break;
   }
-  return a.type == b.type && (!count_is_shared(a) || a.count == b.count);
+  return a.type == b.type && (!count_is_shared(a) || (a.count == b.count && same_dims(a, b)));
+}
+
+bool same_dims(const operation& a, const operation& b) {
+  if (a.shape.empty() && b.shape.empty())
+    return a.count == b.count;
+  auto one = [](const operation& op, int64_t& count) {
+    count = static_cast<int64_t>(op.count);
+    return op.shape.empty() ? std::span<const int64_t>(&count, 1)
+                            : std::span<const int64_t>(op.shape);
+  };
+  int64_t ca = 0, cb = 0;
+  auto da = one(a, ca), db = one(b, cb);
+  return std::equal(da.begin(), da.end(), db.begin(), db.end());
+}
+
+std::string dims_of(const operation& op) {
+  if (op.shape.empty())
+    return fmt::format("[{}]", op.count);
+  return fmt::format("[{}]", fmt::join(op.shape, ", "));
 }
 
 void describe_to(std::string& out, const operation& op) {

@@ -45,6 +45,10 @@ std::string difference(const operation& a, const operation& b, int r) {
   if (a.type != b.type)
     return fmt::format("Mismatched {} data types: rank 0 sent {}{}, but rank {} sent {}", kind,
                        hvd::to_string(a.type), label(a), r, hvd::to_string(b.type));
+  if (count_is_shared(a) && !same_dims(a, b) && !(a.shape.empty() && b.shape.empty()))
+    return fmt::format("Mismatched {} tensor shapes: rank 0 sent a tensor{} of shape {}, but rank "
+                       "{} sent a tensor of shape {}",
+                       kind, label(a), dims_of(a), r, dims_of(b));
   if (count_is_shared(a) && a.count != b.count)
     return fmt::format("Mismatched {} tensor sizes: rank 0 sent a tensor{} of {} ({}), but rank {} "
                        "sent one of {}",
@@ -79,8 +83,16 @@ int64_t fingerprint(bool batch, std::span<const operation* const> ops) {
     if (op.kind == op_kind::barrier || op.kind == op_kind::setup)
       continue;
     h.add(static_cast<uint64_t>(op.type));
-    if (count_is_shared(op))
+    if (count_is_shared(op)) {
       h.add(op.count);
+      // The dimensions, an empty shape as [count] (so that the buffer
+      // API's and a 1-D tensor's agree).
+      h.add(std::max<size_t>(op.shape.size(), 1));
+      if (op.shape.empty())
+        h.add(op.count);
+      for (auto d : op.shape)
+        h.add(static_cast<uint64_t>(d));
+    }
     if (reduces(op.kind)) {
       h.add(static_cast<uint64_t>(op.reduction));
       h.add(std::bit_cast<uint64_t>(op.prescale));

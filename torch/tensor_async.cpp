@@ -29,12 +29,16 @@ tensor_handle allreduce_async(torch::Tensor& t, op o, std::string name, scale_fa
     out.travel_ = t.contiguous(); // `t` itself when it is contiguous
   auto& x = out.travel_;
   auto count = static_cast<size_t>(x.numel());
+  // The shape travels with the operation: a rank whose tensor has another
+  // shape of as many elements fails every rank (Horovod's shape check).
   if (path == detail::tensor_path::device)
     out.h_ = detail::device_allreduce_async(x.data_ptr(), count,
                                             type == dtype::int16 ? dtype::int32 : type, o,
-                                            std::move(name), detail::stream_of(x), f);
+                                            std::move(name), detail::stream_of(x), f,
+                                            detail::dims(x));
   else
-    out.h_ = detail::allreduce_async(x.data_ptr(), count, type, o, std::move(name), f);
+    out.h_ = detail::allreduce_async(x.data_ptr(), count, type, o, std::move(name), f,
+                                     detail::dims(x));
   return out;
 }
 

@@ -70,4 +70,11 @@ dtype dtype_of_tensor(const torch::Tensor& t, const char* call);
 /// "hvd::<op>" or "hvd::<op> '<name>'".
 std::string call_name(std::string_view op, std::string_view name);
 
+/// `t`'s dimensions, for the collectives that compare them across ranks
+/// (allreduce: Horovod's shape check in negotiation).
+inline std::span<const int64_t> dims(const torch::Tensor& t) {
+  auto s = t.sizes();
+  return {s.data(), s.size()};
+}
+
 } // namespace hvactor::hvd::detail

@@ -72,16 +72,18 @@ void allreduce(torch::Tensor& t, op o, scale_factors f, compression wire) {
   torch::NoGradGuard no_grad;
   in_place(
     t, "allreduce",
-    [&](torch::Tensor& c) { detail::allreduce(c.data_ptr(), elements(c), type, o, {}, f); },
+    [&](torch::Tensor& c) {
+      detail::allreduce(c.data_ptr(), elements(c), type, o, {}, f, detail::dims(c));
+    },
     [&](torch::Tensor& c, cuda_stream s) {
       if (type == dtype::int16) { // NCCL has no int16: reduced as int32
         auto wide = c.to(torch::kInt);
         detail::device_allreduce(wide.data_ptr(), elements(wide), dtype::int32, o,
-                                 detail::stream_of(wide), f);
+                                 detail::stream_of(wide), f, detail::dims(wide));
         c.copy_(wide);
         return;
       }
-      detail::device_allreduce(c.data_ptr(), elements(c), type, o, s, f);
+      detail::device_allreduce(c.data_ptr(), elements(c), type, o, s, f, detail::dims(c));
     });
 }
 

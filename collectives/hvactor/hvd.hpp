@@ -69,9 +69,11 @@ int cross_size();
 
 namespace detail {
 
-// The type-erased operations behind the templates below.
+// The type-erased operations behind the templates below. `shape`: the
+// tensor's dimensions, when the caller has them (the LibTorch adapter):
+// every rank must pass the same (Horovod's shape check); empty: [count].
 void allreduce(void* data, size_t count, dtype t, op o, const std::string& name,
-               scale_factors f = {});
+               scale_factors f = {}, std::span<const int64_t> shape = {});
 std::vector<char> allgather(const void* data, size_t count, dtype t);
 void allgather_into(const void* in, size_t count, void* out, size_t out_count, dtype t);
 void broadcast(void* data, size_t count, dtype t, int root);
@@ -176,14 +178,17 @@ public:
 
 namespace detail {
 handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
-                       scale_factors f = {});
+                       scale_factors f = {}, std::span<const int64_t> shape = {});
 } // namespace detail
 
 /// Queues an in-place allreduce of `x`; consecutive queued allreduces are
 /// fused into one (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME). `name`
 /// identifies the tensor across ranks (named tensors pair by name, in any
-/// order), in error messages and in the HOROVOD_DEBUG_NAMES check; empty:
-/// "allreduce.noname.<n>", paired by call order. `f` as allreduce().
+/// order) and in error messages; empty:
+/// "allreduce.noname.<n>", paired by call order. A name of an operation
+/// still in flight on this rank (submitted, not finished) throws
+/// std::invalid_argument here, as Horovod's allreduce_async raises at the
+/// call. `f` as allreduce().
 template <element T>
 handle allreduce_async(std::span<T> x, op o = op::average, std::string name = {},
                        scale_factors f = {}) {

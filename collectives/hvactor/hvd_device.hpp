@@ -13,6 +13,7 @@
 /// GPU, every call here throws hvactor::error saying why.
 
 #include <cstddef>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -46,7 +47,7 @@ int gpu_device();
 
 namespace detail {
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s,
-                      scale_factors f = {});
+                      scale_factors f = {}, std::span<const int64_t> shape = {});
 void device_allgather(const void* in, void* out, size_t count, dtype t, cuda_stream s);
 void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s);
 } // namespace detail
@@ -75,7 +76,8 @@ void broadcast(device_span<T> x, int root, cuda_stream stream) {
 
 namespace detail {
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
-                              cuda_stream s, scale_factors f = {});
+                              cuda_stream s, scale_factors f = {},
+                              std::span<const int64_t> shape = {});
 } // namespace detail
 
 /// Queues an in-place allreduce of device memory; fused with the other

@@ -138,10 +138,11 @@ public:
   virtual void scale(void* data, size_t count, hvd::dtype t, int divisor);
 
   /// Multiplies `count` elements at `data` by `factor` (the scale factors
-  /// of hvd::scale_factors): floating types in their own precision (16-bit
-  /// ones through float), integers as static_cast<T>(x * factor)
-  /// (truncation, Horovod's CPU path); bool is never scaled. A factor of 1
-  /// does nothing.
+  /// of hvd::scale_factors), bit for bit as Horovod: float32 and the
+  /// 16-bit types by (float)factor in float (on the device, float16 by
+  /// the factor rounded to float16, as Horovod's kernel), float64 in
+  /// double, integers as static_cast<T>(x * factor) (truncation); bool is
+  /// never scaled. A factor of 1 does nothing.
   virtual void multiply(void* data, size_t count, hvd::dtype t, double factor);
 
   /// Waits until the work queued so far finished (device streams); throws

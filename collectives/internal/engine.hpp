@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "collectives/internal/autotune.hpp"
@@ -45,6 +46,9 @@ struct pending_op {
   bool async = false;
   /// Unnamed: matched by call order (the negotiator's lane).
   bool lane = false;
+  /// Its name is held in the engine's names in flight until it finishes
+  /// (async calls with a name of the caller's).
+  bool holds_name = false;
   /// The negotiator's key (submission order).
   uint64_t id = 0;
   /// The process set whose engine runs it (0: the global set).
@@ -240,6 +244,10 @@ private:
     return !incoming_.empty() || outstanding_count_ > 0 || join_ != nullptr;
   }
   void complete(pending_op& p, std::exception_ptr error);
+  // An async call's name, unique among the operations in flight here
+  // (Horovod's tensor queue refuses a duplicate at the call).
+  void hold_name(pending_op& p);
+  void release_name(pending_op& p);
 
   std::unique_ptr<collectives::backend> backend_;
   // Declared after backend_: a host-staged device backend uses it.
@@ -290,6 +298,9 @@ private:
   collectives::tuned_params tuned_;
   uint64_t tune_exchanges_ = 0;
   std::vector<std::string> tune_history_; // under mu_
+  // The names of this engine's async operations in flight (hold_name).
+  std::mutex names_mu_;
+  std::unordered_set<std::string> names_in_flight_;
   std::thread thread_;
 };
 

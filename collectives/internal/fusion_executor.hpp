@@ -20,10 +20,12 @@ namespace hvactor::collectives {
 /// division follows in apply_average()).
 hvd::op backend_reduction(hvd::op o);
 
-/// After a backend_reduction(o): divides the `count` elements at `data` by
-/// `ranks` on `b` when `o` is op::average, else nothing. The only place
-/// where op::average divides.
-/// Then multiplies them by `postscale` (hvd::scale_factors) unless it is 1.
+/// After a backend_reduction(o): the `count` elements at `data` on `b`
+/// multiplied by `postscale` (hvd::scale_factors; 1: nothing), and for
+/// op::average divided by `ranks`, the only place where op::average
+/// divides. Floating types multiply once by postscale / ranks, as
+/// Horovod folds the average into the postscale factor (the same bits);
+/// integers divide (truncating toward zero), then multiply.
 void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
                    double postscale = 1.0);
 

@@ -2,7 +2,7 @@
 
 // Internal: one collective operation described by typed fields, as Gloo's
 // gloo/allreduce.h describes an allreduce (detail::AllreduceOptionsImpl).
-// The engine queues it, the name check (HVACTOR_CHECK_NAMES) compares it
+// The engine queues it, the negotiator's name check compares it
 // across ranks, the timeline records its fields, and error messages render
 // it with describe(). Building one formats nothing: text is made only when
 // a message or a timeline line needs it.
@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hvactor/collectives/types.hpp"
 
@@ -70,6 +71,13 @@ struct operation {
   /// it with host tensors.
   bool device = false;
 
+  /// The tensor's dimensions when the caller has them (the LibTorch
+  /// adapter's tensors); empty: the buffer API's, one dimension of
+  /// `count`. Where the count must agree (count_is_shared()), the shapes
+  /// must too, as Horovod compares them: [17, 1311] against [17, 23, 57]
+  /// is an error although both hold 22287 elements.
+  std::vector<int64_t> shape;
+
   /// The tensor's name (async allreduces: the user's name or
   /// "allreduce.<n>"); empty for the synchronous calls, which are
   /// identified by their position. Named in errors, the timeline and the
@@ -90,6 +98,13 @@ bool same_collective(const operation& a, const operation& b);
 /// same_collective() without the name: what must agree for the backend to
 /// run the two at all (shape_check).
 bool same_shape(const operation& a, const operation& b);
+
+/// Whether `a` and `b` have the same dimensions (an empty shape is [count]).
+bool same_dims(const operation& a, const operation& b);
+
+/// `op`'s dimensions as Horovod prints a shape: "[17, 1311]" ("[count]"
+/// for the buffer API's).
+std::string dims_of(const operation& op);
 
 /// `op` as a message names it: "allreduce (float32 x 4, sum)",
 /// "allreduce 'grad/w' (device, float16 x 10, average)",

@@ -1,6 +1,8 @@
 // op::average on device memory: divide by the number of ranks after a sum.
 // Integer types truncate toward zero, as the host path does. And the scale
-// factors (hvd::scale_factors): multiply by a double factor.
+// factors (hvd::scale_factors), as Horovod's ScaleBufferCudaImpl: float32
+// by (float)factor, float16 by the factor as a float16, float64 and
+// integers by the double.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -125,7 +127,9 @@ bool launch_multiply(void* data, size_t n, hvd::dtype t, double factor, cudaStre
       times<<<blocks, 256, 0, stream>>>(static_cast<int16_t*>(data), n, factor);
       break;
     case hvd::dtype::float16:
-      times_half<<<blocks, 256, 0, stream>>>(static_cast<__half*>(data), n, float(factor));
+      // Horovod's kernel multiplies by the factor as a float16.
+      times_half<<<blocks, 256, 0, stream>>>(static_cast<__half*>(data), n,
+                                             __half2float(__float2half(float(factor))));
       break;
     case hvd::dtype::bfloat16:
       times_bf16<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data), n, float(factor));

@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <sstream>
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -647,6 +650,110 @@ std::vector<double> state_no_grad() {
   return out;
 }
 
+// Horovod's test_horovod_allreduce_error, ported: rank 1's tensor has
+// another shape of as many elements (22287) as rank 0's; synchronous, or
+// async under a name when `named`. Returns the error ("collective_error:
+// ...", "other: ...", "none") and whether the next allreduce worked.
+std::vector<std::string> allreduce_shapes_differ(bool named) {
+  hvd::init();
+  auto t = hvd::rank() == 0 ? torch::ones({17, 1311}) : torch::ones({17, 23, 57});
+  std::string text = "none";
+  try {
+    if (named) {
+      auto h = hvd::allreduce_async(t, hvd::op::sum, "shapes");
+      hvd::synchronize(h);
+    } else {
+      hvd::allreduce(t, hvd::op::sum);
+    }
+  } catch (const hvactor::collective_error& e) {
+    text = std::string("collective_error: ") + e.what();
+  } catch (const std::exception& e) {
+    text = std::string("other: ") + e.what();
+  }
+  auto after = torch::ones({3});
+  hvd::allreduce(after, hvd::op::sum);
+  bool ok = after[2].item<float>() == float(hvd::size());
+  hvd::shutdown();
+  return {text, ok ? "then ok" : "then wrong"};
+}
+
+// Horovod's test_horovod_allreduce_duplicate_name_error, ported and made
+// deterministic: each rank submits a name no other rank has submitted
+// yet ("dup.<rank>"), so it surely is still in flight, then the same name
+// again, which must throw at the call; after a barrier every rank submits
+// the others' names and everything finishes; a name whose operation
+// finished is free again. Returns the second call's error and "then ok".
+std::vector<std::string> duplicate_name_in_flight() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  auto name = [](int k) { return "dup." + std::to_string(k); };
+  std::vector<torch::Tensor> ts{torch::ones({17, 17, 17})};
+  std::vector<hvd::tensor_handle> hs;
+  hs.push_back(hvd::allreduce_async(ts[0], hvd::op::sum, name(r)));
+  std::string text = "no error at the call";
+  try {
+    auto again = torch::ones({17, 17, 17});
+    hvd::allreduce_async(again, hvd::op::sum, name(r));
+  } catch (const std::invalid_argument& e) {
+    text = std::string("invalid_argument: ") + e.what();
+  } catch (const std::exception& e) {
+    text = std::string("other: ") + e.what();
+  }
+  hvd::barrier();
+  for (int k = 0; k < n; ++k)
+    if (k != r) {
+      ts.push_back(torch::ones({17, 17, 17}));
+      hs.push_back(hvd::allreduce_async(ts.back(), hvd::op::sum, name(k)));
+    }
+  for (auto& h : hs)
+    hvd::synchronize(h);
+  bool ok = true;
+  for (auto& t : ts)
+    ok = ok && torch::equal(t, torch::full({17, 17, 17}, float(n)));
+  for (int round = 0; round < 2; ++round) { // finished: the name is free
+    auto t = torch::ones({4});
+    auto h = hvd::allreduce_async(t, hvd::op::sum, "dup.again");
+    hvd::synchronize(h);
+    ok = ok && t[3].item<float>() == float(n);
+  }
+  hvd::shutdown();
+  return {text, ok ? "then ok" : "then wrong"};
+}
+
+// The bits of every element of `t` (float32), if they are all the same;
+// else "differ".
+std::string float_bits(const torch::Tensor& t) {
+  auto c = t.contiguous();
+  const auto* p = c.data_ptr<float>();
+  uint32_t first = 0;
+  std::memcpy(&first, p, 4);
+  for (int64_t i = 1; i < c.numel(); ++i)
+    if (std::memcmp(&first, p + i, 4) != 0)
+      return "differ";
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", first);
+  return text;
+}
+
+// Horovod's test_horovod_allreduce_prescale and _postscale, ported at the
+// factor their seed draws and an element of 75: float32 scaled by
+// (float)factor, as Horovod's ScaleBufferCPUImpl; the average as part of
+// the postscale factor. Returns the bits of a prescaled sum, a postscaled
+// sum and a postscaled average.
+std::vector<std::string> scale_factor_bits() {
+  hvd::init();
+  const double factor = 0.1915194503788923; // np.random.seed(1234); np.random.uniform()
+  auto pre = torch::full({17, 17}, 75.0f);
+  hvd::allreduce(pre, hvd::op::sum, {.prescale_factor = factor});
+  auto post = torch::full({17, 17}, 75.0f);
+  hvd::allreduce(post, hvd::op::sum, {.postscale_factor = factor});
+  auto average = torch::full({17, 17}, 75.0f);
+  auto h = hvd::allreduce_async(average, hvd::op::average, "average", {.postscale_factor = factor});
+  hvd::synchronize(h);
+  hvd::shutdown();
+  return {float_bits(pre), float_bits(post), float_bits(average)};
+}
+
 hvactor::executor make(int n) {
   return hvactor::executor{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
                            {.num_workers = n}};
@@ -785,6 +892,64 @@ TEST_CASE("tensors whose dtype or shape differ between ranks give every rank a c
     CHECK(out[0][0] == out[1][0]); // the same verdict on every rank
   }
   ex.shutdown();
+}
+
+TEST_CASE("an allreduce of tensors with as many elements but different shapes gives every rank "
+          "a collective_error naming both shapes (Horovod's test_horovod_allreduce_error), "
+          "synchronous and async, and the next allreduce works") {
+  auto ex = make(2);
+  ex.start();
+  for (bool named : {false, true}) {
+    CAPTURE(named);
+    auto out = ex.run(&allreduce_shapes_differ, named);
+    REQUIRE(out.size() == 2);
+    for (auto& rank : out) {
+      CAPTURE(rank[0]);
+      CHECK(rank[0].rfind("collective_error: ", 0) == 0);
+      CHECK(rank[0].find(std::string{"Mismatched allreduce tensor shapes: rank 0 sent a tensor"}
+                         + (named ? " 'shapes'" : "")
+                         + " of shape [17, 1311], but rank 1 sent a tensor of shape [17, 23, "
+                           "57]")
+            != std::string::npos);
+      CHECK(rank[1] == "then ok");
+    }
+  }
+  ex.shutdown();
+}
+
+TEST_CASE("allreduce_async with the name of an operation still in flight on this rank throws "
+          "std::invalid_argument at the call (Horovod's "
+          "test_horovod_allreduce_duplicate_name_error); a finished name is free again") {
+  auto ex = make(2);
+  ex.start();
+  auto out = ex.run(&duplicate_name_in_flight);
+  ex.shutdown();
+  REQUIRE(out.size() == 2);
+  for (size_t r = 0; r < out.size(); ++r) {
+    CAPTURE(out[r][0]);
+    CHECK(out[r][0].rfind("invalid_argument: hvd: allreduce 'dup." + std::to_string(r) + "'", 0)
+          == 0);
+    CHECK(out[r][0].find("with the name of an operation still in flight there") !=
+          std::string::npos);
+    CHECK(out[r][1] == "then ok");
+  }
+}
+
+TEST_CASE("float32 scale factors give Horovod's bits: (float)factor in float, the average part "
+          "of the postscale factor (Horovod's test_horovod_allreduce_prescale's factor)") {
+  auto ex = make(2);
+  ex.start();
+  auto out = ex.run(&scale_factor_bits);
+  ex.shutdown();
+  REQUIRE(out.size() == 2);
+  for (auto& rank : out) {
+    // 2 x (75.0f x (float)0.1915194503788923); through double: 0x41e5d2c6.
+    CHECK(rank[0] == "0x41e5d2c7");
+    // 150.0f x (float)factor.
+    CHECK(rank[1] == "0x41e5d2c7");
+    // 150.0f x (float)(factor / 2); divided, then scaled: 0x4165d2c6.
+    CHECK(rank[2] == "0x4165d2c7");
+  }
 }
 
 TEST_CASE("broadcast_optimizer_state gives every rank root's param group options (SGD and Adam, "

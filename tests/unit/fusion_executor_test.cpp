@@ -3,6 +3,7 @@
 // what changes is exactly the packing, the copy back and the op::average
 // division by the number of ranks.
 
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -67,6 +68,43 @@ TEST_CASE("a fused group of sums and averages comes back in place, each averaged
   std::vector<co::fusion_item> one{{&ox, x.data()}};
   fusion.run(*local, one);
   CHECK(x == std::vector<float>(5, 4.f));
+}
+
+TEST_CASE("scale factors give Horovod's bits: float32 by (float)factor in float, the average "
+          "folded into the postscale factor; float64 in double; integers truncated") {
+  auto local = co::make_local_backend();
+  auto bits = [](float x) { return std::bit_cast<uint32_t>(x); };
+  // The factor Horovod's test_horovod_allreduce_prescale draws (seed 1234).
+  const double factor = 0.1915194503788923;
+  std::vector<float> pre{75.0f, 75.0f};
+  co::reduce_in_place(*local, pre.data(), pre.size(), hvd::dtype::float32, hvd::op::sum, 1,
+                      {.prescale_factor = factor});
+  // 75.0f x (float)factor; through double it would be 0x4165d2c6 (and the
+  // sum of two ranks' 0x41e5d2c6 where Horovod has 0x41e5d2c7).
+  CHECK(bits(pre[0]) == 0x4165d2c7);
+  CHECK(bits(pre[1]) == 0x4165d2c7);
+  std::vector<float> post{150.0f};
+  co::reduce_in_place(*local, post.data(), 1, hvd::dtype::float32, hvd::op::sum, 1,
+                      {.postscale_factor = factor});
+  CHECK(bits(post[0]) == 0x41e5d2c7);
+  // Average with a postscale factor: one multiplication by
+  // (float)(factor / 3); dividing first, then scaling, gives 0xc197aef4.
+  std::vector<float> avg{-297.0f};
+  co::reduce_in_place(*local, avg.data(), 1, hvd::dtype::float32, hvd::op::average, 3,
+                      {.postscale_factor = factor});
+  CHECK(bits(avg[0]) == 0xc197aef3);
+  std::vector<double> d{75.0};
+  co::reduce_in_place(*local, d.data(), 1, hvd::dtype::float64, hvd::op::sum, 1,
+                      {.prescale_factor = factor});
+  CHECK(d[0] == 75.0 * factor);
+  std::vector<hvd::half> h{hvd::half(75.0f)};
+  co::reduce_in_place(*local, h.data(), 1, hvd::dtype::float16, hvd::op::sum, 1,
+                      {.prescale_factor = factor});
+  CHECK(static_cast<float>(h[0]) == static_cast<float>(hvd::half(75.0f * float(factor))));
+  std::vector<int32_t> i{75, -75};
+  co::reduce_in_place(*local, i.data(), i.size(), hvd::dtype::int32, hvd::op::sum, 1,
+                      {.prescale_factor = factor});
+  CHECK(i == std::vector<int32_t>{14, -14});
 }
 
 TEST_CASE("a batch's timeline event names its tensors and sums their bytes") {

@@ -10,6 +10,7 @@
 
 #include <hvactor/errors.hpp>
 
+#include "collectives/internal/name_check.hpp"
 #include "collectives/internal/operation.hpp"
 #include "collectives/internal/shape_check.hpp"
 
@@ -144,6 +145,57 @@ TEST_CASE("explain returns when the lists agree, names and allgather counts asid
   CHECK(explained({single(of_kind(co::op_kind::allgather, 3)),
                    single(of_kind(co::op_kind::allgather, 9))})
         == "");
+}
+
+TEST_CASE("tensors of as many elements but other shapes differ (Horovod's "
+          "test_horovod_allreduce_error): fingerprint, same_shape and explain naming both shapes; "
+          "the buffer API's count is the shape of one dimension") {
+  auto shaped = [](std::vector<int64_t> dims, std::string name = "") {
+    auto op = allreduce(22287, hvd::dtype::float32, hvd::op::sum, std::move(name));
+    op.shape = std::move(dims);
+    return op;
+  };
+  auto a = shaped({17, 1311}), b = shaped({17, 23, 57});
+  CHECK_FALSE(co::same_shape(a, b));
+  CHECK(co::shape_check::fingerprint(single(a)) != co::shape_check::fingerprint(single(b)));
+  auto what = explained({single(a), single(b)});
+  CAPTURE(what);
+  CHECK(contains(what, "Mismatched allreduce tensor shapes: rank 0 sent a tensor of shape [17, "
+                       "1311], but rank 1 sent a tensor of shape [17, 23, 57] (seen on rank 1 "
+                       "of 2 on node-b)"));
+  auto named = explained({single(shaped({17, 1311}, "w")), single(shaped({1311, 17}, "w"))});
+  CHECK(contains(named, "rank 0 sent a tensor 'w' of shape [17, 1311], but rank 1 sent a tensor "
+                        "of shape [1311, 17]"));
+  // The buffer API (no shape) agrees with a 1-D tensor of its count only.
+  auto flat = allreduce(22287);
+  CHECK(co::same_shape(flat, shaped({22287})));
+  CHECK(co::shape_check::fingerprint(single(flat))
+        == co::shape_check::fingerprint(single(shaped({22287}))));
+  CHECK_FALSE(co::same_shape(flat, a));
+  CHECK(contains(explained({single(flat), single(a)}),
+                 "rank 0 sent a tensor of shape [22287], but rank 1 sent a tensor of shape [17, "
+                 "1311]"));
+  // Allgather's counts (and so shapes) may differ per rank.
+  auto g0 = of_kind(co::op_kind::allgather, 6), g1 = of_kind(co::op_kind::allgather, 6);
+  g0.shape = {2, 3};
+  g1.shape = {3, 2};
+  CHECK(co::same_shape(g0, g1));
+}
+
+TEST_CASE("the shape travels in the exchanged lists (what explain compares on the other rank)") {
+  auto op = allreduce(22287, hvd::dtype::float32, hvd::op::sum, "w");
+  op.shape = {17, 23, 57};
+  co::op_list list{true, {op, allreduce(3)}};
+  auto back = co::name_check::decode(co::name_check::encode(list), 1);
+  REQUIRE(back.ops.size() == 2);
+  CHECK(back.ops[0].shape == std::vector<int64_t>{17, 23, 57});
+  CHECK(back.ops[0].name == "w");
+  CHECK(back.ops[1].shape.empty());
+  CHECK(co::same_collective(back.ops[0], op));
+  // A list cut inside the dimensions is malformed, not read past its end.
+  auto bytes = co::name_check::encode(co::op_list{false, {op}});
+  CHECK_THROWS_AS(co::name_check::decode(bytes.substr(0, bytes.size() - 12), 1),
+                  hvactor::collective_error);
 }
 
 TEST_CASE("prefix keeps the batch flag and the first n operations") {

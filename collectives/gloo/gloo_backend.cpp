@@ -21,6 +21,7 @@
 #include "gloo_types.hpp"
 #include "collectives/internal/rendezvous_protocol.hpp"
 #include "peer_abort.hpp"
+#include "peer_addresses.hpp"
 #include "collectives/shm/reduce.hpp"
 #include "base/internal/knobs.hpp"
 #include "base/net/net.hpp"
@@ -379,7 +380,7 @@ private:
     ::gloo::rendezvous::PrefixStore prefixed{prefix, store};
     guarded([&] { return std::string{"hvd::init (Gloo connectFullMesh)"}; },
             [&] { ctx_->connect(prefixed, device_); });
-    learn_peer_addresses(client, prefix);
+    peers_ = learn_peer_addresses(*ctx_, client, prefix, timeout_);
     watch_failures(client);
   }
 
@@ -437,29 +438,6 @@ private:
         "that crashed or is still busy before it shows up here",
         topo_.rank, topo_.host, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
         topo_.size, client.scope(), prefix, seconds(timeout_), fmt::join(arrived, ", ")));
-    }
-  }
-
-  // Maps the address each peer's pair uses towards this rank to the peer's
-  // rank, for error messages.
-  void learn_peer_addresses(rendezvous_client& client, const std::string& prefix) {
-    std::string mine;
-    for (int r = 0; r < topo_.size; ++r) {
-      if (r != topo_.rank)
-        mine += ctx_->getPair(r)->address().str();
-      mine += '\n';
-    }
-    client.set(prefix + "/pairs/" + std::to_string(topo_.rank),
-               std::vector<char>(mine.begin(), mine.end()));
-    for (int r = 0; r < topo_.size; ++r) {
-      if (r == topo_.rank)
-        continue;
-      auto bytes = client.get(prefix + "/pairs/" + std::to_string(r), timeout_);
-      std::string text(bytes.begin(), bytes.end());
-      size_t pos = 0;
-      for (int i = 0; i < topo_.rank; ++i)
-        pos = text.find('\n', pos) + 1;
-      peers_[text.substr(pos, text.find('\n', pos) - pos)] = r;
     }
   }
 

@@ -194,13 +194,18 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     check_abort(what);
     // The colocator normally raises the abort word; a process gone
     // without it (no colocator) is found here.
-    if (round % 5 == 0 && ::kill(group_.pids[static_cast<size_t>(k)], 0) != 0 && errno == ESRCH)
+    if (round % 5 == 0 && ::kill(group_.pids[static_cast<size_t>(k)], 0) != 0 && errno == ESRCH) {
+      // Said in the abort word as the colocator would (a set's own segment
+      // has none), so that the other local peers name the dead rank, not
+      // this one, which leaves next.
+      seg_->raise_abort(group_.pids[static_cast<size_t>(k)], abort_reason::exited);
       fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node no "
                        "longer exists [shared memory]. The collectives stay unusable until "
                        "hvd::shutdown() and hvd::init()",
                        what, group_.rank, group_.size, group_.host, group_.ranks[k],
                        group_.pids[k]),
            k);
+    }
     if (clock_type::now() >= deadline)
       fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node did "
                        "not take part within {:g} s [shared memory]; it stalls or runs a "

@@ -5,13 +5,15 @@
 // member, removed set, duplicate, ranks that differ between ranks, no
 // HOROVOD_DYNAMIC_PROCESS_SETS); ranks that add or remove different sets
 // all get the same refusal and stay alike; a member SIGKILLed while the
-// others wait in the set's allreduce fails them fast.
+// others wait in the set's allreduce fails them fast, each naming it.
 
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -399,19 +401,32 @@ TEST_CASE("ranks that add or remove different sets all get the same refusal, nam
   ex.shutdown();
 }
 
-TEST_CASE("a member that dies fails the set's other members, and the job, fast") {
-  for (const char* shm : {"1", "0"}) {
-    CAPTURE(shm);
-    temp_dir dir;
-    hvactor::executor ex{test_runtime(),
-                         hvactor::executor::create_settings({.timeout = 20s,
-                                                             .placement_timeout = 20s}),
-                         {.num_workers = 4, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
-    ex.start();
-    CHECK_THROWS_AS(ex.run(&set_member_dies, dir.path.string()), hvactor::worker_error);
-    hvactor::test::check_survivors_failed(dir.path, {0, 1, 3}, 5s);
-    ex.shutdown();
-  }
+TEST_CASE("a member that dies fails the set's other members, and the job, fast, each naming it; "
+          "three times over shared memory and over Gloo") {
+  for (const char* shm : {"1", "0"})
+    for (int run = 0; run < 3; ++run) {
+      CAPTURE(shm);
+      CAPTURE(run);
+      temp_dir dir;
+      hvactor::executor ex{test_runtime(),
+                           hvactor::executor::create_settings({.timeout = 20s,
+                                                               .placement_timeout = 20s}),
+                           {.num_workers = 4, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+      ex.start();
+      CHECK_THROWS_AS(ex.run(&set_member_dies, dir.path.string()), hvactor::worker_error);
+      hvactor::test::check_survivors_failed(dir.path, {0, 1, 3}, 5s);
+      // The victim is rank 2; no survivor blames another.
+      for (int r : {0, 1, 3}) {
+        CAPTURE(r);
+        std::ifstream in{dir.path / ("rank-" + std::to_string(r))};
+        std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        CAPTURE(text);
+        CHECK(contains(text, "peer rank 2"));
+        for (int other : {0, 1, 3})
+          CHECK_FALSE(contains(text, "peer rank " + std::to_string(other)));
+      }
+      ex.shutdown();
+    }
 }
 
 } // TEST_SUITE

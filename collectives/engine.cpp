@@ -98,8 +98,7 @@ void engine::drive_until(pending_op& p, std::unique_lock<std::mutex>& lk) {
   busy_ = true;
   while (p.done.wait_for(0s) != std::future_status::ready) {
     if (!progress_ && !submitted_since_round_)
-      cv_.wait_until(lk, last_round_ + opts_.cycle_time,
-                     [&] { return submitted_since_round_ || stopping_; });
+      cv_.wait_until(lk, idle_round_due(), [&] { return submitted_since_round_ || stopping_; });
     lk.unlock();
     round();
     lk.lock();

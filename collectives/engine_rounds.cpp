@@ -40,6 +40,25 @@ std::chrono::milliseconds engine::heartbeat() const {
   return std::min<std::chrono::milliseconds>(knobs::negotiation_heartbeat, opts_.timeout / 4);
 }
 
+// After a round that readied nothing, the next one (unless new work comes
+// first): a cycle after it, or, while such rounds go on, a pause of an
+// eighth of their time (at most a tenth of the heartbeat: 100 ms) after it.
+// In a stall every rank meets in every round, so rounds a cycle apart kept
+// each rank's engine busy (half a core to a core each); the pause keeps
+// what a stall's end waits for this rank's next round within an eighth of
+// the stall. A round that lasted longer than the pause waited blocked for
+// a rank busy elsewhere (its heartbeat ended it): the next one waits so
+// too, and that rank's submission reaches this one at once. The pause runs
+// from the round's end, which every rank shares (from its start, a rank
+// that waited in one round would wait as long in every next one).
+std::chrono::steady_clock::time_point engine::idle_round_due() const {
+  using duration = std::chrono::steady_clock::duration;
+  auto pause = std::min<duration>((last_round_ - stalled_since_) / 8, heartbeat() / 10);
+  if (last_round_ - round_began_ >= pause)
+    pause = duration::zero();
+  return last_round_ + std::max<duration>(pause, opts_.cycle_time);
+}
+
 void engine::loop() {
   std::unique_lock<std::mutex> lk{mu_};
   std::chrono::steady_clock::time_point stop_began{};
@@ -96,9 +115,12 @@ void engine::loop() {
     }
     if ((outstanding_count_ > 0 || join_) && !progress_) {
       // Peers have not caught up: the next round after a cycle, or at
-      // once for new work.
-      cv_.wait_until(lk, last_round_ + opts_.cycle_time, [&] {
-        return busy_ || flush_ > 0 || stopping_ || submitted_since_round_;
+      // once for new work or a waiter; once the pause grows longer than
+      // the cycle (a stall), a waiter no longer cuts it short.
+      auto due = idle_round_due();
+      bool eager = due <= last_round_ + opts_.cycle_time;
+      cv_.wait_until(lk, due, [&] {
+        return busy_ || (eager && flush_ > 0) || stopping_ || submitted_since_round_;
       });
     } else if (outstanding_count_ == 0 && !incoming_.empty()) {
       // Let the batch grow for one cycle unless someone needs it now.
@@ -128,6 +150,7 @@ bool engine::round(bool leave) {
     join = join_;
     fresh.swap(incoming_);
     submitted_since_round_ = false;
+    round_began_ = std::chrono::steady_clock::now();
     apply_timeline_locked();
     if (join_ && !join_told_) {
       join_told_ = true;
@@ -264,8 +287,10 @@ bool engine::settle(std::span<const int64_t> header, std::exception_ptr transpor
   {
     std::lock_guard<std::mutex> lk{mu_};
     outstanding_count_ = outstanding_.size();
-    progress_ = progress;
     last_round_ = std::chrono::steady_clock::now();
+    if (progress || progress_)
+      stalled_since_ = last_round_;
+    progress_ = progress;
     if (ended) {
       ended_ = ended;
       late.swap(incoming_);

@@ -120,7 +120,8 @@ struct engine_options {
 /// allreduces are fused up to the threshold. A round starts when the
 /// cycle time since the first new submission passed, when someone waits,
 /// or when a batch is full; a round that readied nothing waits a cycle
-/// (or a new submission) before the next. Each operation runs on the
+/// (or a new submission) before the next, longer while such rounds go on
+/// (a stall: idle_round_due). Each operation runs on the
 /// backend its descriptor names: the host backend (Gloo, shared memory),
 /// or the device backend for device memory; rounds always use the host
 /// backend.
@@ -229,6 +230,7 @@ private:
   collectives::backend& backend_for(const collectives::operation& op);
   void loop();
   std::chrono::milliseconds heartbeat() const;
+  std::chrono::steady_clock::time_point idle_round_due() const;
   bool run_closed() const;
   void apply_timeline_locked();
   // Autotune (engine_tuning.cpp): rank 0's values travel at the end of
@@ -277,6 +279,10 @@ private:
   bool progress_ = true;
   bool submitted_since_round_ = false;
   std::chrono::steady_clock::time_point last_round_{};
+  // When the last round began, and the first of the rounds in a row that
+  // readied nothing (idle_round_due).
+  std::chrono::steady_clock::time_point round_began_{};
+  std::chrono::steady_clock::time_point stalled_since_{};
   // Waiters that want the next round now.
   int flush_ = 0;
   // hvd::join(): the call in progress (its promise), whether the

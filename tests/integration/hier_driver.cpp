@@ -29,6 +29,12 @@
 //       api_workloads.hpp's checks (reducescatter, scale factors, async
 //       and grouped collectives, objects, refusals) in one job:
 //       API <rank> <OK | what was wrong>   and PATH <rank> <backend_info>
+//   hier_driver --address A stall H DIR
+//       stall_workloads.hpp's busy_peer (unnamed) with
+//       HOROVOD_STALL_CHECK_TIME_SECONDS=1, _SHUTDOWN_TIME_SECONDS=3: rank
+//       0 busy outside hvd calls, every other rank waiting in an allreduce:
+//       STALL <rank> <ms>|<error>   (the busy rank: STALL 0 <error>)
+//       EVENT <rank> <message>      every stall event
 //   hier_driver --address A kill H VICTIM DIR
 //       every rank allreduces 8 MiB in a loop; rank VICTIM SIGKILLs itself
 //       300 ms in (writing DIR/killed); every other rank writes
@@ -55,6 +61,7 @@
 #include "api_workloads.hpp"
 #include "join_workloads.hpp"
 #include "permuted_collectives.hpp"
+#include "stall_workloads.hpp"
 #include "victim_allreduce.hpp"
 
 namespace hvd = hvactor::hvd;
@@ -296,6 +303,26 @@ int kill_one(hvactor::runtime& rt, int h, int victim, const std::string& dir) {
   return 0;
 }
 
+int stall_mode(hvactor::runtime& rt, int h, const std::string& dir) {
+  hvactor::executor ex{rt, job_settings(),
+                       hosts(h, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"},
+                                 {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "3"}})};
+  ex.on_event([](int rank, const std::map<std::string, std::string>& f) {
+    if (f.count("event") && f.at("event") == "stall" && f.count("message"))
+      say("EVENT " + std::to_string(rank) + " " + one_line(f.at("message")));
+  });
+  ex.start();
+  try {
+    auto got = ex.run(&hvactor::test::busy_peer, dir, std::string{"unnamed"}, false);
+    for (size_t r = 0; r < got.size(); ++r)
+      say("STALL " + std::to_string(r) + " " + one_line(got[r]));
+  } catch (const hvactor::error& e) {
+    say(std::string{"FAILED stall "} + one_line(e.what()));
+  }
+  ex.shutdown();
+  return 0;
+}
+
 int api_mode(hvactor::runtime& rt, int h) {
   hvactor::executor ex{rt, job_settings(), hosts(h)};
   ex.start();
@@ -335,13 +362,18 @@ int main(int argc, char** argv) {
       say("DONE");
       return rc;
     }
+    if (args.size() >= 4 && args[1] == "stall") {
+      int rc = stall_mode(rt, std::stoi(args[2]), args[3]);
+      say("DONE");
+      return rc;
+    }
     if (args.size() >= 5 && args[1] == "kill") {
       int rc = kill_one(rt, std::stoi(args[2]), std::stoi(args[3]), args[4]);
       say("DONE");
       return rc;
     }
     std::fprintf(stderr, "usage: hier_driver --address A (compare H | permute H SEEDS | join H | "
-                         "api H | kill H VICTIM DIR)\n");
+                         "api H | stall H DIR | kill H VICTIM DIR)\n");
     return 2;
   } catch (const std::exception& e) {
     say(std::string{"ERROR "} + e.what());

@@ -268,6 +268,40 @@ TEST_CASE("on 2 and 3 nodes x 2 workers, reducescatter, scale factors, the async
   }
 }
 
+TEST_CASE("on 2 nodes x 2 workers, with rank 0 busy outside hvd calls while the others wait in "
+          "an allreduce on the hierarchical path, every stall event and every rank's failure name "
+          "rank 0 (HOROVOD_STALL_CHECK_TIME_SECONDS=1, _SHUTDOWN_TIME_SECONDS=3)") {
+  cluster c{nodes(2)};
+  auto dir = c.dir() / "stall";
+  std::filesystem::create_directories(dir);
+  auto driver = hier_driver(c, {"stall", "2", dir.string()});
+  finish(*driver);
+  INFO("driver stdout:\n" << driver->stdout_text());
+  CHECK(lines_with(*driver, "FAILED ").empty());
+  const std::string missing = "(ranks that have not submitted it: 0)";
+  auto stalls = lines_with(*driver, "STALL ");
+  REQUIRE(stalls.size() == 4);
+  for (auto& line : stalls) {
+    CAPTURE(line);
+    auto [rank, text] = rank_and_text(line);
+    CHECK(contains(text, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3"));
+    CHECK(contains(text, missing));
+    if (rank > 0) {
+      auto ms = std::stol(text.substr(0, text.find('|')));
+      CHECK(ms >= 2900);
+      CHECK(ms < 6500);
+    }
+  }
+  auto events = lines_with(*driver, "EVENT ");
+  CHECK(events.size() >= 3);
+  for (auto& line : events) {
+    CAPTURE(line);
+    auto [rank, text] = rank_and_text(line);
+    CHECK(rank > 0);
+    CHECK(contains(text, missing));
+  }
+}
+
 TEST_CASE("a rank SIGKILLed inside a hierarchical allreduce fails every other rank, on its node "
           "and the others, with a collective_error within the timeout") {
   cluster c{nodes(2)};

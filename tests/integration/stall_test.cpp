@@ -5,14 +5,13 @@
 // busy rank from its first warning on, and both ranks fail naming it, over
 // shared memory and Gloo, unnamed (paired by call order) and named (agreed
 // by the response cache, or with the cache off), in a process set (the
-// job's rank numbers, not the set's).
+// job's rank numbers, not the set's). The hierarchical path: the same
+// workload (stall_workloads.hpp) in hierarchical_test.
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -22,6 +21,7 @@
 #include <hvactor/hvactor.hpp>
 
 #include "child_process.hpp"
+#include "stall_workloads.hpp"
 #include "test_main.hpp"
 #include "test_support.hpp"
 
@@ -33,70 +33,6 @@ namespace {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-/// The stalled collective: `kind` "unnamed" (a synchronous allreduce,
-/// paired by call order) or "named" (an async allreduce named "grad").
-void reduce(const std::string& kind) {
-  std::vector<float> x(8, 1.0f);
-  if (kind == "named") {
-    auto h = hvd::allreduce_async(std::span<float>(x), hvd::op::sum, "grad");
-    hvd::synchronize(h);
-  } else {
-    hvd::allreduce(std::span<float>(x), hvd::op::sum);
-  }
-}
-
-/// Job: rank 0 is busy while rank 1 waits. In a set (`in_set`, 3 ranks):
-/// the set {1, 2}, rank 1 busy (the set's rank 0), rank 2 waiting. Both run
-/// `kind` once together first (so a name is cached). The waiting rank
-/// returns "<ms its call took>|<error>" and writes <dir>/failed; the busy
-/// rank waits for that file, then calls the same collective and returns
-/// its error; a rank outside the set returns "outside".
-std::string busy_peer(std::string dir, std::string kind, bool in_set) {
-  hvd::process_set pair({1, 2});
-  std::vector<hvd::process_set*> sets;
-  if (in_set)
-    sets.push_back(&pair);
-  hvd::init(sets);
-  struct closer {
-    ~closer() {
-      hvd::shutdown();
-    }
-  } close;
-  int me = hvd::rank(), busy = in_set ? 1 : 0;
-  auto failed = std::filesystem::path(dir) / "failed";
-  auto await_failure = [&] {
-    hvactor::test::wait_until([&] { return std::filesystem::exists(failed); }, 20s);
-  };
-  if (in_set && me == 0) {
-    await_failure();
-    return "outside";
-  }
-  std::optional<hvd::process_set_scope> scope;
-  if (in_set)
-    scope.emplace(pair);
-  reduce(kind);
-  if (me == busy) {
-    await_failure();
-    try {
-      reduce(kind);
-    } catch (const hvactor::collective_error& e) {
-      return e.what();
-    }
-    return "no error";
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  std::string outcome = "no error";
-  try {
-    reduce(kind);
-  } catch (const hvactor::collective_error& e) {
-    outcome = e.what();
-  }
-  auto ms =
-    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  std::ofstream{failed} << "done";
-  return std::to_string(ms.count()) + "|" + outcome;
 }
 
 struct variant {
@@ -130,7 +66,7 @@ void check_busy_peer_named(const variant& v) {
       std::lock_guard<std::mutex> lk{mu};
       events.clear();
     }
-    auto got = ex.run(&busy_peer, dir.path().string(), std::string{kind}, v.in_set);
+    auto got = ex.run(&hvactor::test::busy_peer, dir.path().string(), std::string{kind}, v.in_set);
     REQUIRE(got.size() == static_cast<size_t>(n));
     auto& mine = got[static_cast<size_t>(waiting)];
     CAPTURE(mine);

@@ -130,8 +130,8 @@ void check_waiting_job(const std::string& mode, int ranks, std::vector<std::stri
   pids.push_back(launcher.pid());
   for (auto& u : measure(pids)) {
     std::string who = u.pid == launcher.pid() ? "hvactor-run" : "rank";
-    INFO(mode << ": " << who << " pid " << u.pid << " used " << u.cpu
-              << " of a core while waiting: " << u.threads);
+    MESSAGE(mode << ": " << who << " pid " << u.pid << " used " << u.cpu
+                 << " of a core while waiting: " << u.threads);
     CHECK(u.cpu < cpu_bound);
   }
   auto exit = launcher.wait_exit(60s);
@@ -197,14 +197,14 @@ TEST_CASE("executor workers waiting to be called use under a tenth of a core, wi
   auto pids = ex.run(&own_pid);
   std::this_thread::sleep_for(500ms);
   for (auto& u : measure(pids)) {
-    INFO("idle worker pid " << u.pid << " used " << u.cpu << " of a core: " << u.threads);
+    MESSAGE("idle worker pid " << u.pid << " used " << u.cpu << " of a core: " << u.threads);
     CHECK(u.cpu < cpu_bound);
   }
   ex.run(&pid_in_session);
   std::this_thread::sleep_for(1s);
   for (auto& u : measure(pids)) {
-    INFO("worker pid " << u.pid << " in an hvd session used " << u.cpu << " of a core: "
-                       << u.threads);
+    MESSAGE("worker pid " << u.pid << " in an hvd session used " << u.cpu << " of a core: "
+                          << u.threads);
     CHECK(u.cpu < cpu_bound);
   }
   ex.run(&end_session);

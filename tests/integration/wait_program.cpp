@@ -5,9 +5,10 @@
 //   wait_program join S        rank 0 sleeps S s, then joins; the others wait
 //                              in hvd::join() meanwhile
 //   wait_program stall S       a stall: rank 0 submits tensor "a", rank 1
-//                              tensor "b", and they wait S s for each other
-//                              (then each submits the other's); ranks 2 and
-//                              up wait in hvd::join() meanwhile
+//                              tensor "b", and each waits for its own in
+//                              hvd::synchronize() (S s later another thread
+//                              submits the other's); ranks 2 and up wait in
+//                              hvd::join() meanwhile
 //   wait_program set_stall S   the same on process set {0, 1}
 // Every rank prints "pid P rank R" once it waits, and at the end
 // "resolved rank R ms M": the milliseconds from the end of the wait to the
@@ -40,20 +41,29 @@ long ms_since(clock_type::time_point t) {
     std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t).count());
 }
 
-// Ranks 0 and 1 submit different tensors, wait `pause`, then each submits
-// the other's; returns when the time from then to the completion of both.
+// Ranks 0 and 1 submit different tensors and wait for theirs (a stall);
+// `pause` later another thread submits the other's. Returns the time from
+// then to the completion of both.
 long stall(const hvd::process_set& ps, std::chrono::seconds pause) {
   int rank = hvd::rank();
   std::vector<float> a{1.0f}, b{2.0f};
-  hvd::process_set_scope scope{ps};
-  auto first = rank == 0 ? hvd::allreduce_async(std::span<float>(a), hvd::op::sum, "a")
-                         : hvd::allreduce_async(std::span<float>(b), hvd::op::sum, "b");
+  auto submit = [&](bool first) {
+    hvd::process_set_scope scope{ps};
+    bool mine_a = (rank == 0) == first;
+    return mine_a ? hvd::allreduce_async(std::span<float>(a), hvd::op::sum, "a")
+                  : hvd::allreduce_async(std::span<float>(b), hvd::op::sum, "b");
+  };
+  auto first = submit(true);
   say_waiting();
-  std::this_thread::sleep_for(pause);
+  hvd::handle second;
   auto resolved = clock_type::now();
-  auto second = rank == 0 ? hvd::allreduce_async(std::span<float>(b), hvd::op::sum, "b")
-                          : hvd::allreduce_async(std::span<float>(a), hvd::op::sum, "a");
+  std::thread late{[&] {
+    std::this_thread::sleep_for(pause);
+    resolved = clock_type::now();
+    second = submit(false);
+  }};
   hvd::synchronize(first);
+  late.join();
   hvd::synchronize(second);
   return ms_since(resolved);
 }

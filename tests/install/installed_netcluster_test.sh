@@ -25,7 +25,10 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/hvactor-installed-netcluster.XXXXXX")
 prefix="$work/prefix"
 name="inst$((RANDOM % 100))"
 cleanup() {
-  [[ -x "$prefix/bin/hvactor-netcluster" ]] && "$prefix/bin/hvactor-netcluster" down "$name" > /dev/null 2>&1
+  # `up -- COMMAND` tears its cluster down itself; this is for an early exit.
+  if [[ -x "$prefix/bin/hvactor-netcluster" ]]; then
+    "$prefix/bin/hvactor-netcluster" down "$name" > /dev/null 2>&1 || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT

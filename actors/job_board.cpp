@@ -1,4 +1,5 @@
 #include "actors/internal/job_board.hpp"
+#include "base/internal/utf8.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,28 +15,6 @@ namespace {
 
 void cut(std::string& s, size_t n, bool distinct = false) {
   s = board_text(s, n, distinct);
-}
-
-// Length of the well-formed UTF-8 sequence at s[i], 0 when there is none
-// (overlong forms, surrogates and code points past U+10FFFF included).
-size_t utf8_at(std::string_view s, size_t i) {
-  auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80)
-    return 1;
-  size_t n = c >= 0xC2 && c <= 0xDF   ? 2
-             : c >= 0xE0 && c <= 0xEF ? 3
-             : c >= 0xF0 && c <= 0xF4 ? 4
-                                      : 0;
-  if (n == 0 || i + n > s.size())
-    return 0;
-  auto c1 = static_cast<unsigned char>(s[i + 1]);
-  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90)
-      || (c == 0xF4 && c1 > 0x8F))
-    return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
-      return 0;
-  return n;
 }
 
 uint64_t fnv1a(std::string_view s) {
@@ -71,7 +50,7 @@ std::string board_text(std::string_view s, size_t max, bool distinct) {
   bool replaced = false;
   size_t i = 0;
   while (i < s.size() && out.size() <= max) {
-    if (auto n = utf8_at(s, i)) {
+    if (auto n = utf8::sequence_length(s, i)) {
       out.append(s.substr(i, n));
       i += n;
     } else {

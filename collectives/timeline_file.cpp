@@ -1,4 +1,5 @@
 #include "collectives/internal/timeline.hpp"
+#include "base/internal/utf8.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -17,27 +18,6 @@
 namespace hvactor::collectives {
 
 namespace {
-
-bool continuation(unsigned char c) {
-  return (c & 0xC0) == 0x80;
-}
-
-// Length of the valid UTF-8 sequence at s[i], or 0.
-size_t utf8_length(std::string_view s, size_t i) {
-  auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-  if (n == 0 || i + n > s.size())
-    return 0;
-  auto c1 = static_cast<unsigned char>(s[i + 1]);
-  // Overlong forms, surrogates and code points above U+10FFFF.
-  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90)
-      || (c == 0xF4 && c1 > 0x8F))
-    return 0;
-  for (size_t k = 1; k < n; ++k)
-    if (!continuation(static_cast<unsigned char>(s[i + k])))
-      return 0;
-  return n;
-}
 
 // True when `line` is one whole JSON object (braces balanced outside strings).
 bool whole_object(std::string_view line) {
@@ -126,7 +106,8 @@ void timeline_event::add_name(std::string_view name) noexcept {
     // As much as fits before "...", cut at a character boundary.
     size_t room = limit - names_length >= sep + 3 ? limit - names_length - sep - 3 : 0;
     size_t take = std::min(room, name.size());
-    while (take > 0 && take < name.size() && continuation(static_cast<unsigned char>(name[take])))
+    while (take > 0 && take < name.size()
+           && utf8::continuation(static_cast<unsigned char>(name[take])))
       --take;
     if (sep && take > 0)
       names[names_length++] = ',';
@@ -171,7 +152,7 @@ void json_escape_to(std::string& out, std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      if (auto n = utf8_length(s, i)) {
+      if (auto n = utf8::sequence_length(s, i)) {
         out.append(s.substr(i, n));
         i += n;
       } else {

@@ -51,7 +51,7 @@ class host_backend : public backend {
 public:
   host_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
                const std::string& bind_host, const host_backend_options& opts)
-    : topo_(topo) {
+    : topo_(topo), members_(opts.members) {
     gloo_ = make_gloo_backend(topo, client, prefix, bind_host, opts.gloo_allreduce);
     std::shared_ptr<shm::segment> seg;
     if (opts.paths.shm)
@@ -400,17 +400,44 @@ private:
                                          topo_.rank, topo_.host, broken_));
     try {
       f();
+    } catch (const collective_error& e) {
+      auto named = in_job_ranks(e);
+      leave(named.what());
+      throw named;
     } catch (const std::exception& e) {
-      broken_ = e.what();
-      if (comm_)
-        comm_->leave();
-      cross_.reset();
-      gloo_.reset();
+      leave(e.what());
       throw;
     }
   }
 
+  void leave(const std::string& why) {
+    broken_ = why;
+    if (comm_)
+      comm_->leave();
+    cross_.reset();
+    gloo_.reset();
+  }
+
+  // In a process set, ranks in messages count within the set: say which
+  // ranks of the job they are (the peer the error names included).
+  collective_error in_job_ranks(const collective_error& e) const {
+    if (members_.empty())
+      return e;
+    auto job_rank = [&](int r) {
+      return r >= 0 && static_cast<size_t>(r) < members_.size() ? members_[static_cast<size_t>(r)]
+                                                                 : -1;
+    };
+    int peer = job_rank(e.peer());
+    return collective_error(
+      fmt::format("{} (ranks above count within the process set of job ranks {}: this is job "
+                  "rank {}{})",
+                  e.what(), fmt::join(members_, ", "), job_rank(topo_.rank),
+                  peer >= 0 ? ", the peer is job rank " + std::to_string(peer) : ""),
+      peer);
+  }
+
   topology topo_;
+  std::vector<int> members_;
   host_paths paths_;
   std::unique_ptr<backend> gloo_;
   std::unique_ptr<backend> cross_;

@@ -175,7 +175,8 @@ std::shared_ptr<set_entry> connect_set(int id, const std::vector<int>& ranks,
       t, store, prefix, job.bind_host,
       {.gloo_allreduce = opts.gloo_allreduce,
        .paths = opts.paths,
-       .segment = [&t, &store, seg_key] { return shared_segment(t, store, seg_key); }});
+       .segment = [&t, &store, seg_key] { return shared_segment(t, store, seg_key); },
+       .members = ranks});
   }
   entry->engine = std::make_shared<detail::engine>(std::move(host), t, opts);
   auto keep = collectives::current_device();

@@ -24,6 +24,9 @@ struct host_backend_options {
   /// own, process_sets.cpp); unset: the one the colocator handed down.
   /// nullptr: none (then the ranks go over Gloo).
   std::function<std::shared_ptr<shm::segment>()> segment;
+  /// A process set's ranks in the job, by set rank: its errors (which count
+  /// ranks within the set) then also name the job's ranks. Empty: the job.
+  std::vector<int> members;
 };
 
 /// The node's segment the colocator handed down (HVACTOR_SHM_FD), or

@@ -307,13 +307,13 @@ std::string differing_sets() {
   return added + "|" + removed + "|" + f.text();
 }
 
-// Ranks 0..n-2 form a set; the last of them dies while the others wait in
+// Ranks first..first+n-2 form a set; rank n-2 dies while the others wait in
 // the set's allreduce; the rank outside the set waits in the job's barrier.
-void set_member_dies(std::string dir) {
+void set_member_dies_in(const std::string& dir, int first) {
   hvd::init({}, true);
   int n = hvd::size(), me = hvd::rank(), victim = n - 2;
   std::vector<int> ranks(static_cast<size_t>(n - 1));
-  std::iota(ranks.begin(), ranks.end(), 0);
+  std::iota(ranks.begin(), ranks.end(), first);
   auto ps = hvd::add_process_set(ranks);
   if (me == victim) {
     std::this_thread::sleep_for(300ms);
@@ -334,6 +334,15 @@ void set_member_dies(std::string dir) {
     outcome = e.what();
   }
   hvactor::test::report_failure(dir, me, outcome);
+}
+
+void set_member_dies(std::string dir) {
+  set_member_dies_in(dir, 0);
+}
+
+// The set is ranks 1..n-1: its own numbering differs from the job's.
+void set_member_dies_from_1(std::string dir) {
+  set_member_dies_in(dir, 1);
 }
 
 struct temp_dir {
@@ -427,6 +436,31 @@ TEST_CASE("a member that dies fails the set's other members, and the job, fast, 
       }
       ex.shutdown();
     }
+}
+
+TEST_CASE("in a set numbered apart from the job (ranks 1, 2, 3), the survivors name the dead "
+          "member by its rank in the job") {
+  for (const char* shm : {"1", "0"}) {
+    CAPTURE(shm);
+    temp_dir dir;
+    hvactor::executor ex{test_runtime(),
+                         hvactor::executor::create_settings({.timeout = 20s,
+                                                             .placement_timeout = 20s}),
+                         {.num_workers = 4, .extra_env_vars = {{"HVACTOR_SHM", shm}}}};
+    ex.start();
+    CHECK_THROWS_AS(ex.run(&set_member_dies_from_1, dir.path.string()), hvactor::worker_error);
+    hvactor::test::check_survivors_failed(dir.path, {0, 1, 3}, 5s);
+    // Job rank 2 (the set's rank 1) died; set members 1 and 3 say so.
+    for (int r : {1, 3}) {
+      CAPTURE(r);
+      std::ifstream in{dir.path / ("rank-" + std::to_string(r))};
+      std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      CAPTURE(text);
+      CHECK(contains(text, "the peer is job rank 2"));
+      CHECK(contains(text, "process set of job ranks 1, 2, 3"));
+    }
+    ex.shutdown();
+  }
 }
 
 } // TEST_SUITE

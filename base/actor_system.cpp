@@ -30,6 +30,7 @@ void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads,
   cfg.set("scheduler.max-threads", max_threads);
   cfg.set("work-stealing.aggressive-poll-attempts", size_t{0});
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{knobs::scheduler_steal_interval});
   // Identical on every process (a one-sided setting drops healthy peers):
   // a frozen peer is noticed within 2.5 s, and every live connection gets
   // bytes twice a second, which the TLS connection watchdog relies on.

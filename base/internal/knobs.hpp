@@ -157,6 +157,12 @@ using namespace std::chrono_literals;
 /// second, which the TLS connection watchdog relies on.
 inline constexpr auto heartbeat_interval = 500ms;
 
+/// An idle CAF scheduler thread wakes this often to steal work from a busy
+/// one (CAF's default is 10 ms: 100 wakeups a second per thread, most of an
+/// idle node's CPU). Work sent to a thread wakes it at once; only a job
+/// queued behind a long-running handler waits up to this for a thief.
+inline constexpr auto scheduler_steal_interval = 1s;
+
 /// A peer silent this long is dropped: a frozen (SIGSTOPped) node leaves the
 /// registry within 2.5 s.
 inline constexpr auto connection_timeout = 2s;
@@ -185,7 +191,7 @@ inline constexpr auto connect_settle = 1s;
 inline constexpr auto watchdog_idle_limit = 10s;
 
 /// Between two watchdog scans of /proc/net/tcp and TCP_INFO.
-inline constexpr auto watchdog_period = 1s;
+inline constexpr auto watchdog_period = 2s;
 
 /// Connections kept per watched port; the idlest beyond it are shut down
 /// (one process must not be exhausted by connection floods).

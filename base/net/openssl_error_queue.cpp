@@ -1,5 +1,6 @@
 // Clears OpenSSL's per-thread error queue before every TLS I/O call that
-// CAF 0.17.6's OpenSSL module makes.
+// CAF 0.17.6's OpenSSL module makes (SSL_read and SSL_write here;
+// SSL_connect and SSL_accept in tls_handshake.cpp, which also paces them).
 //
 // Why: OpenSSL requires an empty error queue before SSL_read/SSL_write/
 // SSL_accept/SSL_connect, or SSL_get_error() misreports the call. CAF's
@@ -39,18 +40,6 @@ int SSL_write(SSL* ssl, const void* buf, int num) {
   static auto fn = real<int (*)(SSL*, const void*, int)>("SSL_write");
   ERR_clear_error();
   return fn(ssl, buf, num);
-}
-
-int SSL_accept(SSL* ssl) {
-  static auto fn = real<int (*)(SSL*)>("SSL_accept");
-  ERR_clear_error();
-  return fn(ssl);
-}
-
-int SSL_connect(SSL* ssl) {
-  static auto fn = real<int (*)(SSL*)>("SSL_connect");
-  ERR_clear_error();
-  return fn(ssl);
 }
 
 } // extern "C"

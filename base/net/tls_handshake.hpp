@@ -1,0 +1,21 @@
+#pragma once
+
+// Internal: the TLS handshake pacer (tls_handshake.cpp), which keeps CAF
+// 0.17.6's OpenSSL module from polling a socket for writing while its
+// handshake waits for the peer (CAF issue #1060). It works by itself, from
+// interposed SSL_connect/SSL_accept/SSL_free/epoll_ctl; these counters are
+// for tests and logs.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hvactor::tls_handshake {
+
+/// Handshake steps so far that left a socket waiting for its peer with its
+/// write interest withheld.
+uint64_t pauses();
+
+/// Sockets whose handshake waits for the peer now.
+size_t waiting();
+
+} // namespace hvactor::tls_handshake

@@ -157,10 +157,8 @@ using namespace std::chrono_literals;
 /// second, which the TLS connection watchdog relies on.
 inline constexpr auto heartbeat_interval = 500ms;
 
-/// An idle CAF scheduler thread wakes this often to steal work from a busy
-/// one (CAF's default is 10 ms: 100 wakeups a second per thread, most of an
-/// idle node's CPU). Work sent to a thread wakes it at once; only a job
-/// queued behind a long-running handler waits up to this for a thief.
+/// An idle CAF scheduler thread wakes this often to steal work (CAF: 10 ms,
+/// most of an idle node's CPU); work sent to a thread wakes it at once.
 inline constexpr auto scheduler_steal_interval = 1s;
 
 /// A peer silent this long is dropped: a frozen (SIGSTOPped) node leaves the
@@ -402,9 +400,8 @@ inline constexpr auto shm_spin = std::chrono::microseconds{1000};
 /// found it: allreduce p50 1 ms instead of 1 us at some sizes).
 inline constexpr auto shm_spin_max = std::chrono::microseconds{16000};
 
-/// A gap this long between two clock reads of a spinning rank (or a
-/// sched_yield this long) means its core went to another runnable thread
-/// meanwhile: the machine is loaded (issue 28's busy compute threads).
+/// A gap this long between two clock reads of a spinning rank (or a long
+/// sched_yield) means a busy thread took its core: the machine is loaded.
 inline constexpr auto shm_preempted = std::chrono::microseconds{200};
 
 /// The same with more local ranks than cores, where ranks take each
@@ -435,17 +432,14 @@ inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 inline constexpr auto shm_yield = std::chrono::milliseconds{50};
 
 /// While a rank sleeps on a peer's word, its thread asks the scheduler for
-/// slices this short (Linux 6.12+ EEVDF: sched_attr's sched_runtime for
-/// SCHED_OTHER, 100 us being the least it takes; older kernels ignore it):
-/// a thread with a shorter slice may preempt the running one when woken,
-/// so a loaded rank runs as soon as its peer posts instead of after the
-/// busy thread's slice (1.4 ms by default on this VM). Its share of the
-/// core stays the same. 4 ranks, 64 MiB, one busy thread per core: 74
-/// against 105 ms per allreduce; two: 75-121 against 242-252 ms.
+/// slices this short (Linux 6.12+ EEVDF: sched_attr's sched_runtime, 100 us
+/// the least; older kernels ignore it): woken, it may preempt the running
+/// thread instead of waiting out its 1.4 ms slice, with the same share of
+/// the core. 4 ranks, 64 MiB, one busy thread per core: 74 against 105 ms
+/// per allreduce; two: 75-121 against 242-252 ms.
 inline constexpr auto shm_wake_slice = std::chrono::microseconds{100};
 
-/// A sleeping rank wakes at least this often to look at the abort word
-/// and whether the rank it waits on still exists, in case no one woke it.
+/// A sleeping rank wakes this often to check the abort word and its peer.
 inline constexpr auto shm_sleep_slice = 20ms;
 
 /// Allreduces up to this size (per rank) take the one-step path: every

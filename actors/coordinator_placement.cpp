@@ -16,6 +16,7 @@
 #include "actors/internal/binary_shipper.hpp"
 #include "base/net/transport.hpp"
 #include "base/internal/log.hpp"
+#include "base/internal/start_marks.hpp"
 #include "actors/internal/system_config.hpp"
 
 namespace hvactor::detail {
@@ -67,6 +68,7 @@ void retry_placement(coord_actor self, std::string problem) {
 void ship_binaries(coord_actor self) {
   auto& st = self->state;
   st.ph = phase::shipping;
+  start_marks::note(start_marks::placed_ns);
   std::vector<std::string> targets;
   for (auto& a : st.fixed.plan.nodes)
     if (st.infos_by_node[a.node_id].caches_binaries)

@@ -7,6 +7,7 @@
 
 #include "hvactor/errors.hpp"
 #include "base/internal/caf_error.hpp"
+#include "base/internal/start_marks.hpp"
 #include "actors/internal/coordinator_state.hpp"
 #include "actors/internal/worker_env.hpp"
 
@@ -98,6 +99,7 @@ std::string worker_label(const coordinator_state& st, int rank) {
 void spawn_workers(coord_actor self) {
   auto& st = self->state;
   st.ph = phase::registering;
+  start_marks::note(start_marks::spawned_ns);
   st.workers.clear();
   std::vector<std::string> node_of_rank;
   for (auto& a : st.fixed.plan.nodes)
@@ -121,6 +123,7 @@ void spawn_workers(coord_actor self) {
 
 void hand_out_env(coord_actor self) {
   auto& st = self->state;
+  start_marks::note(start_marks::all_registered_ns);
   std::vector<std::string> nodes;
   for (int r = 0; r < st.size(); ++r)
     nodes.push_back(st.fixed.roster.node_of(r));

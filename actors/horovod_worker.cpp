@@ -16,6 +16,7 @@
 #include "base/internal/log.hpp"
 #include "base/internal/knobs.hpp"
 #include "base/internal/process_system.hpp"
+#include "base/internal/start_marks.hpp"
 #include "actors/internal/system_config.hpp"
 
 namespace hvactor {
@@ -61,6 +62,7 @@ horovod_worker::behavior_type worker_impl(horovod_worker::stateful_pointer<worke
   self->state.done = std::move(done);
   return {
     [=](set_env_atom, const env_list& env) {
+      detail::start_marks::note(detail::start_marks::env_set_ns);
       for (auto& [key, value] : env.entries)
         ::setenv(key.c_str(), value.c_str(), 1);
       if (auto rank = env::get(env::rank))
@@ -151,6 +153,7 @@ void serve_worker() {
       log::error("registration with the driver failed: {}", describe(ok.error()));
       leave(4);
     }
+    detail::start_marks::note(detail::start_marks::registered_ns);
     // The guard ends the process if the driver goes away; otherwise the
     // job ends with `stop`.
     finished.wait();

@@ -8,6 +8,8 @@
 //   hvactor-bench train [--model resnet50|mlp] [--batch-size 32] [--num-iters 10]
 //                 [--num-batches-per-iter 10] [--fp16-allreduce] [--scaling 1,2,4] ...
 //   hvactor-bench control-plane [--workers 1,4] ...
+//   hvactor-bench scale [--num-hosts H --per-host K] [--rounds 3] [--idle-seconds 10]
+//                 [--peer mpi] [--json FILE]   (start() to hvd::init(), by phase)
 //
 // Prints nccl-tests' columns; --json/--csv keep every sample and the
 // machine's description.
@@ -30,6 +32,7 @@
 #include "layout.hpp"
 #include "peer.hpp"
 #include "peer_session.hpp"
+#include "scale.hpp"
 #include "sweep.hpp"
 
 namespace {
@@ -148,6 +151,8 @@ int main(int argc, char** argv) {
     auto args = rt.args();
     if (args.size() > 1 && args[1] == "control-plane")
       return hvactor::bench_tool::run_control_plane(rt, args);
+    if (args.size() > 1 && args[1] == "scale")
+      return hvactor::bench_tool::run_scale(rt, args);
     return hvactor::bench_tool::run_sweep(rt, args);
   });
 }

@@ -83,7 +83,8 @@ for n in sizes:
     rounds = doc["results"]
     ok = [r for r in rounds if r["ok"]]
     later = [r for r in rounds[1:] if r["ok"]] or ok
-    first = f(rounds[0]["total_ms"]) if rounds and rounds[0]["ok"] else "failed"
+    first = (f"{f(rounds[0]['total_ms'])} ({rounds[0].get('shipped_mib', 0):.0f} MiB shipped)"
+             if rounds and rounds[0]["ok"] else "failed")
     tot = [r["total_ms"] for r in later]
     def ph(key):
         v = [r[key] for r in later if r.get(key)]

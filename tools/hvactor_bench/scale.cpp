@@ -114,6 +114,7 @@ scale_round measure_round(hvactor::runtime& rt, const layout& l, const hvactor::
     t0 = marks::now_ns();
     ex.start();
     r.start_ms = ms_between(t0, marks::now_ns());
+    r.shipped_mib = mib(ex.shipped_bytes());
     auto probes = ex.run(&init_probe);
     driver_phases(r, t0);
     rank_phases(r, probes, t0);
@@ -237,7 +238,7 @@ int run_scale(hvactor::runtime& rt, const std::vector<std::string>& args) {
       while_up = [&] {
         auto u = measure_idle_cpu(find_cluster_processes(), a.idle_s);
         idle = {u.seconds, u.head, u.nodes, u.driver, u.workers, u.total(),
-                u.busiest, u.busiest_percent};
+                u.busiest, u.busiest_percent, u.threads};
         idle_measured = true;
       };
     rounds.push_back(measure_round(rt, a.where, a.settings, k, while_up));

@@ -21,6 +21,7 @@
 //   rendezvous    hvd::init() itself (the store, Gloo's full mesh)
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <hvactor/runtime.hpp>
@@ -38,6 +39,9 @@ struct scale_round {
   double total_ms = 0, start_ms = 0;
   /// Once per job (driver side); -1 when not reached.
   double placement_ms = -1, shipping_ms = -1;
+  /// What the driver sent the nodes of its binary and libraries (0 when
+  /// every node had them cached).
+  double shipped_mib = 0;
   /// Per rank, in rank order.
   std::vector<double> process_ms, registration_ms, wait_ms, dispatch_ms, rendezvous_ms;
   /// Resident memory (MiB) after hvd::init(): every rank's; the head's, the
@@ -63,6 +67,8 @@ struct scale_idle {
   double head = 0, nodes = 0, driver = 0, workers = 0, total = 0;
   std::string busiest;
   double busiest_percent = 0;
+  /// By role and thread name, busiest first (scale_usage.hpp).
+  std::vector<std::pair<std::string, double>> threads;
 };
 
 /// `hvactor-bench scale ...` (`args[1]` is "scale"); prints the tables;

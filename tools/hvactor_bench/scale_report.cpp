@@ -45,11 +45,12 @@ std::string phase_json(const char* name, const std::vector<double>& v) {
 std::string round_json(const scale_round& r) {
   return fmt::format(
     "    {{\"round\": {}, \"ranks\": {}, \"ok\": {}, \"error\": {}, \"total_ms\": {:.3f}, "
-    "\"start_ms\": {:.3f}, \"placement_ms\": {:.3f}, \"shipping_ms\": {:.3f},\n     {},\n     "
+    "\"start_ms\": {:.3f}, \"placement_ms\": {:.3f}, \"shipping_ms\": {:.3f}, \"shipped_mib\": "
+    "{:.3f},\n     {},\n     "
     "{},\n     {},\n     {},\n     {},\n     \"memory_mib\": {{\"head\": {:.1f}, \"driver\": "
     "{:.1f}, \"nodes\": {}, \"workers\": {}}}}}",
     r.round, r.ranks, r.ok, json_string(r.error), r.total_ms, r.start_ms, r.placement_ms,
-    r.shipping_ms, phase_json("process_ms", r.process_ms),
+    r.shipping_ms, r.shipped_mib, phase_json("process_ms", r.process_ms),
     phase_json("registration_ms", r.registration_ms), phase_json("wait_ms", r.wait_ms),
     phase_json("dispatch_ms", r.dispatch_ms), phase_json("rendezvous_ms", r.rendezvous_ms),
     r.head_mib, r.driver_mib, json_numbers(r.node_mib), json_numbers(r.worker_mib));
@@ -71,8 +72,10 @@ void print_hvactor_summary(const std::vector<scale_round>& all) {
   if (ok == 0)
     return;
   if (all.front().ok)
-    fmt::print("# first job (binary shipped to the nodes): {:.0f} ms to every hvd::init() done\n",
-               all.front().total_ms);
+    fmt::print("# first job: {:.0f} ms to every hvd::init() done; it shipped {:.1f} MiB to the "
+               "nodes in {:.0f} ms; driver {:.1f} MiB\n",
+               all.front().total_ms, all.front().shipped_mib, all.front().shipping_ms,
+               all.front().driver_mib);
   std::vector<scale_round> rounds(all.begin() + (all.size() > 1 ? 1 : 0), all.end());
   std::vector<double> totals;
   for (auto& r : rounds)
@@ -168,6 +171,12 @@ void print_summary(const std::vector<scale_round>& rounds, const std::vector<mpi
                "nodes {:.2f} + driver {:.2f} + workers {:.2f}; busiest {} at {:.2f}\n",
                idle->seconds, idle->total, idle->head, idle->nodes, idle->driver, idle->workers,
                idle->busiest, idle->busiest_percent);
+  if (idle != nullptr) {
+    fmt::print("#   by thread (role and name, summed over processes):");
+    for (size_t i = 0; i < idle->threads.size() && i < 8 && idle->threads[i].second >= 0.01; ++i)
+      fmt::print("{} {} {:.2f}", i ? "," : "", idle->threads[i].first, idle->threads[i].second);
+    fmt::print("\n");
+  }
   std::fflush(stdout);
 }
 
@@ -187,14 +196,19 @@ void write_scale_json(const std::string& file, const std::string& settings,
                        i ? "," : "", mpi[i].round, mpi[i].ok, json_string(mpi[i].error),
                        mpi[i].total_ms, mpi[i].median_ms, mpi[i].exit_ms);
   out << "\n  ],\n  \"idle_cpu\": ";
-  if (idle != nullptr)
+  if (idle != nullptr) {
+    std::string threads;
+    for (size_t i = 0; i < idle->threads.size() && i < 20; ++i)
+      threads += fmt::format("{}{}: {:.3f}", i ? ", " : "", json_string(idle->threads[i].first),
+                             idle->threads[i].second);
     out << fmt::format("{{\"seconds\": {:.3f}, \"total\": {:.3f}, \"head\": {:.3f}, \"nodes\": "
                        "{:.3f}, \"driver\": {:.3f}, \"workers\": {:.3f}, \"busiest\": {}, "
-                       "\"busiest_percent\": {:.3f}}}",
+                       "\"busiest_percent\": {:.3f}, \"threads\": {{{}}}}}",
                        idle->seconds, idle->total, idle->head, idle->nodes, idle->driver,
-                       idle->workers, json_string(idle->busiest), idle->busiest_percent);
-  else
+                       idle->workers, json_string(idle->busiest), idle->busiest_percent, threads);
+  } else {
     out << "null";
+  }
   out << "\n}\n";
 }
 

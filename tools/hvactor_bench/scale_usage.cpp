@@ -142,11 +142,39 @@ double cpu_seconds(pid_t pid) {
          / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+namespace {
+
+/// Every thread of `pids`: (index in pids, thread name) -> CPU seconds.
+std::map<std::pair<size_t, std::string>, double> thread_seconds(const std::vector<pid_t>& pids) {
+  std::map<std::pair<size_t, std::string>, double> out;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    std::error_code ec;
+    for (auto& t : fs::directory_iterator{fmt::format("/proc/{}/task", pids[i]), ec}) {
+      auto text = read_all(t.path() / "stat");
+      auto open = text.find('('), close = text.rfind(')');
+      if (open == std::string::npos || close == std::string::npos)
+        continue;
+      auto comm = text.substr(open + 1, close - open - 1);
+      std::istringstream in{text.substr(close + 1)};
+      std::vector<std::string> f;
+      for (std::string w; in >> w;)
+        f.push_back(w);
+      if (f.size() > 12)
+        out[{i, comm}] += static_cast<double>(std::stoll(f[11]) + std::stoll(f[12]))
+                          / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    }
+  }
+  return out;
+}
+
+} // namespace
+
 idle_cpu measure_idle_cpu(const cluster_processes& p, double seconds) {
   auto pids = p.all();
   std::vector<double> before;
   for (auto pid : pids)
     before.push_back(cpu_seconds(pid));
+  auto threads_before = thread_seconds(pids);
   auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   idle_cpu out;
@@ -154,16 +182,24 @@ idle_cpu measure_idle_cpu(const cluster_processes& p, double seconds) {
   std::set<pid_t> nodes;
   for (auto& [id, pid] : p.nodes)
     nodes.insert(pid);
+  auto role_of = [&](pid_t pid) -> std::string {
+    return pid == p.head ? "head" : nodes.count(pid) ? "node" : pid == p.driver ? "driver" : "worker";
+  };
+  std::map<std::string, double> by_thread;
+  for (auto& [key, after] : thread_seconds(pids))
+    if (auto b = threads_before.find(key); b != threads_before.end())
+      by_thread[role_of(pids[key.first]) + " " + key.second] +=
+        100.0 * (after - b->second) / out.seconds;
+  out.threads.assign(by_thread.begin(), by_thread.end());
+  std::sort(out.threads.begin(), out.threads.end(),
+            [](auto& a, auto& b) { return a.second > b.second; });
   for (size_t i = 0; i < pids.size(); ++i) {
     auto after = cpu_seconds(pids[i]);
     if (before[i] < 0 || after < 0)
       continue;
     double percent = 100.0 * (after - before[i]) / out.seconds;
     auto pid = pids[i];
-    std::string role = pid == p.head     ? "head"
-                       : nodes.count(pid) ? "node"
-                       : pid == p.driver  ? "driver"
-                                          : "worker";
+    auto role = role_of(pid);
     (role == "head" ? out.head : role == "node" ? out.nodes
                                : role == "driver" ? out.driver
                                                   : out.workers) += percent;

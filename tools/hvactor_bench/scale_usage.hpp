@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hvactor::bench_tool {
@@ -47,6 +48,9 @@ struct idle_cpu {
   /// The busiest process: its role and pid and its share.
   std::string busiest;
   double busiest_percent = 0;
+  /// CPU by role and thread name ("worker caf.multiplexer"), summed over
+  /// the processes of that role, busiest first.
+  std::vector<std::pair<std::string, double>> threads;
 
   double total() const {
     return head + nodes + driver + workers;

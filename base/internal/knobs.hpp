@@ -107,12 +107,11 @@ inline constexpr const char* hierarchical_allgather = "HOROVOD_HIERARCHICAL_ALLG
 inline constexpr const char* bind_to = "HVACTOR_BIND_TO";
 /// Horovod's: a core id per local rank ("1,33") for its engine thread; too few: unpinned.
 inline constexpr const char* thread_affinity = "HOROVOD_THREAD_AFFINITY";
-/// How device collectives run (Horovod's HOROVOD_GPU_OPERATIONS, read at
-/// hvd::init): unset or "auto": NCCL when it can serve the job, else the
-/// host-staged path; "NCCL": NCCL or an init error saying why not; "GLOO":
-/// the host-staged path (device -> host, Gloo, host -> device); "NONE": no
-/// device backend (device calls fail; LibTorch's CUDA tensors travel
-/// through CPU copies). Case-insensitive.
+/// How device collectives run (Horovod's HOROVOD_GPU_OPERATIONS, at
+/// hvd::init): unset/"auto": NCCL when it can serve the job, else host-staged;
+/// "NCCL": NCCL or an init error saying why not; "GLOO": host-staged (device
+/// -> host, Gloo, host -> device); "NONE": no device backend (device calls
+/// fail; LibTorch's CUDA tensors go through CPU copies). Case-insensitive.
 inline constexpr const char* gpu_operations = "HVACTOR_GPU_OPERATIONS";
 /// NCCL's own switches that decide whether two ranks may share one GPU.
 inline constexpr const char* nccl_multi_rank_gpu = "NCCL_MULTI_RANK_GPU_ENABLE";
@@ -153,17 +152,20 @@ using namespace std::chrono_literals;
 // -- connections (every process; identical everywhere) -----------------------
 
 /// CAF heartbeat on every connection. Identical on every process: a
-/// one-sided setting drops healthy peers. Also keeps bytes flowing twice a
-/// second, which the TLS connection watchdog relies on.
-inline constexpr auto heartbeat_interval = 500ms;
+/// one-sided setting drops healthy peers. Also keeps bytes flowing every
+/// second, which the TLS connection watchdog relies on. Each costs both
+/// ends about 8 system calls: at 500 ms, an idle 64-node cluster's head
+/// spent 18 ms of CPU a second on them.
+inline constexpr auto heartbeat_interval = 1s;
 
 /// An idle CAF scheduler thread wakes this often to steal work (CAF: 10 ms,
 /// most of an idle node's CPU); work sent to a thread wakes it at once.
 inline constexpr auto scheduler_steal_interval = 1s;
 
 /// A peer silent this long is dropped: a frozen (SIGSTOPped) node leaves the
-/// registry within 2.5 s.
-inline constexpr auto connection_timeout = 2s;
+/// registry within 6 s. With 2 s, a driver starting 64 ranks on 2 cores fell
+/// that far behind its own sockets and dropped live nodes.
+inline constexpr auto connection_timeout = 5s;
 
 /// Closing a published TLS port: a local request to the OpenSSL middleman,
 /// answered at once unless the multiplexer is stuck.
@@ -318,11 +320,9 @@ inline constexpr auto shutdown_slack = 10s;
 inline constexpr auto launcher_poll = 100ms;
 
 /// hvactor-run after SIGTERM/SIGINT: the ranks get this long to stop
-/// (leave_grace + stop_grace, reaping, slack), plus the teardown bound of a
-/// cluster hvactor-run brought up itself (-H, Slurm); then it exits anyway
-/// (the ranks die with it: PR_SET_PDEATHSIG, or their colocator's watch on
-/// the driver). A reader that stopped reading hvactor-run's output must not
-/// keep it alive.
+/// (leave_grace + stop_grace, reaping, slack) plus the teardown bound of a
+/// cluster it brought up (-H, Slurm); then it exits anyway, the ranks with
+/// it (PR_SET_PDEATHSIG or their colocator's watch on the driver).
 inline constexpr auto launcher_stop_limit = 6s;
 
 // -- processes ------------------------------------------------------------------

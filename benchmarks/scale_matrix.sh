@@ -101,7 +101,7 @@ for n in sizes:
     workers_mib = f"{med(last['memory_mib']['workers']):.0f}" if last else "-"
     idle = doc.get("idle_cpu")
     print(f"| {n} | {len(ok)}/{len(rounds)} | {first} | "
-          f"{f(med(tot))} ({f(min(tot) if tot else None)}-{f(max(tot) if tot else None)}) | "
+          f"{f'{f(med(tot))} ({f(min(tot))}-{f(max(tot))})' if tot else '-'} | "
           f"{f(med([r['placement_ms'] for r in later]))} | {f(med([r['shipping_ms'] for r in later]))} | "
           f"{ph('process_ms')} | {ph('registration_ms')} | {ph('wait_ms')} | {ph('rendezvous_ms')} | "
           f"{mpi_s} | {mem('head')} | {nodes_mib} | {mem('driver')} | {workers_mib} | "

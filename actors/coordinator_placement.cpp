@@ -64,7 +64,11 @@ void retry_placement(coord_actor self, std::string problem) {
   self->delayed_send(self, knobs::placement_retry, placement_retry_atom_v);
 }
 
-// Reads `count` bytes of the driver's binary at `offset`.
+// Nodes the driver ships its binary to at the same time (static jobs).
+constexpr size_t ship_nodes_at_once = 8;
+
+// Makes sure every node of the plan caches the driver's binary and
+// libraries, then spawns the workers.
 void ship_binaries(coord_actor self) {
   auto& st = self->state;
   st.ph = phase::shipping;
@@ -79,12 +83,24 @@ void ship_binaries(coord_actor self) {
   }
   auto pending = std::make_shared<size_t>(targets.size());
   auto t0 = std::chrono::steady_clock::now();
-  for (auto& node : targets) {
+  // At most ship_nodes_at_once nodes at a time: every upload keeps chunks
+  // in flight, and all of a 128-node job's at once filled the driver's
+  // memory and kept its one TLS thread from its heartbeats.
+  auto queue = std::make_shared<std::vector<std::string>>(targets.rbegin(), targets.rend());
+  auto next = std::make_shared<std::function<void()>>();
+  *next = [=] {
+    if (queue->empty() || self->state.ph != phase::shipping)
+      return;
+    auto node = queue->back();
+    queue->pop_back();
     auto done = [=](caf::error err, uint64_t sent) {
-      if (self->state.ph != phase::shipping)
+      if (self->state.ph != phase::shipping) {
+        *next = nullptr;
         return;
+      }
       self->state.fixed.shipped_bytes += sent;
       if (err) {
+        *next = nullptr;
         fail(self, make_error(error_kind::worker_error,
                               fmt::format("could not ship the driver's binary to node '{}': {}",
                                           node, describe(err))));
@@ -94,14 +110,20 @@ void ship_binaries(coord_actor self) {
         auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);
         log::debug("job {}: binary shipped ({} bytes) in {:.1f} ms", self->state.cfg.job_id,
                    self->state.fixed.shipped_bytes, ms.count());
+        *next = nullptr; // the closure holds itself
         spawn_workers(self);
+        return;
       }
+      (*next)();
     };
+    auto& s = self->state;
     ship_binary(self,
-                shipment{st.agents_by_node[node], node, st.cfg.executable, st.cfg.binary_hash,
-                         st.cfg.libraries, st.cfg.job_id, st.cfg.settings.timeout},
+                shipment{s.agents_by_node[node], node, s.cfg.executable, s.cfg.binary_hash,
+                         s.cfg.libraries, s.cfg.job_id, s.cfg.settings.timeout},
                 done);
-  }
+  };
+  for (size_t i = 0; i < ship_nodes_at_once && i < targets.size(); ++i)
+    (*next)();
 }
 
 void reserve_plan(coord_actor self, std::vector<node_resources> nodes) {
@@ -277,6 +299,7 @@ void with_agent(coord_actor self, const std::string& node, caf::timespan timeout
     return;
   }
   auto where = fmt::format("{}:{}", info->second.address, info->second.port);
+  auto started = caf::make_timestamp();
   self->request(transport::connector(self->system()), timeout, caf::connect_atom_v,
                 info->second.address, info->second.port)
     .then(
@@ -292,8 +315,19 @@ void with_agent(coord_actor self, const std::string& node, caf::timespan timeout
         self->state.agents_by_node[node] = agent;
         then({});
       },
-      [=](caf::error& err) { then(make_error(error_kind::node_lost,
-                                             fmt::format("{}: {}", where, describe(err)))); });
+      [=](caf::error& err) {
+        // CAF 0.17.6 drops a new connection whose server handshake comes
+        // after the next heartbeat tick (connection_timeout): a busy node,
+        // not a lost one. Again while the time allows.
+        auto left = timeout - (caf::make_timestamp() - started);
+        if (err == caf::sec::connection_timeout && left > knobs::rejoin_interval) {
+          log::debug("connecting to node '{}' at {}: dropped during the handshake; again", node,
+                     where);
+          with_agent(self, node, left, then);
+          return;
+        }
+        then(make_error(error_kind::node_lost, fmt::format("{}: {}", where, describe(err))));
+      });
 }
 
 } // namespace hvactor::detail

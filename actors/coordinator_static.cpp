@@ -13,6 +13,19 @@
 
 namespace hvactor::detail {
 
+namespace {
+
+// Registration waits on every process of the job starting, which takes
+// longer the more there are (128 ranks on 2 cores: tens of seconds), so its
+// bound grows with the job: the timeout plus this much per rank.
+constexpr std::chrono::milliseconds registration_per_rank{100};
+
+std::chrono::milliseconds registration_bound(const coordinator_state& st) {
+  return st.cfg.settings.timeout + registration_per_rank * st.size();
+}
+
+} // namespace
+
 using namespace proto;
 
 namespace {
@@ -115,7 +128,7 @@ void spawn_workers(coord_actor self) {
   if (st.cfg.launch)
     envs = horovod_envs(st, node_of_rank);
   else
-    self->delayed_send(self, st.cfg.settings.timeout, registration_due_atom_v);
+    self->delayed_send(self, registration_bound(st), registration_due_atom_v);
   auto colocated = std::make_shared<size_t>(0);
   for (auto& a : st.fixed.plan.nodes)
     colocate(self, a, envs, colocated);
@@ -194,9 +207,11 @@ void registration_due(coord_actor self) {
     return;
   auto missing = st.fixed.roster.missing();
   fail(self, make_error(error_kind::rendezvous_timeout,
-                        fmt::format("{} of {} workers never registered within {} ms: {}",
-                                    missing.size(), st.size(), st.cfg.settings.timeout.count(),
-                                    fmt::join(missing, ", "))));
+                        fmt::format("{} of {} workers never registered within {} ms (the "
+                                    "timeout, {} ms, and {} ms per rank): {}",
+                                    missing.size(), st.size(), registration_bound(st).count(),
+                                    st.cfg.settings.timeout.count(),
+                                    registration_per_rank.count(), fmt::join(missing, ", "))));
 }
 
 } // namespace hvactor::detail

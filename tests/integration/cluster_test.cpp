@@ -4,10 +4,12 @@
 // shipping, as a user sees them.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -249,18 +251,10 @@ TEST_CASE("two drivers asking for 4 of 6 CPUs each never oversubscribe: the seco
   CHECK(c.wait_for_status([](const cluster_status& s) { return s.all_free(); }, 3s).all_free());
 }
 
-TEST_CASE("the first job ships the driver's binary to every node and the second ships nothing; "
-          "workers run from the node's work dir bin/ with mode 0700") {
-  cluster c;
-  auto driver = c.driver({"ship-twice", "6"});
-  require_success(*driver, 60s, 2);
-  auto shipped = parse_ints(first_line(*driver, "SHIPPED"));
-  REQUIRE(shipped.size() == 2);
-  auto binary_size = static_cast<long long>(std::filesystem::file_size(HVACTOR_CLUSTER_DRIVER));
-  CHECK(shipped[0] > 0);
-  CHECK(static_cast<long long>(shipped[0]) == 3 * binary_size); // three nodes lacked it
-  CHECK(shipped[1] == 0);
-  auto workers = lines_with(*driver, "WORKER ");
+/// Checks a ship-twice driver's workers: each node ran both jobs from one
+/// cached copy of the binary in its work dir's bin/, mode 0700.
+void check_cached_binaries(cluster& c, process& driver, long long binary_size) {
+  auto workers = lines_with(driver, "WORKER ");
   REQUIRE(workers.size() == 12);
   std::set<std::string> exes;
   for (auto& line : workers) {
@@ -280,10 +274,49 @@ TEST_CASE("the first job ships the driver's binary to every node and the second 
     exes.insert(exe.string());
   }
   CHECK(exes.size() == 3); // one cached copy per node, used by both jobs
-  auto pids = parse_ints(lines_with(*driver, "PIDS").at(0));
-  auto second = parse_ints(lines_with(*driver, "PIDS").at(1));
+  auto pids = parse_ints(lines_with(driver, "PIDS").at(0));
+  auto second = parse_ints(lines_with(driver, "PIDS").at(1));
   pids.insert(pids.end(), second.begin(), second.end());
   check_no_workers_left(c, pids);
+}
+
+TEST_CASE("nodes that see the driver's binary at its path take it from their own disk: nothing "
+          "is shipped, and workers run from the node's work dir bin/ with mode 0700") {
+  cluster c;
+  auto driver = c.driver({"ship-twice", "6"});
+  require_success(*driver, 60s, 2);
+  auto shipped = parse_ints(first_line(*driver, "SHIPPED"));
+  REQUIRE(shipped.size() == 2);
+  CHECK(shipped[0] == 0); // the same bytes at the same path on every node (digest checked)
+  CHECK(shipped[1] == 0);
+  check_cached_binaries(
+    c, *driver, static_cast<long long>(std::filesystem::file_size(HVACTOR_CLUSTER_DRIVER)));
+}
+
+TEST_CASE("the first job ships the driver's binary to every node that cannot see it, and the "
+          "second ships nothing") {
+  if (::geteuid() != 0 || ::access("/usr/bin/unshare", X_OK) != 0) {
+    MESSAGE("skipped: needs root and unshare (the driver runs from a tmpfs of its own)");
+    return;
+  }
+  cluster c;
+  // The driver runs from a copy on a tmpfs mounted in a mount namespace of
+  // its own: the nodes find nothing at its path and must be sent the bytes.
+  auto wrapper = c.dir() / "private-driver.sh";
+  {
+    std::ofstream out{wrapper};
+    out << "#!/bin/sh\nTMPDIR=" << c.dir().string() << R"( exec /usr/bin/unshare -m --propagation private /bin/sh -c 'd=$(mktemp -d) && mount -t tmpfs none "$d" && cp "$0" "$d/cluster_driver" && exec "$d/cluster_driver" "$@"' )"
+        << HVACTOR_CLUSTER_DRIVER << R"( "$@")" << "\n";
+  }
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  auto driver = c.driver_program(wrapper.string(), {"ship-twice", "6"});
+  require_success(*driver, 60s, 2);
+  auto shipped = parse_ints(first_line(*driver, "SHIPPED"));
+  REQUIRE(shipped.size() == 2);
+  auto binary_size = static_cast<long long>(std::filesystem::file_size(HVACTOR_CLUSTER_DRIVER));
+  CHECK(static_cast<long long>(shipped[0]) == 3 * binary_size); // three nodes lacked it
+  CHECK(shipped[1] == 0);
+  check_cached_binaries(c, *driver, binary_size);
 }
 
 } // TEST_SUITE

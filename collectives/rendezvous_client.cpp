@@ -1,9 +1,18 @@
 #include "collectives/internal/rendezvous_client.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "collectives/internal/rendezvous_knobs.hpp"
 #include "collectives/internal/rendezvous_protocol.hpp"
 #include "hvactor/errors.hpp"
 #include "base/internal/actor_system.hpp"
@@ -20,6 +29,17 @@ namespace {
 // library, whichever layer creates it.
 const process_system::registrar rendezvous_types{&proto::register_rendezvous_types};
 
+std::atomic<uint64_t> requests{0};
+
+// HVACTOR_RENDEZVOUS_TRACE set: every request's time, on stderr.
+bool tracing() {
+  static const bool on = [] {
+    auto* v = std::getenv(knobs::rendezvous_trace_env);
+    return v != nullptr && *v != '\0' && std::string_view{v} != "0";
+  }();
+  return on;
+}
+
 } // namespace
 
 struct rendezvous_client::impl {
@@ -33,7 +53,15 @@ struct rendezvous_client::impl {
   T request(std::chrono::milliseconds timeout, const std::string& what, Ts&&... xs) {
     // The store answers a timed get/wait itself; the extra second covers
     // the round trip so its (clearer) error wins.
+    ++requests;
+    auto t0 = std::chrono::steady_clock::now();
     auto out = ask<T>(*sys, store, timeout + knobs::store_round_trip, std::forward<Ts>(xs)...);
+    if (tracing())
+      std::fprintf(stderr, "hvactor rendezvous trace: pid %d %s: %s in %.1f ms\n",
+                   static_cast<int>(::getpid()), what.c_str(),
+                   out ? "answered" : sys->render(out.error()).c_str(),
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
     if (out)
       return std::move(*out);
     if (out.error().category() == error_category)
@@ -62,6 +90,10 @@ rendezvous_client::~rendezvous_client() {
   impl_->store = nullptr;
 }
 
+uint64_t rendezvous_client::requests_sent() {
+  return requests.load();
+}
+
 void rendezvous_client::set(const std::string& key, const std::vector<char>& value) {
   set(key, value, timeout_);
 }
@@ -75,6 +107,26 @@ std::vector<char> rendezvous_client::get(const std::string& key,
                                          std::chrono::milliseconds timeout) {
   return impl_->request<std::vector<char>>(timeout, "get '" + key + "'", proto::get_atom_v, scope_,
                                            key, caf::timespan{timeout});
+}
+
+void rendezvous_client::erase(const std::string& key) {
+  try {
+    impl_->request<std::vector<char>>(std::chrono::milliseconds{0}, "erase '" + key + "'",
+                                      proto::take_atom_v, scope_, key);
+  } catch (const std::exception&) {
+    // Not set, or no store: nothing to remove.
+  }
+}
+
+std::vector<std::optional<std::string>>
+rendezvous_client::try_get_many(const std::vector<std::string>& keys) {
+  auto got = gather({}, keys, std::chrono::milliseconds{1});
+  std::vector<std::optional<std::string>> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    out[i] = std::string(got.values[i].begin(), got.values[i].end());
+  for (int i : got.missing)
+    out[static_cast<size_t>(i)].reset();
+  return out;
 }
 
 std::optional<std::vector<char>> rendezvous_client::try_get(const std::string& key) {
@@ -91,68 +143,36 @@ void rendezvous_client::wait(const std::vector<std::string>& keys,
                        caf::timespan{timeout});
 }
 
-namespace {
-
-/// Receives the answers to `ids` (in order) from `self`'s mailbox, each
-/// within `timeout`; `on_value(i, value)` for each. Throws like request().
-template <class T, class F>
-void receive_all(caf::blocking_actor& self, const std::vector<caf::message_id>& ids,
-                 std::chrono::milliseconds timeout, const std::string& where,
-                 const std::string& what, F on_value) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    bool got = false;
-    caf::error err;
-    caf::blocking_actor::accept_one_cond until_one;
-    self.varargs_receive(
-      until_one, ids[i],
-      [&](T& value) {
-        on_value(i, std::move(value));
-        got = true;
-      },
-      [&](caf::error& e) { err = std::move(e); },
-      caf::after(wait_bound(timeout)) >> [] {});
-    if (got)
-      continue;
-    if (err && err.category() == error_category)
-      throw_caf_error(err, what);
-    throw error(fmt::format("rendezvous store at {}: {} failed: {}", where, what,
-                            err ? self.system().render(err) : std::string{"no answer in time"}));
-  }
-}
-
-} // namespace
-
-// One fresh blocking actor per batch, so the requests' own timeouts (which
-// CAF 0.17 leaves behind as messages) die with it; receive_all bounds every
-// answer too.
 void rendezvous_client::set_many(std::vector<std::pair<std::string, std::vector<char>>> entries) {
-  caf::scoped_actor self{*impl_->sys};
-  std::vector<caf::message_id> ids;
-  for (auto& [key, value] : entries)
-    ids.push_back(
-      self
-        ->request(impl_->store, timeout_ + knobs::store_round_trip, proto::set_atom_v, scope_,
-                  key, std::move(value))
-        .id());
-  receive_all<bool>(*self, ids, timeout_ + knobs::store_round_trip, impl_->where,
-                    "set of " + std::to_string(ids.size()) + " keys", [](size_t, bool) {});
+  gather(std::move(entries), {}, timeout_);
 }
 
 std::vector<std::vector<char>> rendezvous_client::get_many(const std::vector<std::string>& keys,
                                                            std::chrono::milliseconds timeout) {
-  caf::scoped_actor self{*impl_->sys};
-  std::vector<caf::message_id> ids;
-  for (auto& key : keys)
-    ids.push_back(self
-                    ->request(impl_->store, timeout + knobs::store_round_trip,
-                              proto::get_atom_v, scope_, key, caf::timespan{timeout})
-                    .id());
-  std::vector<std::vector<char>> out(keys.size());
-  receive_all<std::vector<char>>(
-    *self, ids, timeout + knobs::store_round_trip, impl_->where,
-    "get of " + std::to_string(ids.size()) + " keys",
-    [&](size_t i, std::vector<char> v) { out[i] = std::move(v); });
-  return out;
+  auto got = gather({}, keys, timeout);
+  if (got.missing.empty())
+    return std::move(got.values);
+  std::vector<std::string> names;
+  for (int i : got.missing)
+    names.push_back(keys[static_cast<size_t>(i)]);
+  throw rendezvous_timeout(fmt::format("rendezvous scope '{}': key(s) [{}] never set within {} ms",
+                                       scope_, fmt::join(names, ", "), timeout.count()));
+}
+
+rendezvous_client::gathered
+rendezvous_client::gather(std::vector<std::pair<std::string, std::vector<char>>> entries,
+                          const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  proto::kv_batch batch;
+  for (auto& [key, value] : entries) {
+    batch.keys.push_back(key);
+    batch.values.push_back(std::move(value));
+  }
+  auto what = fmt::format("gather of {} key(s){}", keys.size(),
+                          keys.empty() ? std::string{} : " from '" + keys.front() + "'");
+  auto found = impl_->request<proto::kv_found>(timeout, what, proto::gather_atom_v, scope_,
+                                               std::move(batch), proto::key_list{keys},
+                                               caf::timespan{timeout});
+  return {std::move(found.values), std::vector<int>(found.missing.begin(), found.missing.end())};
 }
 
 namespace {
@@ -173,6 +193,7 @@ rendezvous_client::watch(const std::string& key,
   auto sys = impl_->sys; // the watch may outlive this client
   auto watcher = impl_->sys->spawn([=](caf::stateful_actor<watch_state>* self) -> caf::behavior {
     auto ask = [=] {
+      ++requests;
       auto asked = std::chrono::steady_clock::now();
       self->request(store, knobs::store_watch_period + knobs::store_round_trip, proto::get_atom_v,
                     scope, key, caf::timespan{knobs::store_watch_period})

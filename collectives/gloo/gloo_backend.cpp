@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <regex>
 #include <type_traits>
 
@@ -13,17 +14,15 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "gloo_store.hpp"
 #include "gloo_types.hpp"
 #include "collectives/internal/rendezvous_protocol.hpp"
 #include "peer_abort.hpp"
 #include "peer_addresses.hpp"
 #include "collectives/shm/reduce.hpp"
 #include "base/internal/knobs.hpp"
+#include "collectives/internal/rendezvous_knobs.hpp"
 #include "base/net/net.hpp"
 #include "hvactor/errors.hpp"
 
@@ -241,6 +240,10 @@ private:
   // on; one that did not is the one that died (or stalls).
   [[noreturn]] void fail(const std::string& what, const std::string& gloo_text) {
     int direct = peer_of(gloo_text);
+    if (direct < 0) {
+      learn_connected();
+      direct = peer_of(gloo_text);
+    }
     int culprit = blame(direct);
     bool timed_out = gloo_text.find("imed out") != std::string::npos
                      || gloo_text.find("imeout") != std::string::npos;
@@ -312,10 +315,10 @@ private:
       return direct;
     std::map<int, int> announced;
     try {
+      auto now = set_now([&](int r) { return failed_key(r); });
       for (int r = 0; r < topo_.size; ++r)
-        if (r != topo_.rank)
-          if (auto value = client_->try_get(failed_key(r)))
-            announced[r] = std::atoi(std::string(value->begin(), value->end()).c_str());
+        if (r != topo_.rank && now[static_cast<size_t>(r)])
+          announced[r] = std::atoi(now[static_cast<size_t>(r)]->c_str());
     } catch (const std::exception&) {
       return direct; // no store: what this rank saw is all it knows
     }
@@ -358,6 +361,8 @@ private:
     return -1;
   }
 
+  // hvactor's own full mesh (peer_addresses.hpp): every rank's card in one
+  // request, pairs connected with retries, connected addresses published.
   void connect(rendezvous_client& client, const std::string& prefix,
                const std::string& bind_host) {
     ::gloo::transport::tcp::attr attr;
@@ -373,15 +378,63 @@ private:
                               iface ? "HOROVOD_GLOO_IFACE=" + *iface : bind_host, topo_.rank,
                               e.what()));
     }
-    arrive(client, prefix);
     ctx_ = std::make_shared<abortable_context>(topo_.rank, topo_.size, abort_);
     ctx_->setTimeout(timeout_);
-    gloo_store store{client};
-    ::gloo::rendezvous::PrefixStore prefixed{prefix, store};
-    guarded([&] { return std::string{"hvd::init (Gloo connectFullMesh)"}; },
-            [&] { ctx_->connect(prefixed, device_); });
-    peers_ = learn_peer_addresses(*ctx_, client, prefix, timeout_);
+    auto bound = timeout_ + topo_.size * std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          knobs::rendezvous_wait_per_rank);
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    try {
+      guarded([&] { return std::string{"hvd::init (Gloo full mesh)"}; },
+              [&] {
+                ctx_->connect(device_, bound, [&](::gloo::transport::Context& tc) {
+                  auto mine = create_pairs(tc, topo_.host);
+                  cards_ = exchange_cards(client, prefix, topo_.rank, mine, bound);
+                  add_peer_addresses(peers_, cards_, {}, topo_.rank);
+                  connect_pairs(tc, topo_.rank, cards_, deadline);
+                  auto pairs = connected_addresses(tc);
+                  client.set(pairs_key(topo_.rank), std::vector<char>(pairs.begin(), pairs.end()));
+                });
+              });
+    } catch (const mesh_unreachable& e) {
+      fail_mesh(e);
+    }
     watch_failures(client);
+  }
+
+  [[noreturn]] void fail_mesh(const mesh_unreachable& e) {
+    auto msg = fmt::format(
+      "hvd::init (Gloo full mesh) failed on rank {} of {} ({}): {}. Check that the nodes reach "
+      "each other at the address Gloo binds (HOROVOD_GLOO_IFACE, or the node's address)",
+      topo_.rank, topo_.size, topo_.host, e.what());
+    broken_ = e.what();
+    announce(e.rank, true);
+    close_and_throw(msg, e.rank);
+  }
+
+  // The values of key_of(r) for every rank r that are set now (one request).
+  template <class KeyOf>
+  std::vector<std::optional<std::string>> set_now(KeyOf key_of) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < topo_.size; ++r)
+      keys.push_back(key_of(r));
+    return client_->try_get_many(keys);
+  }
+
+  std::string pairs_key(int rank) const {
+    return prefix_ + "/pairs/" + std::to_string(rank);
+  }
+
+  // Learns, once a failure needs it, the addresses by which Gloo names the
+  // pairs that peers connected to this rank (each peer published its own).
+  void learn_connected() {
+    if (client_ == nullptr || learned_connected_ || cards_.empty())
+      return;
+    learned_connected_ = true;
+    try {
+      add_peer_addresses(peers_, cards_, set_now([&](int r) { return pairs_key(r); }), topo_.rank);
+    } catch (const std::exception&) {
+      // No store: the listened addresses are all this rank knows.
+    }
   }
 
   // The first rank whose call fails announces it under "<prefix>/failed";
@@ -413,34 +466,6 @@ private:
       });
   }
 
-  // Every rank announces itself and waits for all others, so that a missing
-  // rank is reported by number rather than as a Gloo key.
-  void arrive(rendezvous_client& client, const std::string& prefix) {
-    auto key = [&](int r) { return prefix + "/arrived/" + std::to_string(r); };
-    client.set(key(topo_.rank), std::vector<char>(topo_.host.begin(), topo_.host.end()));
-    std::vector<std::string> keys;
-    for (int r = 0; r < topo_.size; ++r)
-      keys.push_back(key(r));
-    try {
-      client.wait(keys, timeout_);
-    } catch (const rendezvous_timeout&) {
-      std::vector<int> missing;
-      std::vector<std::string> arrived;
-      for (int r = 0; r < topo_.size; ++r) {
-        if (auto host = client.try_get(key(r)))
-          arrived.push_back(fmt::format("{} on {}", r, std::string(host->begin(), host->end())));
-        else
-          missing.push_back(r);
-      }
-      throw rendezvous_timeout(fmt::format(
-        "hvd::init on rank {} ({}): rank{} {} of {} never joined the collectives rendezvous "
-        "(scope '{}', '{}') within {}; arrived: {}. Every rank must call hvd::init(); a rank "
-        "that crashed or is still busy before it shows up here",
-        topo_.rank, topo_.host, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
-        topo_.size, client.scope(), prefix, seconds(timeout_), fmt::join(arrived, ", ")));
-    }
-  }
-
   topology topo_;
   std::chrono::milliseconds timeout_;
   allreduce_algorithm_policy algorithm_;
@@ -450,6 +475,9 @@ private:
   std::shared_ptr<peer_abort> abort_ = std::make_shared<peer_abort>();
   std::shared_ptr<void> failure_watch_;
   std::map<std::string, int> peers_;
+  // Every rank's card; peers_ grows from the published pairs (learn_connected).
+  std::vector<mesh_card> cards_;
+  bool learned_connected_ = false;
   // Outlives the backend (hvd keeps it for the session); asked on failure.
   rendezvous_client* client_ = nullptr;
   std::string prefix_;

@@ -114,6 +114,20 @@ void abortable_context::connect(::gloo::rendezvous::Store& store,
   transportContext_ = std::make_shared<abortable_transport>(transportContext_, abort_);
 }
 
+void abortable_context::connect(std::shared_ptr<::gloo::transport::Device>& device,
+                                std::chrono::milliseconds connect_timeout,
+                                const std::function<void(::gloo::transport::Context&)>& build) {
+  auto tc = device->createContext(rank, size);
+  // A pair keeps the timeout it was made with, and waits for its peer's
+  // connect up to five times that (tcp::Pair::waitUntil): so that a pair
+  // whose peer gave up fails by the rendezvous deadline, not 5x after it.
+  tc->setTimeout(std::max(connect_timeout / 5, std::chrono::milliseconds{1000}));
+  build(*tc);
+  tc->setTimeout(getTimeout());
+  device_ = device;
+  transportContext_ = std::make_shared<abortable_transport>(std::move(tc), abort_);
+}
+
 void peer_abort::raise(int announcer, int culprit) {
   raise(announcer, culprit,
         fmt::format("rank {} announced that the collectives failed", announcer));

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -82,6 +84,14 @@ public:
   /// rendezvous::Context::connectFullMesh, then the wrapping.
   void connect(::gloo::rendezvous::Store& store,
                std::shared_ptr<::gloo::transport::Device>& device);
+
+  /// A transport context of `device` with every pair made and connected by
+  /// `build` (hvactor's own full mesh: peer_addresses.hpp), then the
+  /// wrapping. The pairs wait up to `connect_timeout` for a peer to connect
+  /// to them; the context's timeout applies afterwards.
+  void connect(std::shared_ptr<::gloo::transport::Device>& device,
+               std::chrono::milliseconds connect_timeout,
+               const std::function<void(::gloo::transport::Context&)>& build);
 
 private:
   std::shared_ptr<peer_abort> abort_;

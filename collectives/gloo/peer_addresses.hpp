@@ -1,26 +1,87 @@
 #pragma once
 
+// Gloo's full mesh, built by hvactor instead of connectFullMesh: what each
+// rank publishes (its card), how the pairs connect (retrying transient
+// errors, staggered), and the addresses by which Gloo's messages name each
+// peer afterwards.
+
 #include <chrono>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
-#include <gloo/context.h>
+#include <gloo/transport/context.h>
 
 #include "collectives/internal/rendezvous_client.hpp"
 
 namespace hvactor::collectives {
 
-/// After connectFullMesh over `client` under `prefix`: the addresses by
-/// which Gloo may name each peer's pair towards this rank (`ctx`'s rank),
-/// mapped to the peer's rank, for error messages. Two per peer: the
-/// address the peer's socket has once connected (each rank publishes its
-/// own under "<prefix>/pairs/<rank>", and reads the others'), and the one
-/// the peer listened on for the pair (Gloo's own key "<prefix>/<rank>"): in
-/// some pairs Debian's Gloo names a dead peer by the latter, and a survivor
-/// of a dead process-set member said "which rank is not known" in about one
-/// run of three of process_set_test. Throws what the client throws.
-std::map<std::string, int> learn_peer_addresses(::gloo::Context& ctx, rendezvous_client& client,
-                                                const std::string& prefix,
-                                                std::chrono::milliseconds timeout);
+/// What one rank publishes for the mesh, once: where each of its pairs
+/// listens. Every pair of a Gloo TCP device binds the device's address, so
+/// one address and a port per peer say it all (connectFullMesh publishes a
+/// 136-byte address per peer and makes every rank read every rank's list,
+/// and one more key per rank for its hostname: O(N) requests and N^2 bytes
+/// per rank).
+struct mesh_card {
+  /// The rank's node (topology::host), for messages.
+  std::string host;
+  /// gethostname(): Gloo's pairs count local ranks by it.
+  std::string hostname;
+  /// The numeric address every pair listens on (v4 or v6).
+  std::string ip;
+  /// ports[r]: the port of the pair for rank r; 0 for the rank itself.
+  std::vector<int> ports;
+};
+
+std::string encode(const mesh_card& card);
+
+/// Throws std::invalid_argument for text that is not a card of `size` ports.
+mesh_card decode_card(const std::string& text, int size);
+
+/// Publishes `mine` (rank `me`'s card) under "<prefix>/mesh/<me>" and
+/// returns every rank's, waiting up to `bound` for them; a rank that never
+/// publishes is named in the rendezvous_timeout thrown.
+std::vector<mesh_card> exchange_cards(rendezvous_client& client, const std::string& prefix, int me,
+                                      const mesh_card& mine, std::chrono::milliseconds bound);
+
+/// Creates this rank's pairs in `tc` (one per peer, each listening) and
+/// returns its card.
+mesh_card create_pairs(::gloo::transport::Context& tc, const std::string& host);
+
+/// A pair that could not be connected: `rank` is the peer.
+class mesh_unreachable : public std::runtime_error {
+public:
+  mesh_unreachable(int rank, std::string address, const std::string& what)
+    : std::runtime_error(what), rank(rank), address(std::move(address)) {}
+  int rank;
+  std::string address;
+};
+
+/// Connects every pair of `tc` (rank `me`) to the peers `cards` describe.
+/// The side with the larger address connects, the other accepts (Gloo's
+/// rule). This rank connects first, to its peers in the order me+1, me+2,
+/// ... (so that at each step every rank is the target of one other, not
+/// all of them at rank 0), then waits for the pairs that its peers connect.
+/// A transient connect error is retried (knobs::mesh_*), never past
+/// `deadline`; when a pair still fails, throws mesh_unreachable naming the
+/// peer, its address, the error and the attempts made.
+void connect_pairs(::gloo::transport::Context& tc, int me, const std::vector<mesh_card>& cards,
+                   std::chrono::steady_clock::time_point deadline);
+
+/// The address of rank `r`'s pair for rank `me`, as Gloo prints it.
+std::string listened_address(const std::vector<mesh_card>& cards, int r, int me);
+
+/// The text this rank publishes under "<prefix>/pairs/<rank>" once
+/// connected: line r holds the local address of its pair with rank r.
+std::string connected_addresses(::gloo::transport::Context& tc);
+
+/// Adds to `peers` the addresses by which Gloo names each peer's pair
+/// towards `me`: the one it listened on (its card), and the one its socket
+/// has once connected (line `me` of its published pairs, in `published`;
+/// missing or empty entries are skipped).
+void add_peer_addresses(std::map<std::string, int>& peers, const std::vector<mesh_card>& cards,
+                        const std::vector<std::optional<std::string>>& published, int me);
 
 } // namespace hvactor::collectives

@@ -39,14 +39,37 @@ public:
   /// The value of `key`, waiting up to `timeout` for it to be set.
   std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout);
 
-  /// Sets every (key, value) with all requests in flight at once (large
-  /// values travel several times faster pipelined than one at a time).
+  /// Sets every (key, value) in one request.
   void set_many(std::vector<std::pair<std::string, std::vector<char>>> entries);
 
-  /// The values of `keys` (waiting up to `timeout` for each), all requests
-  /// in flight at once.
+  /// The values of `keys`, waiting up to `timeout` for all of them, in
+  /// one request; a rendezvous_timeout names the keys still missing then.
   std::vector<std::vector<char>> get_many(const std::vector<std::string>& keys,
                                           std::chrono::milliseconds timeout);
+
+  /// What gather() found: the values in the order of the keys asked for,
+  /// and the indices of those not set by the timeout (their values empty).
+  struct gathered {
+    std::vector<std::vector<char>> values;
+    std::vector<int> missing;
+  };
+
+  /// One round trip of a rendezvous: sets `entries`, then waits up to
+  /// `timeout` for every key of `keys` and returns what is set then. A
+  /// missing key is not an error here (the caller names whose it is); a
+  /// closed scope or an unreachable store throws.
+  gathered gather(std::vector<std::pair<std::string, std::vector<char>>> entries,
+                  const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+
+  /// Requests this process sent to rendezvous stores so far (every client;
+  /// a watch's asks included), for measurements and tests.
+  static uint64_t requests_sent();
+
+  /// Removes `key` if it is set (nothing if not, or if the store is gone).
+  void erase(const std::string& key);
+
+  /// The value of each key of `keys` that is set now, in one request.
+  std::vector<std::optional<std::string>> try_get_many(const std::vector<std::string>& keys);
 
   /// The value of `key` if it is set now.
   std::optional<std::vector<char>> try_get(const std::string& key);

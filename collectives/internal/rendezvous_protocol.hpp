@@ -23,6 +23,30 @@ typename Inspector::result_type inspect(Inspector& f, key_list& x) {
   return f(caf::meta::type_name("key_list"), x.keys);
 }
 
+/// Keys and their values, in the same order (rendezvous_store gather).
+struct kv_batch {
+  std::vector<std::string> keys;
+  std::vector<std::vector<char>> values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_batch& x) {
+  return f(caf::meta::type_name("kv_batch"), x.keys, x.values);
+}
+
+/// A gather's answer: the value of every key asked for, in order; the
+/// indices of those not set by the deadline in `missing` (their values
+/// empty).
+struct kv_found {
+  std::vector<std::vector<char>> values;
+  std::vector<int32_t> missing;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_found& x) {
+  return f(caf::meta::type_name("kv_found"), x.values, x.missing);
+}
+
 /// Part of the reason the elastic driver closes a generation's scope with
 /// when a worker of that generation failed: a rank of it that still waits
 /// in a collective stops at once (gloo_backend), since the others reset.
@@ -47,7 +71,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(hvactor_rendezvous, caf::first_custom_type_id)
   CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, expire_atom, "expire")
   CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, close_atom, "kv_close")
   CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, take_atom, "kv_take")
+  CAF_ADD_ATOM(hvactor_rendezvous, hvactor::proto, gather_atom, "kv_gather")
   CAF_ADD_TYPE_ID(hvactor_rendezvous, (hvactor::proto::key_list))
+  CAF_ADD_TYPE_ID(hvactor_rendezvous, (hvactor::proto::kv_batch))
+  CAF_ADD_TYPE_ID(hvactor_rendezvous, (hvactor::proto::kv_found))
 CAF_END_TYPE_ID_BLOCK(hvactor_rendezvous)
 
 namespace hvactor::proto {
@@ -59,6 +86,11 @@ using rendezvous_store = caf::typed_actor<
   // Answers once the key exists, or fails with rendezvous_timeout.
   caf::replies_to<get_atom, std::string, std::string, caf::timespan>::with<std::vector<char>>,
   caf::replies_to<wait_atom, std::string, key_list, caf::timespan>::with<bool>,
+  // One round trip of a rendezvous: sets the batch's keys, then answers
+  // the values of the listed keys once every one is set, or at the
+  // timeout with those that are (never an error for a missing key; a
+  // closed scope is one).
+  caf::replies_to<gather_atom, std::string, kv_batch, key_list, caf::timespan>::with<kv_found>,
   // Forget every key of a scope.
   caf::reacts_to<drop_atom, std::string>,
   // The value of a key that is set now, removed from the store (moved out,

@@ -116,4 +116,70 @@ TEST_CASE("wait names the keys that never arrived when its timeout passes") {
     .receive([](bool) { FAIL("dropped key still present"); }, [](caf::error&) {});
 }
 
+TEST_CASE("a gather of 64 ranks answers every rank in one request each once the last card is in") {
+  // Each rank sets its key and asks for all 64 in the same request; the
+  // store answers every one of them when the last arrives (waiters are
+  // found by the key they miss), with the values in key order.
+  two_systems env;
+  constexpr int n = 64;
+  key_list all;
+  for (int r = 0; r < n; ++r)
+    all.keys.push_back("mesh/" + std::to_string(r));
+  caf::scoped_actor self{*env.client};
+  std::vector<caf::message_id> ids;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r)
+    ids.push_back(self
+                    ->request(env.remote, 10s, gather_atom_v, std::string{"job/0"},
+                              kv_batch{{all.keys[static_cast<size_t>(r)]},
+                                       {bytes("card " + std::to_string(r))}},
+                              all, caf::timespan{5s})
+                    .id());
+  int answered = 0;
+  for (auto id : ids) {
+    caf::blocking_actor::accept_one_cond one;
+    self->varargs_receive(
+      one, id,
+      [&](kv_found& got) {
+        CHECK(got.missing.empty());
+        REQUIRE(got.values.size() == static_cast<size_t>(n));
+        CHECK(got.values[7] == bytes("card 7"));
+        CHECK(got.values[63] == bytes("card 63"));
+        ++answered;
+      },
+      [](caf::error& err) { FAIL(caf::to_string(err)); }, caf::after(std::chrono::seconds{10}) >> [] {});
+  }
+  CHECK(answered == n);
+  CHECK(std::chrono::steady_clock::now() - t0 < 4s);
+}
+
+TEST_CASE("a gather that times out answers what is set and the indices of the missing keys") {
+  two_systems env;
+  caf::scoped_actor self{*env.client};
+  auto t0 = std::chrono::steady_clock::now();
+  self
+    ->request(env.remote, 5s, gather_atom_v, std::string{"s"}, kv_batch{{"0"}, {bytes("a")}},
+              key_list{{"0", "1", "2"}}, caf::timespan{300ms})
+    .receive(
+      [](kv_found& got) {
+        CHECK(got.missing == std::vector<int32_t>{1, 2});
+        REQUIRE(got.values.size() == 3);
+        CHECK(got.values[0] == bytes("a"));
+      },
+      [](caf::error& err) { FAIL(caf::to_string(err)); });
+  CHECK(std::chrono::steady_clock::now() - t0 >= 300ms);
+  // A key taken after a wait counted it is waited for again.
+  self->request(env.remote, 5s, take_atom_v, std::string{"s"}, std::string{"0"})
+    .receive([](std::vector<char>&) {}, [](caf::error& err) { FAIL(caf::to_string(err)); });
+  self->request(env.remote, 5s, wait_atom_v, std::string{"s"}, key_list{{"0"}},
+                caf::timespan{200ms})
+    .receive([](bool) { FAIL("a taken key still counted"); }, [](caf::error&) {});
+  // A closed scope fails a gather at once.
+  self->send(env.remote, close_atom_v, std::string{"s"}, std::string{"superseded"});
+  self->request(env.remote, 5s, gather_atom_v, std::string{"s"}, kv_batch{}, key_list{{"9"}},
+                caf::timespan{3s})
+    .receive([](kv_found&) { FAIL("a closed scope answered"); },
+             [](caf::error& err) { CHECK(hvactor::describe(err).find("superseded") != std::string::npos); });
+}
+
 } // TEST_SUITE

@@ -158,21 +158,38 @@ int take_update() {
   return global().update.exchange(0);
 }
 
+// The first broadcast carries the size and up to this many words of data:
+// a small state (counters, an epoch) is synced with one collective, which
+// at 64 ranks on loaded hosts is a few hundred ms of every reset.
+constexpr size_t sync_frame_words = 128;
+
 void broadcast_bytes(std::vector<char>& data, int root) {
-  int64_t n = static_cast<int64_t>(data.size());
-  hvd::broadcast(std::span<int64_t>(&n, 1), root);
+  bool me = hvd::rank() == root;
+  // hvd has no byte type: whole int64 words, the last one padded.
+  std::vector<int64_t> frame(sync_frame_words, 0);
+  constexpr size_t inline_bytes = (sync_frame_words - 1) * sizeof(int64_t);
+  if (me) {
+    frame[0] = static_cast<int64_t>(data.size());
+    std::memcpy(frame.data() + 1, data.data(), std::min(data.size(), inline_bytes));
+  }
+  hvd::broadcast(std::span<int64_t>(frame), root);
+  int64_t n = frame[0];
   if (n < 0)
     throw collective_error(
       fmt::format("hvd::elastic: root rank {} announced {} bytes of state", root, n), root);
-  // hvd has no byte type: whole int64 words, the last one padded.
-  std::vector<int64_t> words(static_cast<size_t>((n + 7) / 8));
-  if (hvd::rank() == root && n > 0)
-    std::memcpy(words.data(), data.data(), static_cast<size_t>(n));
+  auto size = static_cast<size_t>(n);
+  size_t head = std::min(size, inline_bytes);
+  size_t rest = size - head;
+  std::vector<int64_t> words((rest + 7) / 8);
+  if (me && rest > 0)
+    std::memcpy(words.data(), data.data() + head, rest);
   if (!words.empty())
     hvd::broadcast(std::span<int64_t>(words), root);
-  data.resize(static_cast<size_t>(n));
-  if (n > 0)
-    std::memcpy(data.data(), words.data(), static_cast<size_t>(n));
+  data.resize(size);
+  if (head > 0)
+    std::memcpy(data.data(), frame.data() + 1, head);
+  if (rest > 0)
+    std::memcpy(data.data() + head, words.data(), rest);
 }
 
 void run_loop(state& st, const std::function<void()>& attempt) {

@@ -186,7 +186,7 @@ inline constexpr auto connect_settle = 1s;
 
 /// The TLS connection watchdog (CAF 0.17's OpenSSL module has no handshake
 /// timeout): a connection that received nothing for this long is shut
-/// down. Live peers send heartbeats twice a second, so only stalled
+/// down. Live peers send heartbeats every second, so only stalled
 /// handshakes and silent intruders reach it.
 inline constexpr auto watchdog_idle_limit = 10s;
 

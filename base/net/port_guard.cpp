@@ -8,6 +8,7 @@
 // socket_owner.cpp's.
 
 #include "base/net/port_guard.hpp"
+#include "base/net/loop_pacer.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -414,6 +415,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
 }
 
 int close(int fd) {
+  hvactor::loop_pacer::on_close(fd);
   if (fd >= 0 && fd < max_tracked_fd) {
     auto& slot = slots_[fd];
     auto index = slot.port_index.exchange(0);

@@ -29,6 +29,7 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -37,6 +38,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "base/net/loop_pacer.hpp"
 #include "base/net/tls_handshake.hpp"
 
 namespace {
@@ -158,6 +160,15 @@ int paced_step(handshake_fn step, SSL* ssl) {
   return ret;
 }
 
+/// EPOLL_CTL_DEL of `fd` from `epfd` happened: forget what CAF had asked.
+void forget_registration(int epfd, int fd) {
+  auto& s = state();
+  std::lock_guard<std::mutex> guard{s.mtx};
+  auto i = s.sockets.find(fd);
+  if (i != s.sockets.end())
+    i->second.registrations.erase(epfd);
+}
+
 } // namespace
 
 namespace hvactor::tls_handshake {
@@ -205,6 +216,14 @@ void SSL_free(SSL* ssl) {
 
 int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
   auto fn = real_epoll_ctl();
+  if (op == EPOLL_CTL_DEL) {
+    int rc = fn(epfd, op, fd, event);
+    int saved = errno;
+    hvactor::loop_pacer::on_epoll_del(epfd); // wakes a paced Gloo loop
+    forget_registration(epfd, fd);
+    errno = saved;
+    return rc;
+  }
   auto& s = state();
   std::unique_lock<std::mutex> guard{s.mtx};
   auto i = s.sockets.find(fd);
@@ -217,10 +236,8 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
     return fn(epfd, op, fd, event);
   }
   auto& sock = i->second;
-  if (op == EPOLL_CTL_DEL || event == nullptr) {
-    sock.registrations.erase(epfd);
+  if (event == nullptr)
     return fn(epfd, op, fd, event);
-  }
   auto& reg = sock.registrations[epfd];
   reg.wanted = *event;
   reg.out_withheld = sock.waiting && (event->events & EPOLLOUT) != 0;

@@ -6,6 +6,9 @@
 //   scale_driver jobs N K
 //       K static jobs in a row, each N nodes x 1 rank: start(), every rank
 //       hvd::init()s and allreduces its rank (the sum is checked), shutdown().
+//   scale_driver inits N K
+//       one job of N ranks; every rank runs K rounds of hvd::init(), a
+//       checked allreduce and hvd::shutdown(), counting failed rounds.
 //   scale_driver kill N FILE
 //       a job of N ranks allreducing in a loop; the last rank writes its
 //       monotonic time (ms) to FILE and SIGKILLs itself; run() must fail
@@ -13,6 +16,7 @@
 //
 // Output, one line each (flushed at once):
 //   JOB k start_ms=.. run_ms=.. shutdown_ms=..   a job that succeeded
+//   INITS rank=r rounds=K failures_max_init_ms=F M   inits: per rank
 //   DETECTED ms=.. what=<message>                 kill: failure seen ms after the kill
 //   ERROR <message>                               anything that failed
 // Exit code: 0 when every job did what it should, 1 otherwise, 2 on bad usage.
@@ -21,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -78,6 +83,33 @@ int allreduce_until_killed(int victim, std::string file) {
   return 0;
 }
 
+/// Every rank: `count` rounds of init, a checked allreduce, shutdown; returns
+/// "failures max_init_ms" (a failed round is counted, and the loop goes on).
+std::string init_loop(int count) {
+  int failures = 0;
+  int64_t slowest = 0;
+  for (int i = 0; i < count; ++i) {
+    try {
+      auto t0 = clock_type::now();
+      hvd::init();
+      slowest = std::max(slowest, ms_since(t0));
+      std::vector<double> value{1.0};
+      hvd::allreduce(std::span<double>(value), hvd::op::sum);
+      if (value[0] != hvd::size())
+        ++failures;
+      hvd::shutdown();
+    } catch (const std::exception& e) {
+      ++failures;
+      std::fprintf(stderr, "init round %d: %s\n", i, e.what());
+      try {
+        hvd::shutdown();
+      } catch (...) {
+      }
+    }
+  }
+  return std::to_string(failures) + " " + std::to_string(slowest);
+}
+
 hvactor::settings job_settings() {
   return hvactor::executor::create_settings(
     {.timeout = std::chrono::seconds(60), .placement_timeout = std::chrono::seconds(60)});
@@ -120,6 +152,23 @@ int jobs(hvactor::runtime& rt, int n, int count) {
   return 0;
 }
 
+int inits(hvactor::runtime& rt, int n, int count) {
+  hvactor::executor ex{rt, job_settings(), one_per_node(n)};
+  ex.start();
+  auto t0 = clock_type::now();
+  auto results = ex.run(&init_loop, count);
+  ex.shutdown();
+  int rc = 0;
+  for (size_t r = 0; r < results.size(); ++r) {
+    say("INITS rank=" + std::to_string(r) + " rounds=" + std::to_string(count)
+        + " failures_max_init_ms=" + results[r]);
+    if (results[r].rfind("0 ", 0) != 0)
+      rc = 1;
+  }
+  say("ELAPSED ms=" + std::to_string(ms_since(t0)));
+  return rc;
+}
+
 int kill_one(hvactor::runtime& rt, int n, const std::string& file) {
   std::remove(file.c_str());
   {
@@ -156,6 +205,8 @@ int main(int argc, char** argv) {
   try {
     if (args.size() == 4 && args[1] == "jobs")
       return jobs(rt, std::stoi(args[2]), std::stoi(args[3]));
+    if (args.size() == 4 && args[1] == "inits")
+      return inits(rt, std::stoi(args[2]), std::stoi(args[3]));
     if (args.size() == 4 && args[1] == "kill")
       return kill_one(rt, std::stoi(args[2]), args[3]);
   } catch (const std::exception& e) {
@@ -166,6 +217,6 @@ int main(int argc, char** argv) {
     say("ERROR " + what);
     return 1;
   }
-  std::fprintf(stderr, "usage: scale_driver jobs N K | kill N FILE\n");
+  std::fprintf(stderr, "usage: scale_driver jobs N K | inits N K | kill N FILE\n");
   return 2;
 }

@@ -11,6 +11,8 @@ const char* to_string(allreduce_algorithm a) {
       return "bcube";
     case allreduce_algorithm::gather:
       return "gather";
+    case allreduce_algorithm::doubling:
+      return "doubling";
     case allreduce_algorithm::ring:
       break;
   }
@@ -27,9 +29,11 @@ allreduce_algorithm_policy allreduce_algorithm_policy::parse(std::string_view va
     return allreduce_algorithm_policy{allreduce_algorithm::bcube};
   if (value == "gather")
     return allreduce_algorithm_policy{allreduce_algorithm::gather};
+  if (value == "doubling")
+    return allreduce_algorithm_policy{allreduce_algorithm::doubling};
   throw std::invalid_argument(std::string{"hvd::init: "} + std::string{variable} + "='"
                               + std::string{value}
-                              + "' is not a Gloo allreduce algorithm; use ring, bcube, gather, or auto "
+                              + "' is not a Gloo allreduce algorithm; use ring, bcube, gather, doubling, or auto "
                                 "(or leave it unset) for the automatic choice");
 }
 

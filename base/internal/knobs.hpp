@@ -71,7 +71,7 @@ inline constexpr const char* worker_output = "HVACTOR_WORKER_OUTPUT";
 inline constexpr const char* fusion_threshold = "HOROVOD_FUSION_THRESHOLD";
 /// Milliseconds a batch may wait to grow (default 1).
 inline constexpr const char* cycle_time = "HOROVOD_CYCLE_TIME";
-/// "ring", "bcube" or "auto": forces Gloo's allreduce algorithm.
+/// "ring", "bcube", "gather", "doubling" or "auto": forces Gloo's allreduce algorithm.
 inline constexpr const char* gloo_allreduce = "HVACTOR_GLOO_ALLREDUCE";
 /// Chrome trace of every collective (a path; "{rank}" names each rank's).
 inline constexpr const char* timeline = "HOROVOD_TIMELINE";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <regex>
 #include <type_traits>
@@ -16,6 +17,7 @@
 #include <gloo/common/logging.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "doubling.hpp"
 #include "gloo_types.hpp"
 #include "collectives/internal/rendezvous_protocol.hpp"
 #include "peer_abort.hpp"
@@ -49,10 +51,6 @@ size_t elements(std::span<const int64_t> counts) {
   return n;
 }
 
-std::string seconds(std::chrono::milliseconds ms) {
-  return fmt::format("{:g} s", ms.count() / 1000.0);
-}
-
 class gloo_backend : public backend {
 public:
   gloo_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
@@ -74,6 +72,8 @@ public:
             [&] {
               if (algorithm == allreduce_algorithm::gather)
                 return gather_reduce(data, count, t, o);
+              if (algorithm == allreduce_algorithm::doubling)
+                return doubling_allreduce(ctx_, data, count, t, o, gathered_, next_tag(), timeout_);
               with_type(t, [&]<class T>() {
                 ::gloo::AllreduceOptions opts(ctx_);
                 opts.setAlgorithm(algorithm == allreduce_algorithm::bcube
@@ -112,9 +112,7 @@ public:
 
   void allgatherv(const void* in, void* out, std::span<const size_t> counts,
                   hvd::dtype t) override {
-    size_t total = 0;
-    for (auto c : counts)
-      total += c;
+    size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
     if (total == 0)
       return;
     guarded([&] { return fmt::format("hvd::allgather ({} x {} in all)", hvd::to_string(t), total); },
@@ -247,7 +245,7 @@ private:
     int culprit = blame(direct);
     bool timed_out = gloo_text.find("imed out") != std::string::npos
                      || gloo_text.find("imeout") != std::string::npos;
-    auto how = timed_out ? "did not answer within " + seconds(timeout_)
+    auto how = timed_out ? fmt::format("did not answer within {:g} s", timeout_.count() / 1000.0)
                          : std::string{"closed its connection"};
     std::string who;
     if (culprit >= 0 && culprit == direct)

@@ -13,9 +13,11 @@ namespace hvactor::collectives {
 /// gather: an allgather of every rank's buffer, then each rank reduces the
 /// copies in rank order itself (fewer messages than the ring for small
 /// buffers; every rank computes the same bits).
-enum class allreduce_algorithm { ring, bcube, gather };
+/// doubling: recursive doubling (collectives/gloo/doubling.hpp), log2(n)
+/// exchanges of the whole buffer: for small buffers among many ranks.
+enum class allreduce_algorithm { ring, bcube, gather, doubling };
 
-/// "ring", "bcube" or "gather".
+/// "ring", "bcube", "gather" or "doubling".
 const char* to_string(allreduce_algorithm a);
 
 /// Which Gloo algorithm runs one allreduce: a plain policy, built once at
@@ -24,7 +26,8 @@ const char* to_string(allreduce_algorithm a);
 ///
 /// Contract. A forced policy always answers its algorithm. The automatic
 /// one answers gather when ranks x bytes <= gather_max_bytes (the gathered
-/// copies a rank holds), the ring otherwise. Measured on a 2-core loopback
+/// copies a rank holds) and ranks < doubling_min_ranks, doubling when that
+/// bound holds with more ranks, the ring otherwise. Measured on a 2-core loopback
 /// machine (hvactor-bench allreduce --backend gloo with the algorithm
 /// forced, 2026-11-25): gather takes 0.3-0.6x the ring's time with 2 ranks
 /// up to 2 MiB (and below bcube's, which won 4-256 KiB before) and 0.5-0.8x
@@ -37,6 +40,14 @@ public:
   /// The most bytes (ranks x message) for which the automatic policy
   /// gathers.
   static constexpr size_t gather_max_bytes = size_t{4} << 20;
+
+  /// From this many ranks, what gather would take goes by recursive
+  /// doubling instead: log2(n) steps and log2(n) x the message per rank,
+  /// against gather's n - 1 of each (3 ranks: 3 steps against 2). Measured
+  /// (2026-11-29, 2-core loopback, HVACTOR_SHM=0) at 4 ranks, 4 B-16 KiB:
+  /// 4.2-4.5 ms a call against gather's 5.0-5.7; on 64 emulated nodes the
+  /// negotiation's small allreduce took 400 ms by gather (63 ring steps).
+  static constexpr int doubling_min_ranks = 4;
 
   /// The same bound where the ranks talk over a network link instead of
   /// loopback. A gather sends (n - 1) x the message from every rank, the
@@ -72,7 +83,8 @@ public:
     if (forced_)
       return *forced_;
     if (ranks > 1 && bytes <= gather_max_ / static_cast<size_t>(ranks))
-      return allreduce_algorithm::gather;
+      return ranks >= doubling_min_ranks ? allreduce_algorithm::doubling
+                                         : allreduce_algorithm::gather;
     return allreduce_algorithm::ring;
   }
 

@@ -612,8 +612,9 @@ TEST_CASE("allreduce of every dtype and op equals a reference computed locally")
   });
 }
 
-TEST_CASE("allreduce gives the same results with Gloo's ring, bcube or gather algorithm forced") {
-  for (const char* algorithm : {"ring", "bcube", "gather"}) {
+TEST_CASE("allreduce gives the same results with Gloo's ring, bcube, gather or doubling algorithm "
+          "forced") {
+  for (const char* algorithm : {"ring", "bcube", "gather", "doubling"}) {
     CAPTURE(algorithm);
     on_2_and_4_ranks(
       [](hvactor::executor& ex, int n) {

@@ -1,5 +1,6 @@
 // The Gloo allreduce algorithm choice as a plain policy: the measured
-// threshold (gather while ranks x bytes <= 4 MiB, the ring above), forced
+// threshold (gather while ranks x bytes <= 4 MiB, by recursive doubling
+// from 4 ranks, the ring above), forced
 // algorithms, and the parsing of HVACTOR_GLOO_ALLREDUCE's value at
 // hvd::init.
 
@@ -35,16 +36,20 @@ std::string parse_error(const std::string& value) {
 
 TEST_SUITE("allreduce_algorithm_policy") {
 
-TEST_CASE("the automatic policy gathers while ranks x bytes fit gather_max_bytes (4 MiB), and "
-          "takes the ring above") {
+TEST_CASE("the automatic policy gathers while ranks x bytes fit gather_max_bytes (4 MiB), by "
+          "recursive doubling from 4 ranks, and takes the ring above") {
   allreduce_algorithm_policy p;
   CHECK(allreduce_algorithm_policy::gather_max_bytes == 4096 * kib);
   CHECK(p.choose(0, 2) == allreduce_algorithm::gather);
   CHECK(p.choose(4, 2) == allreduce_algorithm::gather);
   CHECK(p.choose(2048 * kib, 2) == allreduce_algorithm::gather);
   CHECK(p.choose(2048 * kib + 1, 2) == allreduce_algorithm::ring);
-  CHECK(p.choose(1024 * kib, 4) == allreduce_algorithm::gather);
+  CHECK(p.choose(1024 * kib, 3) == allreduce_algorithm::gather);
+  CHECK(p.choose(1024 * kib, 4) == allreduce_algorithm::doubling);
   CHECK(p.choose(1024 * kib + 1, 4) == allreduce_algorithm::ring);
+  CHECK(p.choose(4, 128) == allreduce_algorithm::doubling);
+  CHECK(p.choose(32 * kib, 128) == allreduce_algorithm::doubling);
+  CHECK(p.choose(32 * kib + 1, 128) == allreduce_algorithm::ring);
   CHECK(p.choose(size_t{256} << 20, 2) == allreduce_algorithm::ring);
   CHECK(p.choose(4, 1) == allreduce_algorithm::ring); // nothing to exchange
   // ranks x bytes never overflows.
@@ -57,7 +62,9 @@ TEST_CASE("the automatic policy answers exactly the contract for every size from
   for (int ranks = 1; ranks <= 8; ++ranks) {
     for (size_t bytes = 0; bytes <= 2048 * kib; bytes += 4) {
       bool gather = ranks > 1 && bytes * static_cast<size_t>(ranks) <= 4096 * kib;
-      auto expected = gather ? allreduce_algorithm::gather : allreduce_algorithm::ring;
+      auto expected = !gather    ? allreduce_algorithm::ring
+                      : ranks < 4 ? allreduce_algorithm::gather
+                                  : allreduce_algorithm::doubling;
       if (p.choose(bytes, ranks) != expected) {
         CAPTURE(ranks);
         CAPTURE(bytes);
@@ -74,7 +81,9 @@ TEST_CASE("over a network the automatic policy gathers only while ranks x bytes 
   CHECK(p.choose(4, 2) == allreduce_algorithm::gather);
   CHECK(p.choose(256 * kib, 2) == allreduce_algorithm::gather);
   CHECK(p.choose(256 * kib + 1, 2) == allreduce_algorithm::ring);
-  CHECK(p.choose(128 * kib, 4) == allreduce_algorithm::gather);
+  CHECK(p.choose(128 * kib, 4) == allreduce_algorithm::doubling);
+  CHECK(p.choose(4 * kib, 128) == allreduce_algorithm::doubling);
+  CHECK(p.choose(4 * kib + 1, 128) == allreduce_algorithm::ring);
   CHECK(p.choose(128 * kib + 1, 4) == allreduce_algorithm::ring);
   CHECK(p.choose(4, 1) == allreduce_algorithm::ring);
   CHECK(p.choose(~size_t{0}, 4) == allreduce_algorithm::ring);
@@ -86,7 +95,8 @@ TEST_CASE("over a network the automatic policy gathers only while ranks x bytes 
 
 TEST_CASE("a forced algorithm is taken for every size and rank count") {
   for (auto forced :
-       {allreduce_algorithm::ring, allreduce_algorithm::bcube, allreduce_algorithm::gather}) {
+       {allreduce_algorithm::ring, allreduce_algorithm::bcube, allreduce_algorithm::gather,
+        allreduce_algorithm::doubling}) {
     allreduce_algorithm_policy p{forced};
     CHECK(p.forced() == forced);
     for (int ranks : {1, 2, 3, 4, 16})
@@ -98,17 +108,20 @@ TEST_CASE("a forced algorithm is taken for every size and rank count") {
   }
 }
 
-TEST_CASE("parse reads ring, bcube and gather as forced and an empty value or auto as "
+TEST_CASE("parse reads ring, bcube, gather and doubling as forced and an empty value or auto as "
           "automatic") {
   CHECK(allreduce_algorithm_policy::parse("ring", "V").forced() == allreduce_algorithm::ring);
   CHECK(allreduce_algorithm_policy::parse("bcube", "V").forced() == allreduce_algorithm::bcube);
   CHECK(allreduce_algorithm_policy::parse("gather", "V").forced() == allreduce_algorithm::gather);
+  CHECK(allreduce_algorithm_policy::parse("doubling", "V").forced()
+        == allreduce_algorithm::doubling);
   CHECK_FALSE(allreduce_algorithm_policy::parse("", "V").forced().has_value());
   CHECK_FALSE(allreduce_algorithm_policy::parse("auto", "V").forced().has_value());
   CHECK_FALSE(allreduce_algorithm_policy{}.forced().has_value());
   CHECK(std::string{to_string(allreduce_algorithm::ring)} == "ring");
   CHECK(std::string{to_string(allreduce_algorithm::bcube)} == "bcube");
   CHECK(std::string{to_string(allreduce_algorithm::gather)} == "gather");
+  CHECK(std::string{to_string(allreduce_algorithm::doubling)} == "doubling");
 }
 
 TEST_CASE("a value that is no algorithm throws invalid_argument naming the variable, the value "
@@ -120,6 +133,7 @@ TEST_CASE("a value that is no algorithm throws invalid_argument naming the varia
     CHECK(what.find("ring") != std::string::npos);
     CHECK(what.find("bcube") != std::string::npos);
     CHECK(what.find("gather") != std::string::npos);
+    CHECK(what.find("doubling") != std::string::npos);
     CHECK(what.find("auto") != std::string::npos);
   }
 }

@@ -81,7 +81,7 @@ void declare_sweep_options(cxxopts::Options& p) {
                 "--backend gloo",
      cxxopts::value<std::string>()->default_value("auto"))
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
-    ("gloo-algorithm", "auto | ring | bcube | gather: the Gloo allreduce (HVACTOR_GLOO_ALLREDUCE) of "
+    ("gloo-algorithm", "auto | ring | bcube | gather | doubling: the Gloo allreduce (HVACTOR_GLOO_ALLREDUCE) of "
                        "hvactor and of the gloo peer", cxxopts::value<std::string>()->default_value("auto"))
     ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
      cxxopts::value<std::string>()->default_value("cpu"))
@@ -138,8 +138,8 @@ void read_method(const cxxopts::ParseResult& o, config& c) {
     throw std::invalid_argument("--bind-to must be auto, core or none (got '" + c.bind + "')");
   c.gloo_algorithm = o["gloo-algorithm"].as<std::string>();
   if (c.gloo_algorithm != "auto" && c.gloo_algorithm != "ring" && c.gloo_algorithm != "bcube"
-      && c.gloo_algorithm != "gather")
-    throw std::invalid_argument("--gloo-algorithm must be auto, ring, bcube or gather (got '"
+      && c.gloo_algorithm != "gather" && c.gloo_algorithm != "doubling")
+    throw std::invalid_argument("--gloo-algorithm must be auto, ring, bcube, gather or doubling (got '"
                                 + c.gloo_algorithm + "')");
   c.backend = o["backend"].as<std::string>();
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "hierarchical")

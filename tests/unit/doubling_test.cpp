@@ -1,0 +1,151 @@
+// Recursive doubling (collectives/gloo/doubling.hpp), the allreduce of small
+// messages among many ranks: n in-process ranks on loopback, each with its
+// own Gloo device and hvactor's mesh. Every rank ends with the exact sum of
+// integers, the same min, and the same bits of a float sum whose order of
+// additions changes its value, for n = 2 to 9 (powers of two and the ranks
+// beyond one, which hand their buffer over first); the peers each rank
+// talks to are a symmetric relation, log2(n) of them.
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "collectives/gloo/doubling.hpp"
+#include "collectives/gloo/peer_abort.hpp"
+#include "collectives/gloo/peer_addresses.hpp"
+
+using namespace std::chrono_literals;
+using namespace hvactor::collectives;
+namespace hvd = hvactor::hvd;
+
+namespace {
+
+// n connected contexts, built by n threads that swap their cards.
+std::vector<std::shared_ptr<abortable_context>> mesh_of(int n) {
+  std::vector<std::shared_ptr<abortable_context>> ctx;
+  std::vector<std::promise<mesh_card>> card(static_cast<size_t>(n));
+  std::vector<std::shared_future<mesh_card>> seen;
+  for (auto& c : card)
+    seen.push_back(c.get_future().share());
+  for (int r = 0; r < n; ++r) {
+    ctx.push_back(std::make_shared<abortable_context>(r, n, std::make_shared<peer_abort>()));
+    ctx.back()->setTimeout(10s);
+  }
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < n; ++r)
+    done.push_back(std::async(std::launch::async, [&, r] {
+      ::gloo::transport::tcp::attr attr;
+      attr.hostname = "127.0.0.1";
+      std::shared_ptr<::gloo::transport::Device> dev = ::gloo::transport::tcp::CreateDevice(attr);
+      ctx[static_cast<size_t>(r)]->connect(dev, 10s, [&](::gloo::transport::Context& tc) {
+        card[static_cast<size_t>(r)].set_value(create_pairs(tc, "node-" + std::to_string(r)));
+        std::vector<mesh_card> cards;
+        for (auto& s : seen)
+          cards.push_back(s.get());
+        connect_pairs(tc, r, cards, deadline);
+      });
+    }));
+  for (auto& d : done) {
+    REQUIRE(d.wait_for(15s) == std::future_status::ready);
+    d.get();
+  }
+  return ctx;
+}
+
+// Runs body(rank) on every rank at once and waits for all.
+template <class Body>
+void on_every_rank(int n, Body body) {
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < n; ++r)
+    done.push_back(std::async(std::launch::async, body, r));
+  for (auto& d : done) {
+    REQUIRE(d.wait_for(15s) == std::future_status::ready);
+    d.get();
+  }
+}
+
+} // namespace
+
+TEST_SUITE("doubling") {
+
+TEST_CASE("each rank's peers are log2 of the ranks, and every pair is seen from both ends") {
+  for (int n = 1; n <= 130; ++n) {
+    CAPTURE(n);
+    int p = 1;
+    while (p * 2 <= n)
+      p *= 2;
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      auto peers = doubling_peers(r, n);
+      int logp = 0;
+      for (int q = p; q > 1; q /= 2)
+        ++logp;
+      CHECK(peers.size() == static_cast<size_t>(r >= p ? 1 : logp + (r + p < n ? 1 : 0)));
+      for (int q : peers) {
+        CHECK(q >= 0);
+        CHECK(q < n);
+        CHECK(q != r);
+        auto back = doubling_peers(q, n);
+        CHECK(std::find(back.begin(), back.end(), r) != back.end());
+      }
+    }
+  }
+}
+
+TEST_CASE("every rank gets the exact integer sum, the min, and the same float bits, for 2 to 9 "
+          "ranks") {
+  for (int n = 2; n <= 9; ++n) {
+    CAPTURE(n);
+    auto ctx = mesh_of(n);
+    std::vector<std::vector<int64_t>> ints(static_cast<size_t>(n));
+    std::vector<std::vector<float>> floats(static_cast<size_t>(n)), mins(static_cast<size_t>(n));
+    on_every_rank(n, [&](int r) {
+      auto i = static_cast<size_t>(r);
+      ints[i] = {r + 1, -1000 * r, int64_t{1} << 40};
+      // 1e8 + 1 + ... - 1e8: the order of the additions shows in the bits.
+      floats[i] = {r == 0 ? 1e8f : r == 1 ? -1e8f : 1.0f + 0.1f * static_cast<float>(r),
+                   0.1f * static_cast<float>(r)};
+      mins[i] = {static_cast<float>(10 - r), static_cast<float>(r)};
+      std::vector<std::byte> scratch;
+      auto& c = ctx[i];
+      doubling_allreduce(c, ints[i].data(), 3, hvd::dtype::int64, hvd::op::sum, scratch, 1, 5s);
+      doubling_allreduce(c, floats[i].data(), 2, hvd::dtype::float32, hvd::op::sum, scratch, 2, 5s);
+      doubling_allreduce(c, mins[i].data(), 2, hvd::dtype::float32, hvd::op::min, scratch, 3, 5s);
+    });
+    int64_t sum = n * (n + 1) / 2;
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      auto i = static_cast<size_t>(r);
+      CHECK(ints[i] == std::vector<int64_t>{sum, -1000 * sum + 1000 * n, int64_t{n} << 40});
+      CHECK(std::memcmp(floats[i].data(), floats[0].data(), 2 * sizeof(float)) == 0);
+      CHECK(mins[i] == std::vector<float>{static_cast<float>(11 - n), 0.0f});
+    }
+    // The first element's value depends on the order (1e8 swallows the
+    // small terms added to it): only its bits must agree; the second sums
+    // without loss.
+    CHECK(floats[0][1] == doctest::Approx(0.05 * n * (n - 1)).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("a peer that never takes part fails the wait within the timeout") {
+  auto ctx = mesh_of(4);
+  auto started = std::chrono::steady_clock::now();
+  on_every_rank(3, [&](int r) { // rank 3 stays away
+    int64_t x = r;
+    std::vector<std::byte> scratch;
+    CHECK_THROWS(doubling_allreduce(ctx[static_cast<size_t>(r)], &x, 1, hvd::dtype::int64,
+                                    hvd::op::sum, scratch, 1, 500ms));
+  });
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+}
+
+} // TEST_SUITE

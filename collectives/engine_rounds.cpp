@@ -40,6 +40,23 @@ std::chrono::milliseconds engine::heartbeat() const {
   return std::min<std::chrono::milliseconds>(knobs::negotiation_heartbeat, opts_.timeout / 4);
 }
 
+// The heartbeat of a rank that has had nothing to do for a while: it
+// doubles after each round that found this rank without work, up to 8 s
+// (and a quarter of the job's timeout and of the stall warning time, so
+// that a peer waiting in a round still never meets its transport's
+// timeout, and the stall inspector warns in time). Idle ranks met every
+// second before: at 128 ranks those rounds were most of an idle job's CPU.
+// What a submission waits for never depends on it: the submitting rank
+// starts a round at once, and a peer's pending round completes with it.
+std::chrono::milliseconds engine::idle_heartbeat() const {
+  using std::chrono::milliseconds;
+  auto longest = std::min<milliseconds>(idle_heartbeat_max, opts_.timeout / 4);
+  if (!opts_.stall.disabled)
+    longest = std::min<milliseconds>(longest, opts_.stall.warning / 4);
+  auto beat = heartbeat() * (int64_t{1} << std::min(idle_rounds_, 3));
+  return std::max(heartbeat(), std::min(beat, longest));
+}
+
 // After a round that readied nothing, the next one (unless new work comes
 // first): a cycle after it, or, while such rounds go on, a pause of an
 // eighth of their time (at most a tenth of the heartbeat: 100 ms) after it.
@@ -79,7 +96,7 @@ void engine::loop() {
     if (topo_.size == 1) {
       cv_.wait(lk, wanted);
     } else {
-      auto due = last_round_ + heartbeat();
+      auto due = last_round_ + idle_heartbeat();
       if (busy_)
         due = std::max(due, std::chrono::steady_clock::now() + heartbeat());
       woken = cv_.wait_until(lk, due, wanted);
@@ -102,17 +119,19 @@ void engine::loop() {
         return;
       }
     }
-    if (!woken && std::chrono::steady_clock::now() - last_round_ < heartbeat())
+    if (!woken && std::chrono::steady_clock::now() - last_round_ < idle_heartbeat())
       continue; // a caller ran a round meanwhile
     if (!woken) {
       busy_ = true;
       lk.unlock();
-      round();
+      bool progress = round();
       lk.lock();
       busy_ = false;
+      idle_rounds_ = progress || has_work_locked() ? 0 : idle_rounds_ + 1;
       cv_.notify_all();
       continue;
     }
+    idle_rounds_ = 0;
     if ((outstanding_count_ > 0 || join_) && !progress_) {
       // Peers have not caught up: the next round after a cycle, or at
       // once for new work or a waiter; once the pause grows longer than

@@ -188,6 +188,7 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
   solo_error_ = err;
   std::lock_guard<std::mutex> lk{mu_};
   progress_ = true;
+  idle_rounds_ = 0;
   last_round_ = std::chrono::steady_clock::now();
 }
 

@@ -230,6 +230,8 @@ private:
   collectives::backend& backend_for(const collectives::operation& op);
   void loop();
   std::chrono::milliseconds heartbeat() const;
+  std::chrono::milliseconds idle_heartbeat() const;
+  static constexpr std::chrono::milliseconds idle_heartbeat_max{8000};
   std::chrono::steady_clock::time_point idle_round_due() const;
   bool run_closed() const;
   void apply_timeline_locked();
@@ -279,6 +281,8 @@ private:
   bool progress_ = true;
   bool submitted_since_round_ = false;
   std::chrono::steady_clock::time_point last_round_{};
+  // Heartbeat rounds in a row that found this rank without work.
+  int idle_rounds_ = 0;
   // When the last round began, and the first of the rounds in a row that
   // readied nothing (idle_round_due).
   std::chrono::steady_clock::time_point round_began_{};

@@ -147,6 +147,21 @@ double cpu_during_long_round(int ms) {
   return hvd::rank() == 0 ? used : -1;
 }
 
+/// After an allreduce, rank r idles `idle_ms` + 300 r ms (long enough for
+/// the idle heartbeat to reach its 8 s), then allreduces again; returns how
+/// long that call took on this rank (ms), or -1 for a wrong sum.
+double idle_then_allreduce(int idle_ms) {
+  hvactor::test::hvd_session s;
+  std::vector<float> x(4, 1.0f);
+  hvd::allreduce(std::span<float>(x), hvd::op::sum);
+  std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms + 300 * hvd::rank()));
+  std::fill(x.begin(), x.end(), 1.0f);
+  auto t0 = std::chrono::steady_clock::now();
+  hvd::allreduce(std::span<float>(x), hvd::op::sum);
+  std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+  return x[0] == static_cast<float>(hvd::size()) ? took.count() : -1;
+}
+
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -220,6 +235,25 @@ TEST_CASE("a round that outlasts the negotiation heartbeat on the caller's threa
     CHECK(used[0] < 0.25);
     ex.shutdown();
   }
+}
+
+TEST_CASE("ranks idle for 12 s (their heartbeat rounds 8 s apart by then) answer the next "
+          "allreduce as soon as the last rank submits it") {
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                       {.num_workers = 3, .extra_env_vars = {{"HVACTOR_SHM", "0"}}}};
+  ex.start();
+  auto took = ex.run(&idle_then_allreduce, 12000);
+  REQUIRE(took.size() == 3);
+  CAPTURE(took[0]);
+  CAPTURE(took[1]);
+  CAPTURE(took[2]);
+  // Rank 0 waits for rank 2's submission 600 ms after its own; rank 2's
+  // call finds the others waiting.
+  CHECK(took[0] >= 500.0);
+  CHECK(took[0] < 1600.0);
+  CHECK(took[2] >= 0.0);
+  CHECK(took[2] < 500.0);
+  ex.shutdown();
 }
 
 TEST_CASE("a rank busy outside hvd calls for twice the job's timeout is a stall, not a failure: "

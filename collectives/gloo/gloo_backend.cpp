@@ -8,21 +8,16 @@
 #include <type_traits>
 
 #include <fmt/format.h>
-#include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoallv.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 #include <gloo/transport/tcp/device.h>
 
 #include "doubling.hpp"
-#include "gloo_types.hpp"
+#include "gloo_calls.hpp"
+#include "mesh_peers.hpp"
 #include "collectives/internal/rendezvous_protocol.hpp"
 #include "peer_abort.hpp"
 #include "peer_addresses.hpp"
-#include "collectives/shm/reduce.hpp"
 #include "base/internal/knobs.hpp"
 #include "collectives/internal/rendezvous_knobs.hpp"
 #include "base/net/net.hpp"
@@ -31,25 +26,6 @@
 namespace hvactor::collectives {
 
 namespace {
-
-using gloo_types::reduction;
-using gloo_types::with_type;
-
-// Gloo's barrier with a buffer of hvactor's (Gloo makes its own otherwise).
-struct barrier_options : ::gloo::BarrierOptions {
-  barrier_options(const std::shared_ptr<::gloo::Context>& ctx,
-                  std::unique_ptr<::gloo::transport::UnboundBuffer> own)
-    : BarrierOptions(ctx) {
-    buffer = std::move(own);
-  }
-};
-
-size_t elements(std::span<const int64_t> counts) {
-  size_t n = 0;
-  for (auto c : counts)
-    n += static_cast<size_t>(c);
-  return n;
-}
 
 class gloo_backend : public backend {
 public:
@@ -70,44 +46,25 @@ public:
     guarded([&] { return fmt::format("hvd::allreduce ({} x {}, {}, {})", hvd::to_string(t), count,
                                      hvd::to_string(o), to_string(algorithm)); },
             [&] {
-              if (algorithm == allreduce_algorithm::gather)
-                return gather_reduce(data, count, t, o);
-              if (algorithm == allreduce_algorithm::doubling)
-                return doubling_allreduce(ctx_, data, count, t, o, gathered_, next_tag(), timeout_);
-              with_type(t, [&]<class T>() {
-                ::gloo::AllreduceOptions opts(ctx_);
-                opts.setAlgorithm(algorithm == allreduce_algorithm::bcube
-                                    ? ::gloo::AllreduceOptions::Algorithm::BCUBE
-                                    : ::gloo::AllreduceOptions::Algorithm::RING);
-                opts.template setOutput<T>(buf(data, count * sizeof(T)));
-                opts.setReduceFunction(reduction<T>(o));
-                opts.setTag(next_tag());
-                opts.setTimeout(timeout_);
-                ::gloo::allreduce(opts);
-              });
+              switch (algorithm) {
+                case allreduce_algorithm::doubling:
+                  need(doubling_peers(topo_.rank, topo_.size));
+                  return doubling_allreduce(ctx_, data, count, t, o, gathered_, next_tag(),
+                                            timeout_);
+                case allreduce_algorithm::gather:
+                  need(mesh_peers::ring(topo_.rank, topo_.size));
+                  return gloo_calls::gather_allreduce(ctx_, data, count, t, o, gathered_,
+                                                      sources_, next_tag(), timeout_);
+                case allreduce_algorithm::bcube:
+                  need(mesh_peers::all(topo_.rank, topo_.size));
+                  return gloo_calls::allreduce(ctx_, data, count, t, o, true, next_tag(),
+                                               timeout_);
+                case allreduce_algorithm::ring:
+                  break;
+              }
+              need(mesh_peers::ring(topo_.rank, topo_.size));
+              gloo_calls::allreduce(ctx_, data, count, t, o, false, next_tag(), timeout_);
             });
-  }
-
-  // A small allreduce as one allgather (n - 1 messages per rank, where the
-  // ring sends up to 2n) and a local reduction of the copies in rank order
-  // (the same bits on every rank). Runs inside guarded().
-  void gather_reduce(void* data, size_t count, hvd::dtype t, hvd::op o) {
-    auto n = static_cast<size_t>(topo_.size);
-    auto bytes = count * hvd::size_of(t);
-    gathered_.resize(n * bytes);
-    std::vector<size_t> counts(n, count);
-    with_type(t, [&]<class T>() {
-      ::gloo::AllgathervOptions opts(ctx_);
-      opts.template setInput<T>(buf(data, bytes));
-      opts.template setOutput<T>(buf(gathered_.data(), n * bytes), std::move(counts));
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      ::gloo::allgatherv(opts);
-    });
-    sources_.resize(n);
-    for (size_t r = 0; r < n; ++r)
-      sources_[r] = gathered_.data() + r * bytes;
-    shm::reduce(data, nullptr, sources_.data(), topo_.size, count, t, o);
   }
 
   void allgatherv(const void* in, void* out, std::span<const size_t> counts,
@@ -117,15 +74,8 @@ public:
       return;
     guarded([&] { return fmt::format("hvd::allgather ({} x {} in all)", hvd::to_string(t), total); },
             [&] {
-              with_type(t, [&]<class T>() {
-                ::gloo::AllgathervOptions opts(ctx_);
-                opts.template setInput<T>(buf(in, counts[topo_.rank] * sizeof(T)));
-                opts.template setOutput<T>(buf(out, total * sizeof(T)),
-                                           std::vector<size_t>(counts.begin(), counts.end()));
-                opts.setTag(next_tag());
-                opts.setTimeout(timeout_);
-                ::gloo::allgatherv(opts);
-              });
+              need(mesh_peers::ring(topo_.rank, topo_.size));
+              gloo_calls::allgatherv(ctx_, in, out, counts, t, next_tag(), timeout_);
             });
   }
 
@@ -135,24 +85,16 @@ public:
     guarded([&] { return fmt::format("hvd::broadcast ({} x {}, root {})", hvd::to_string(t),
                                      count, root); },
             [&] {
-              with_type(t, [&]<class T>() {
-                ::gloo::BroadcastOptions opts(ctx_);
-                opts.template setOutput<T>(buf(data, count * sizeof(T)));
-                opts.setRoot(root);
-                opts.setTag(next_tag());
-                opts.setTimeout(timeout_);
-                ::gloo::broadcast(opts);
-              });
+              need(mesh_peers::broadcast(topo_.rank, topo_.size, root));
+              gloo_calls::broadcast(ctx_, data, count, t, root, next_tag(), timeout_);
             });
   }
 
   void barrier() override {
     guarded([] { return std::string{"hvd::barrier"}; },
             [&] {
-              barrier_options opts(ctx_, buf(nullptr, 0));
-              opts.setTag(next_tag());
-              opts.setTimeout(timeout_);
-              ::gloo::barrier(opts);
+              need(mesh_peers::barrier(topo_.rank, topo_.size));
+              gloo_calls::barrier(ctx_, next_tag(), timeout_);
             });
   }
 
@@ -160,20 +102,9 @@ public:
                  std::span<const int64_t> recv_counts, hvd::dtype t) override {
     guarded([&] { return fmt::format("hvd::alltoall ({})", hvd::to_string(t)); },
             [&] {
-              with_type(t, [&]<class T>() {
-                // Gloo refuses null pointers even for empty parts.
-                T dummy[1];
-                auto* src = const_cast<T*>(static_cast<const T*>(in));
-                auto* dst = static_cast<T*>(out);
-                ::gloo::AlltoallvOptions opts(ctx_);
-                opts.template setInput<T>(buf(src ? src : dummy, elements(send_counts) * sizeof(T)),
-                                          std::vector<int64_t>(send_counts.begin(), send_counts.end()));
-                opts.template setOutput<T>(buf(dst ? dst : dummy, elements(recv_counts) * sizeof(T)),
-                                           std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
-                opts.setTag(next_tag());
-                opts.setTimeout(timeout_);
-                ::gloo::alltoallv(opts);
-              });
+              need(mesh_peers::all(topo_.rank, topo_.size));
+              gloo_calls::alltoallv(ctx_, in, send_counts, out, recv_counts, t, next_tag(),
+                                    timeout_);
             });
   }
 
@@ -186,13 +117,6 @@ public:
   }
 
 private:
-  // Every buffer, this one and those Gloo's algorithms make for
-  // themselves, comes from the abortable context, so that a peer's
-  // announced failure stops this rank's waits (peer_abort.hpp).
-  std::unique_ptr<::gloo::transport::UnboundBuffer> buf(const void* ptr, size_t bytes) {
-    return ctx_->createUnboundBuffer(const_cast<void*>(ptr), bytes);
-  }
-
   uint32_t next_tag() {
     return tag_++;
   }
@@ -210,6 +134,8 @@ private:
       return;
     } catch (const peer_announced_failure& e) {
       fail_announced(describe(), e);
+    } catch (const mesh_unreachable& e) {
+      fail_mesh(describe(), e);
     } catch (const ::gloo::IoException& e) {
       fail_gloo(describe(), e.what());
     } catch (const ::gloo::EnforceNotMet& e) {
@@ -297,6 +223,7 @@ private:
     // Closing every connection now makes the ranks that still wait on this
     // one fail at once instead of after their timeout.
     failure_watch_.reset();
+    mesh_.reset();
     ctx_.reset();
     throw collective_error(msg, culprit);
   }
@@ -380,30 +307,47 @@ private:
     ctx_->setTimeout(timeout_);
     auto bound = timeout_ + topo_.size * std::chrono::duration_cast<std::chrono::milliseconds>(
                                           knobs::rendezvous_wait_per_rank);
-    auto deadline = std::chrono::steady_clock::now() + bound;
-    try {
-      guarded([&] { return std::string{"hvd::init (Gloo full mesh)"}; },
-              [&] {
-                ctx_->connect(device_, bound, [&](::gloo::transport::Context& tc) {
-                  auto mine = create_pairs(tc, topo_.host);
-                  cards_ = exchange_cards(client, prefix, topo_.rank, mine, bound);
-                  add_peer_addresses(peers_, cards_, {}, topo_.rank);
-                  connect_pairs(tc, topo_.rank, cards_, deadline);
-                  auto pairs = connected_addresses(tc);
-                  client.set(pairs_key(topo_.rank), std::vector<char>(pairs.begin(), pairs.end()));
-                });
+    // hvd::init connects the pairs of the ring and of recursive doubling
+    // (the negotiation's small allreduce): all of them up to 4 ranks; the
+    // rest connect on first use (lazy_mesh).
+    guarded([&] { return std::string{"hvd::init (Gloo mesh)"}; },
+            [&] {
+              ctx_->connect(device_, bound, [&](::gloo::transport::Context& tc) {
+                auto mine = create_pairs(tc, topo_.host);
+                cards_ = exchange_cards(client, prefix, topo_.rank, mine, bound);
+                add_peer_addresses(peers_, cards_, {}, topo_.rank);
               });
-    } catch (const mesh_unreachable& e) {
-      fail_mesh(e);
-    }
+              mesh_ = std::make_shared<lazy_mesh>(*ctx_->transport(), ctx_->transport(),
+                                                  topo_.rank, cards_, bound);
+              abort_->on_raise([mesh = std::weak_ptr<lazy_mesh>(mesh_)] {
+                if (auto m = mesh.lock())
+                  m->close_unconnected();
+              });
+              auto first = mesh_peers::ring(topo_.rank, topo_.size);
+              for (int q : doubling_peers(topo_.rank, topo_.size))
+                if (std::find(first.begin(), first.end(), q) == first.end())
+                  first.push_back(q);
+              need(first, true);
+            });
     watch_failures(client);
   }
 
-  [[noreturn]] void fail_mesh(const mesh_unreachable& e) {
+  // Connects the pairs with `peers` not connected yet, and publishes the
+  // addresses of this rank's connected pairs when it connected new ones
+  // (or `publish`): a peer's failure message may name them.
+  void need(const std::vector<int>& peers, bool publish = false) {
+    auto abort = abort_;
+    if (mesh_->ensure(peers, [&abort] { abort->check(); }) == 0 && !publish)
+      return;
+    auto pairs = connected_addresses(*ctx_->transport());
+    client_->set(pairs_key(topo_.rank), std::vector<char>(pairs.begin(), pairs.end()));
+  }
+
+  [[noreturn]] void fail_mesh(const std::string& what, const mesh_unreachable& e) {
     auto msg = fmt::format(
-      "hvd::init (Gloo full mesh) failed on rank {} of {} ({}): {}. Check that the nodes reach "
-      "each other at the address Gloo binds (HOROVOD_GLOO_IFACE, or the node's address)",
-      topo_.rank, topo_.size, topo_.host, e.what());
+      "{} failed on rank {} of {} ({}): {}. Check that the nodes reach each other at the address "
+      "Gloo binds (HOROVOD_GLOO_IFACE, or the node's address)",
+      what, topo_.rank, topo_.size, topo_.host, e.what());
     broken_ = e.what();
     announce(e.rank, true);
     close_and_throw(msg, e.rank);
@@ -469,11 +413,14 @@ private:
   allreduce_algorithm_policy algorithm_;
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<abortable_context> ctx_;
+  // Connects ctx_'s pairs as the collectives need them.
+  std::shared_ptr<lazy_mesh> mesh_;
   // Shared with the watch's callback, which may run as the backend goes.
   std::shared_ptr<peer_abort> abort_ = std::make_shared<peer_abort>();
   std::shared_ptr<void> failure_watch_;
   std::map<std::string, int> peers_;
-  // Every rank's card; peers_ grows from the published pairs (learn_connected).
+  // Every rank's card; peers_ grows from the published pairs (learn_connected),
+  // which a rank publishes again each time it connects more.
   std::vector<mesh_card> cards_;
   bool learned_connected_ = false;
   // Outlives the backend (hvd keeps it for the session); asked on failure.

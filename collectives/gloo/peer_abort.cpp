@@ -125,6 +125,7 @@ void abortable_context::connect(std::shared_ptr<::gloo::transport::Device>& devi
   build(*tc);
   tc->setTimeout(getTimeout());
   device_ = device;
+  raw_ = tc;
   transportContext_ = std::make_shared<abortable_transport>(std::move(tc), abort_);
 }
 
@@ -142,19 +143,37 @@ void peer_abort::raise(const std::string& reason, int culprit) {
 }
 
 void peer_abort::raise(int announcer, int culprit, std::string reason) {
-  std::lock_guard<std::mutex> lock{mutex_};
-  if (raised_.load())
-    return;
-  announcer_ = announcer;
-  culprit_ = culprit;
-  reason_ = std::move(reason);
-  raised_.store(true);
-  // A wait in progress returns aborted (and throws); one not begun yet
-  // finds its flag set, or sees raised_ first.
-  for (auto* b : live_) {
-    b->abortWaitSend();
-    b->abortWaitRecv();
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    if (raised_.load())
+      return;
+    announcer_ = announcer;
+    culprit_ = culprit;
+    reason_ = std::move(reason);
+    raised_.store(true);
+    // A wait in progress returns aborted (and throws); one not begun yet
+    // finds its flag set, or sees raised_ first.
+    for (auto* b : live_) {
+      b->abortWaitSend();
+      b->abortWaitRecv();
+    }
+    hook = std::move(hook_);
   }
+  if (hook)
+    hook();
+}
+
+void peer_abort::on_raise(std::function<void()> hook) {
+  bool now;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    now = raised_.load();
+    if (!now)
+      hook_ = std::move(hook);
+  }
+  if (now && hook)
+    hook();
 }
 
 void peer_abort::check() const {

@@ -60,6 +60,11 @@ public:
   /// Throws peer_announced_failure once raise() was called.
   void check() const;
 
+  /// `hook` runs once, on the raising thread, after the first raise() (not
+  /// under this object's lock): it stops waits that are not a buffer's (a
+  /// pair that waits for its peer to connect: lazy_mesh).
+  void on_raise(std::function<void()> hook);
+
 private:
   friend class abortable_buffer;
   void raise(int announcer, int culprit, std::string reason);
@@ -72,6 +77,7 @@ private:
   std::string reason_;
   mutable std::mutex mutex_;
   std::vector<abortable_buffer*> live_;
+  std::function<void()> hook_;
 };
 
 /// A Gloo context whose every unbound buffer, hvactor's and Gloo's own,
@@ -93,8 +99,15 @@ public:
                std::chrono::milliseconds connect_timeout,
                const std::function<void(::gloo::transport::Context&)>& build);
 
+  /// After the second connect(): the device's transport context itself,
+  /// whose pairs a lazy_mesh connects later.
+  const std::shared_ptr<::gloo::transport::Context>& transport() const noexcept {
+    return raw_;
+  }
+
 private:
   std::shared_ptr<peer_abort> abort_;
+  std::shared_ptr<::gloo::transport::Context> raw_;
 };
 
 /// The value announced under "<prefix>/failed": "<announcer> <culprit>".

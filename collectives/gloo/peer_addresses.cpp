@@ -110,52 +110,6 @@ std::string seconds_since(clock::time_point t0) {
                      std::chrono::duration<double>(clock::now() - t0).count());
 }
 
-// Connects this rank's side of the pair with `r` (this rank connects),
-// retrying transient errors with a fresh pair each time.
-void connect_one(::gloo::transport::Context& tc, int r, const mesh_card& peer, int me,
-                 int local_rank, clock::time_point deadline, std::mt19937& rng) {
-  auto target = make_address(peer.ip, peer.ports[static_cast<size_t>(me)]);
-  auto bytes = target.bytes();
-  auto pause = std::chrono::duration_cast<std::chrono::milliseconds>(knobs::mesh_retry_first_pause);
-  auto t0 = clock::now();
-  for (int attempt = 1;; ++attempt) {
-    std::string why;
-    try {
-      tc.getPair(r)->connect(bytes);
-      return;
-    } catch (const ::gloo::IoException& e) {
-      why = gloo_reason(e.what());
-    }
-    std::uniform_int_distribution<int64_t> spread(pause.count() / 2, pause.count() * 3 / 2);
-    std::chrono::milliseconds wait{spread(rng)};
-    bool again = transient(why) && attempt < knobs::mesh_connect_attempts
-                 && clock::now() + wait < deadline;
-    if (again) {
-      log::debug("hvd::init: connecting to rank {} at {} failed ({}), attempt {}; again in {} ms",
-                 r, readable(peer.ip, peer.ports[static_cast<size_t>(me)]), why, attempt,
-                 wait.count());
-      std::this_thread::sleep_for(wait);
-      pause = std::min(pause * 2, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    knobs::mesh_retry_longest_pause));
-      // A failed pair is closed for good; the peer still listens on its
-      // own. A new pair keeps the connecting side unless both ranks share
-      // an address (then the ports decide, and a new port may not).
-      auto& fresh = tc.createPair(r);
-      fresh->setLocalRank(local_rank);
-      again = connects(tcp_address(*fresh), target);
-    }
-    if (!again)
-      throw mesh_unreachable(
-        r, readable(peer.ip, peer.ports[static_cast<size_t>(me)]),
-        fmt::format("cannot connect to rank {} ({}) at {}: {} ({} attempt{} over {}{})", r,
-                    peer.host, readable(peer.ip, peer.ports[static_cast<size_t>(me)]),
-                    why, attempt, attempt == 1 ? "" : "s", seconds_since(t0),
-                    transient(why) ? "; a transient error is retried until the rendezvous "
-                                     "deadline"
-                                   : ""));
-  }
-}
-
 } // namespace
 
 std::string encode(const mesh_card& card) {
@@ -233,36 +187,147 @@ mesh_card create_pairs(::gloo::transport::Context& tc, const std::string& host) 
   return card;
 }
 
+lazy_mesh::lazy_mesh(::gloo::transport::Context& tc, std::shared_ptr<void> owner, int me,
+                     std::vector<mesh_card> cards, std::chrono::milliseconds connect_bound)
+  : tc_(tc), owner_(std::move(owner)), me_(me), cards_(std::move(cards)), bound_(connect_bound),
+    connected_(cards_.size(), 0), rng_(std::random_device{}() ^ static_cast<unsigned>(me)) {
+  for (int r = 0; r < me; ++r)
+    local_rank_ += cards_[static_cast<size_t>(r)].hostname == cards_[static_cast<size_t>(me)].hostname;
+  connected_[static_cast<size_t>(me)] = 1;
+}
+
+size_t lazy_mesh::ensure(const std::vector<int>& peers, const std::function<void()>& checkpoint) {
+  auto deadline = clock::now() + bound_;
+  std::vector<int> accepting;
+  size_t made = 0;
+  for (int r : peers) {
+    {
+      std::lock_guard<std::mutex> lk{mu_};
+      if (connected_[static_cast<size_t>(r)])
+        continue;
+    }
+    auto& pair = tc_.getPair(r);
+    pair->setLocalRank(local_rank_);
+    auto& card = cards_[static_cast<size_t>(r)];
+    if (!connects(tcp_address(*pair), make_address(card.ip, card.ports[static_cast<size_t>(me_)]))) {
+      accepting.push_back(r);
+      continue;
+    }
+    connect_one(r, deadline, checkpoint);
+    ++made;
+  }
+  for (int r : accepting)
+    accept_one(r, checkpoint);
+  return made;
+}
+
+void lazy_mesh::close_unconnected() {
+  std::lock_guard<std::mutex> lk{mu_};
+  closed_ = true;
+  for (int r = 0; r < static_cast<int>(connected_.size()); ++r)
+    if (!connected_[static_cast<size_t>(r)])
+      tc_.getPair(r)->close();
+}
+
+size_t lazy_mesh::connected() const {
+  std::lock_guard<std::mutex> lk{mu_};
+  return static_cast<size_t>(std::count(connected_.begin(), connected_.end(), 1)) - 1;
+}
+
+// Waits for rank `r` to connect to this rank's pair (the peer connects).
+void lazy_mesh::accept_one(int r, const std::function<void()>& checkpoint) {
+  auto& card = cards_[static_cast<size_t>(r)];
+  auto where = readable(card.ip, card.ports[static_cast<size_t>(me_)]);
+  if (checkpoint)
+    checkpoint();
+  try {
+    tc_.getPair(r)->connect(make_address(card.ip, card.ports[static_cast<size_t>(me_)]).bytes());
+  } catch (const ::gloo::IoException& e) {
+    if (checkpoint)
+      checkpoint();
+    throw mesh_unreachable(r, where,
+                           fmt::format("rank {} ({}) never connected from {}: {}", r, card.host,
+                                       where, gloo_reason(e.what())));
+  }
+  if (checkpoint)
+    checkpoint(); // close_unconnected() ended the wait
+  std::lock_guard<std::mutex> lk{mu_};
+  if (closed_)
+    throw mesh_unreachable(r, where, "the collectives failed while rank " + std::to_string(r)
+                                       + " was connecting");
+  connected_[static_cast<size_t>(r)] = 1;
+}
+
+// Connects this rank's side of the pair with `r` (this rank connects),
+// retrying transient errors with a fresh pair each time.
+void lazy_mesh::connect_one(int r, clock::time_point deadline,
+                            const std::function<void()>& checkpoint) {
+  auto& peer = cards_[static_cast<size_t>(r)];
+  auto port = peer.ports[static_cast<size_t>(me_)];
+  auto target = make_address(peer.ip, port);
+  auto bytes = target.bytes();
+  auto pause = std::chrono::duration_cast<std::chrono::milliseconds>(knobs::mesh_retry_first_pause);
+  auto t0 = clock::now();
+  for (int attempt = 1;; ++attempt) {
+    std::string why;
+    try {
+      tc_.getPair(r)->connect(bytes);
+      if (checkpoint)
+        checkpoint();
+      std::lock_guard<std::mutex> lk{mu_};
+      if (!closed_) {
+        connected_[static_cast<size_t>(r)] = 1;
+        return;
+      }
+      why = "the collectives failed meanwhile";
+    } catch (const ::gloo::IoException& e) {
+      why = gloo_reason(e.what());
+    }
+    std::uniform_int_distribution<int64_t> spread(pause.count() / 2, pause.count() * 3 / 2);
+    std::chrono::milliseconds wait{spread(rng_)};
+    bool again = transient(why) && attempt < knobs::mesh_connect_attempts
+                 && clock::now() + wait < deadline;
+    if (again) {
+      log::debug("hvd: connecting to rank {} at {} failed ({}), attempt {}; again in {} ms", r,
+                 readable(peer.ip, port), why, attempt, wait.count());
+      if (checkpoint)
+        checkpoint();
+      std::this_thread::sleep_for(wait);
+      if (checkpoint)
+        checkpoint();
+      pause = std::min(pause * 2, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    knobs::mesh_retry_longest_pause));
+      // A failed pair is closed for good; the peer still listens on its
+      // own. A new pair keeps the connecting side unless both ranks share
+      // an address (then the ports decide, and a new port may not).
+      std::lock_guard<std::mutex> lk{mu_};
+      auto timeout = tc_.getTimeout();
+      tc_.setTimeout(std::max<std::chrono::milliseconds>(bound_ / 5, std::chrono::seconds{1}));
+      auto& fresh = tc_.createPair(r);
+      tc_.setTimeout(timeout);
+      fresh->setLocalRank(local_rank_);
+      again = !closed_ && connects(tcp_address(*fresh), target);
+    }
+    if (!again)
+      throw mesh_unreachable(
+        r, readable(peer.ip, port),
+        fmt::format("cannot connect to rank {} ({}) at {}: {} ({} attempt{} over {}{})", r,
+                    peer.host, readable(peer.ip, port), why, attempt, attempt == 1 ? "" : "s",
+                    seconds_since(t0),
+                    transient(why) ? "; a transient error is retried until the rendezvous "
+                                     "deadline"
+                                   : ""));
+  }
+}
+
 void connect_pairs(::gloo::transport::Context& tc, int me, const std::vector<mesh_card>& cards,
                    std::chrono::steady_clock::time_point deadline) {
-  const int n = tc.size;
-  int local_rank = 0;
-  for (int r = 0; r < me; ++r)
-    local_rank += cards[static_cast<size_t>(r)].hostname == cards[static_cast<size_t>(me)].hostname;
-  std::mt19937 rng{std::random_device{}() ^ static_cast<unsigned>(me)};
-  std::vector<int> accepting;
-  for (int k = 1; k < n; ++k) {
-    int r = (me + k) % n;
-    auto& pair = tc.getPair(r);
-    pair->setLocalRank(local_rank);
-    auto& card = cards[static_cast<size_t>(r)];
-    if (!connects(tcp_address(*pair), make_address(card.ip, card.ports[static_cast<size_t>(me)])))
-      accepting.push_back(r);
-    else
-      connect_one(tc, r, card, me, local_rank, deadline, rng);
-  }
-  for (int r : accepting) {
-    auto& card = cards[static_cast<size_t>(r)];
-    try {
-      tc.getPair(r)->connect(
-        make_address(card.ip, card.ports[static_cast<size_t>(me)]).bytes());
-    } catch (const ::gloo::IoException& e) {
-      auto where = readable(card.ip, card.ports[static_cast<size_t>(me)]);
-      throw mesh_unreachable(r, where,
-                             fmt::format("rank {} ({}) never connected from {}: {}", r, card.host,
-                                         where, gloo_reason(e.what())));
-    }
-  }
+  auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  lazy_mesh mesh{tc, nullptr, me, cards, std::max(bound, std::chrono::milliseconds{0})};
+  std::vector<int> peers;
+  for (int k = 1; k < tc.size; ++k)
+    peers.push_back((me + k) % tc.size);
+  mesh.ensure(peers);
 }
 
 std::string listened_address(const std::vector<mesh_card>& cards, int r, int me) {

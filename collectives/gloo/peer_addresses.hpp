@@ -6,7 +6,11 @@
 // peer afterwards.
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <random>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -57,6 +61,60 @@ public:
     : std::runtime_error(what), rank(rank), address(std::move(address)) {}
   int rank;
   std::string address;
+};
+
+/// Gloo's pairs of one rank, connected when a collective first needs them
+/// (hvd::init connects none): a ring allreduce needs 2 of them, recursive
+/// doubling log2(n), a broadcast's tree and the barrier about log2(n),
+/// only alltoall and bcube all n - 1 (mesh_peers.hpp). So a job of n ranks
+/// makes O(n log n) connections instead of the full mesh's n(n - 1)/2 (8,128
+/// at 128 ranks: 8.3 s of its rendezvous on 2 cores), and an elastic reset
+/// as few. Every rank calls ensure() for an operation with the peers that
+/// operation talks to, a symmetric relation, so that each pair's two ends
+/// connect in the same operation. Not thread-safe except
+/// close_unconnected().
+class lazy_mesh {
+public:
+  /// `tc`: the context create_pairs() filled, kept alive by `owner`;
+  /// `cards`: every rank's. A pair whose peer never connects fails after
+  /// `connect_bound`.
+  lazy_mesh(::gloo::transport::Context& tc, std::shared_ptr<void> owner, int me,
+            std::vector<mesh_card> cards, std::chrono::milliseconds connect_bound);
+
+  /// Connects the pairs with `peers` not connected yet: this rank
+  /// connects to those whose address compares smaller (Gloo's rule), in
+  /// the order given, retrying transient errors (knobs::mesh_*) for up to
+  /// the bound, then waits for the others to connect to it. `checkpoint`
+  /// runs between attempts and around each wait, and throws to stop (a
+  /// peer announced a failure). Returns how many pairs this rank
+  /// connected (not those it accepted). Throws mesh_unreachable naming the
+  /// peer.
+  size_t ensure(const std::vector<int>& peers, const std::function<void()>& checkpoint = {});
+
+  /// From any thread: closes every pair not connected yet, so that a wait
+  /// of ensure() returns at once (and its checkpoint throws); later
+  /// ensure() calls fail.
+  void close_unconnected();
+
+  /// The pairs connected so far.
+  size_t connected() const;
+
+private:
+  void connect_one(int r, std::chrono::steady_clock::time_point deadline,
+                   const std::function<void()>& checkpoint);
+  void accept_one(int r, const std::function<void()>& checkpoint);
+  ::gloo::transport::Context& tc_;
+  std::shared_ptr<void> owner_;
+  int me_;
+  int local_rank_ = 0;
+  std::vector<mesh_card> cards_;
+  std::chrono::milliseconds bound_;
+  // Guards connected_, closed_ and the replacement of a pair (a retry)
+  // against close_unconnected().
+  mutable std::mutex mu_;
+  std::vector<char> connected_;
+  bool closed_ = false;
+  std::mt19937 rng_;
 };
 
 /// Connects every pair of `tc` (rank `me`) to the peers `cards` describe.

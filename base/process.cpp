@@ -185,13 +185,21 @@ pid_t fork_child(const process_spec& spec, const prepared_exec& prep, child_pipe
 int pump_until_reaped(pid_t pid, child_output& output) {
   int status = 0;
   // Readable the moment the child exits (Linux 5.3+): its death is seen at
-  // once (a worker's peers wait on it), not at the next poll timeout.
+  // once (a worker's peers wait on it), not at the next poll timeout. With
+  // it, the thread sleeps until output or the exit: polling every 50 ms, a
+  // node's monitor of one idle worker woke 20 times a second and used
+  // 0.6-0.7 ms of CPU a second, most of an idle node's (1.2 ms/s).
+  // Without a pidfd (older kernels, seccomp) it polls every 50 ms, and so it
+  // does after a readable pidfd whose process waitpid cannot reap yet (no spin).
   int exit_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  bool exit_pending = false;
   for (;;) {
     if (output.open() || exit_fd >= 0) {
       pollfd pfds[3] = {{output.err_fd(), POLLIN, 0}, {output.out_fd(), POLLIN, 0},
-                        {exit_fd, POLLIN, 0}};
-      ::poll(pfds, 3, 50);
+                        {exit_pending ? -1 : exit_fd, POLLIN, 0}};
+      bool sleep_until_event = exit_fd >= 0 && !exit_pending;
+      ::poll(pfds, 3, sleep_until_event ? -1 : 50);
+      exit_pending = exit_pending || (pfds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
       output.pump();
     } else {
       ::usleep(20000);

@@ -117,9 +117,16 @@ void server::accept_loop() {
     }
     // At the cap, new peers wait in the kernel's queue (the listen
     // backlog) until a transfer ends; poll() skips a negative fd.
+    // A finished transfer and the destructor write wake_fd_: the loop
+    // sleeps until a peer, one of them, or a stop (it woke every second to
+    // reap, an idle training job's every worker and driver).
     std::array<pollfd, 2> fds{pollfd{full ? -1 : listen_fd_, POLLIN, 0},
                               pollfd{wake_fd_, POLLIN, 0}};
-    ::poll(fds.data(), fds.size(), full ? 50 : 1000);
+    ::poll(fds.data(), fds.size(), -1);
+    uint64_t wakes = 0;
+    if ((fds[1].revents & POLLIN) != 0 && !stopping_
+        && ::read(wake_fd_, &wakes, sizeof wakes) < 0 && errno != EAGAIN)
+      log::warn("data link: cannot read its wake-up: {}", std::strerror(errno));
     reap_finished();
     if (stopping_ || full || !(fds[0].revents & POLLIN))
       continue;
@@ -197,6 +204,9 @@ void server::serve(int fd, uint64_t id) {
     c.finished = true;
   }
   s.reset();
+  uint64_t one = 1; // the acceptor reaps this thread (and takes a peer if it was full)
+  if (::write(wake_fd_, &one, sizeof one) < 0)
+    log::warn("data link: cannot wake the acceptor: {}", std::strerror(errno));
 }
 
 } // namespace hvactor::data_link

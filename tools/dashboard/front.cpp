@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -94,16 +95,24 @@ void front::state::run() {
     bool accepting = now >= accept_pause;
     fds.assign({{wake, POLLIN, 0}, {accepting ? listener : -1, POLLIN, 0}});
     ids.clear();
-    auto next = now + (accepting ? 1000ms : 100ms);
+    // Only a deadline wakes the loop without an event: a connection's, or
+    // the end of a pause in accepting. An idle dashboard sleeps until a
+    // request or stop (its eventfd); waking every second cost the head
+    // 5 wake-ups a second with the workers' waits below.
+    std::optional<clock::time_point> next;
+    if (!accepting)
+      next = accept_pause;
     for (auto& [id, c] : conns) {
       if (c.now == phase::working)
         continue;
       fds.push_back({c.fd, c.wants, 0});
       ids.push_back(id);
-      next = std::min(next, c.deadline);
+      next = next ? std::min(*next, c.deadline) : c.deadline;
     }
-    auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
-    if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0))) < 0
+    int64_t wait = -1;
+    if (next)
+      wait = std::max<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(*next - now).count(), 0);
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(wait, 1 << 30))) < 0
         && errno != EINTR) {
       log::error("dashboard: poll failed ({}); the dashboard stops serving", std::strerror(errno));
       return;
@@ -360,8 +369,7 @@ void front::state::work() {
     job j;
     {
       std::unique_lock<std::mutex> lock{mu};
-      while (!stopping.load() && jobs.empty())
-        cv.wait_for(lock, 1s);
+      cv.wait(lock, [this] { return stopping.load() || !jobs.empty(); });
       if (stopping.load())
         return;
       j = std::move(jobs.front());
@@ -384,7 +392,11 @@ void front::state::work() {
 }
 
 void front::state::stop() {
-  stopping = true;
+  {
+    // Under the lock: a worker between its check and its wait still sees it.
+    std::lock_guard<std::mutex> guard{mu};
+    stopping = true;
+  }
   uint64_t one = 1;
   (void)!::write(wake, &one, sizeof(one));
   cv.notify_all();

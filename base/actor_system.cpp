@@ -19,6 +19,8 @@
 #include "base/internal/log.hpp"
 #include "base/internal/caf_error.hpp"
 #include "base/internal/knobs.hpp"
+#include "base/internal/quiet_scheduler.hpp"
+#include "base/net/heartbeat.hpp"
 #include "base/net/transport.hpp"
 
 namespace hvactor {
@@ -28,14 +30,15 @@ void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads,
   register_error_category(cfg);
   cfg.load<caf::io::middleman>();
   cfg.set("scheduler.max-threads", max_threads);
-  cfg.set("work-stealing.aggressive-poll-attempts", size_t{0});
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
-  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{knobs::scheduler_steal_interval});
+  // Idle scheduler threads sleep until work comes (CAF's wake every 10 ms,
+  // or every relaxed-sleep-duration, to steal).
+  quiet_scheduler::install(cfg);
   // Identical on every process (a one-sided setting drops healthy peers):
-  // a frozen peer is noticed within 2.5 s, and every live connection gets
-  // bytes twice a second, which the TLS connection watchdog relies on.
-  cfg.set("middleman.heartbeat-interval", caf::timespan{knobs::heartbeat_interval});
-  cfg.set("middleman.connection-timeout", caf::timespan{knobs::connection_timeout});
+  // a frozen peer is dropped after knobs::connection_timeout plus up to a
+  // tick, and every live connection gets bytes every tick, which the TLS
+  // connection watchdog relies on. Ticks start with the first connection,
+  // aligned across processes (base/net/heartbeat.hpp).
+  heartbeat::configure(cfg);
   cfg.set("middleman.app-identifiers", std::vector<std::string>{"hvactor"});
   transport::configure(cfg, tls);
 }

@@ -16,6 +16,7 @@
 #include "hvactor/tls.hpp"
 #include "base/internal/actor_system.hpp"
 #include "base/internal/knobs.hpp"
+#include "base/net/heartbeat.hpp"
 #include "base/net/port_guard.hpp"
 
 #include <fmt/format.h>
@@ -63,6 +64,7 @@ bool secure(caf::actor_system& sys) {
 }
 
 caf::actor connector(caf::actor_system& sys) {
+  heartbeat::start(sys);
   if (secure(sys))
     return caf::actor_cast<caf::actor>(sys.openssl_manager().actor_handle());
   return caf::actor_cast<caf::actor>(sys.middleman().actor_handle());
@@ -70,6 +72,7 @@ caf::actor connector(caf::actor_system& sys) {
 
 caf::expected<uint16_t> publish(caf::actor_system& sys, const caf::actor& whom, uint16_t port,
                                 const std::string& bind) {
+  heartbeat::start(sys);
   const char* in = bind.empty() ? nullptr : bind.c_str();
   auto got = secure(sys) ? caf::openssl::publish(whom, port, in, true)
                          : sys.middleman().publish(whom, port, in, true);

@@ -76,6 +76,18 @@ std::chrono::steady_clock::time_point engine::idle_round_due() const {
   return last_round_ + std::max<duration>(pause, opts_.cycle_time);
 }
 
+// A round that the heartbeat started (this rank had no work): one more in
+// a row for idle_heartbeat() unless it readied something or work came.
+void engine::heartbeat_round(std::unique_lock<std::mutex>& lk) {
+  busy_ = true;
+  lk.unlock();
+  bool progress = round();
+  lk.lock();
+  busy_ = false;
+  idle_rounds_ = progress || has_work_locked() ? 0 : idle_rounds_ + 1;
+  cv_.notify_all();
+}
+
 void engine::loop() {
   std::unique_lock<std::mutex> lk{mu_};
   std::chrono::steady_clock::time_point stop_began{};
@@ -122,13 +134,7 @@ void engine::loop() {
     if (!woken && std::chrono::steady_clock::now() - last_round_ < idle_heartbeat())
       continue; // a caller ran a round meanwhile
     if (!woken) {
-      busy_ = true;
-      lk.unlock();
-      bool progress = round();
-      lk.lock();
-      busy_ = false;
-      idle_rounds_ = progress || has_work_locked() ? 0 : idle_rounds_ + 1;
-      cv_.notify_all();
+      heartbeat_round(lk);
       continue;
     }
     idle_rounds_ = 0;

@@ -13,8 +13,10 @@
 // (tls_handshake.cpp's epoll_ctl calls on_epoll_del) writes that eventfd,
 // and the loop then ticks every 10 ms again for loop_pacer::busy_window: the
 // thread that unregisters, and the Loop's destructor that joins the thread
-// right after the last socket went, see their tick as before. Sockets with
-// traffic wake the loop as they always did.
+// right after the last socket went, see their tick as before. pthread_join
+// is interposed too: joining a paced loop's thread (the Loop's destructor,
+// at any time) writes its eventfd, so nothing waits out an idle wait.
+// Sockets with traffic wake the loop as they always did.
 
 #include "base/net/loop_pacer.hpp"
 
@@ -22,6 +24,7 @@
 #include <sys/eventfd.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,6 +39,7 @@
 namespace {
 
 using epoll_wait_fn = int (*)(int, epoll_event*, int, int);
+using pthread_join_fn = int (*)(pthread_t, void**);
 using clock = std::chrono::steady_clock;
 
 constexpr uint64_t marker = 0x6876616374726c70; // "hvactrlp"
@@ -46,9 +50,15 @@ epoll_wait_fn real_epoll_wait() {
   return fn;
 }
 
+pthread_join_fn real_pthread_join() {
+  static auto fn = reinterpret_cast<pthread_join_fn>(::dlsym(RTLD_NEXT, "pthread_join"));
+  return fn;
+}
+
 struct paced_set {
   int wake_fd = -1;
   clock::time_point busy_until{};
+  pthread_t thread{}; // the loop's thread, which waits on the set
 };
 
 struct pacer_state {
@@ -91,7 +101,7 @@ int paced_timeout(pacer_state& s, int epfd, const void* caller) {
       hvactor::port_guard::libc::close(efd);
       return gloo_timeout_ms;
     }
-    i = s.sets.emplace(epfd, paced_set{efd, {}}).first;
+    i = s.sets.emplace(epfd, paced_set{efd, {}, ::pthread_self()}).first;
     s.entries = s.sets.size() + s.not_gloo.size();
   }
   if (clock::now() < i->second.busy_until)
@@ -147,6 +157,20 @@ void on_close(int fd) {
   s.entries = s.sets.size() + s.not_gloo.size();
 }
 
+void on_join(pthread_t thread) {
+  auto& s = state();
+  if (s.entries.load() == 0)
+    return;
+  std::lock_guard<std::mutex> guard{s.mtx};
+  for (auto& [epfd, set] : s.sets) {
+    if (::pthread_equal(set.thread, thread) == 0)
+      continue;
+    set.busy_until = clock::now() + busy_window;
+    uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(set.wake_fd, &one, sizeof one);
+  }
+}
+
 size_t paced_loops() {
   auto& s = state();
   std::lock_guard<std::mutex> guard{s.mtx};
@@ -168,4 +192,12 @@ extern "C" int epoll_wait(int epfd, epoll_event* events, int maxevents, int time
   if (n <= 0)
     return n;
   return strip_wakeups(epfd, events, n);
+}
+
+// Gloo's Loop destructor sets its done_ flag and joins the loop's thread,
+// which sees the flag only when its epoll_wait returns: wake it here, or
+// the destructor waits out an idle wait.
+extern "C" int pthread_join(pthread_t thread, void** result) {
+  hvactor::loop_pacer::on_join(thread);
+  return real_pthread_join()(thread, result);
 }

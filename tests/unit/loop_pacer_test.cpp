@@ -2,7 +2,8 @@
 // and a two-rank context in this process: the device's loop thread sleeps
 // while idle (Gloo alone wakes it every 10 ms: 100 times a second), and
 // tearing the context and the device down is still prompt (unregistering a
-// socket and joining the loop wait for a tick of the loop).
+// socket and joining the loop wait for a tick of the loop, which the pacer
+// gives them at once).
 
 #include "base/net/loop_pacer.hpp"
 
@@ -75,8 +76,36 @@ TEST_CASE("an idle Gloo device's loop sleeps, and its context and device still g
   auto took = std::chrono::steady_clock::now() - started;
   MESSAGE("the contexts and the device went in "
           << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
-  CHECK(took < 300ms); // a tick per unregistered socket: 250 ms each without the wake-up
+  CHECK(took < 300ms); // a tick per unregistered socket: an idle wait each without the wake-up
   CHECK(hvactor::loop_pacer::paced_loops() == 0); // the loop's epoll set was closed
+}
+
+TEST_CASE("a Gloo device destroyed long after its last context still goes at once") {
+  ::gloo::rendezvous::HashStore store;
+  ::gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = ::gloo::transport::tcp::CreateDevice(attr);
+  {
+    std::vector<std::shared_ptr<::gloo::rendezvous::Context>> ctx(2);
+    std::vector<std::thread> connect;
+    for (int r = 0; r < 2; ++r)
+      connect.emplace_back([&, r] {
+        ctx[r] = std::make_shared<::gloo::rendezvous::Context>(r, 2);
+        ctx[r]->setTimeout(10s);
+        ctx[r]->connectFullMesh(store, device);
+      });
+    for (auto& t : connect)
+      t.join();
+  }
+  // Past the busy window of the sockets' removal: the loop sleeps its idle
+  // wait, and only the join of its thread wakes it.
+  std::this_thread::sleep_for(hvactor::loop_pacer::busy_window + 300ms);
+  auto started = std::chrono::steady_clock::now();
+  device.reset();
+  auto took = std::chrono::steady_clock::now() - started;
+  MESSAGE("the device went in " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                << " ms");
+  CHECK(took < 100ms); // the idle wait (5 s) without the wake-up at the join
 }
 
 } // TEST_SUITE

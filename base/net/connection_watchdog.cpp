@@ -1,8 +1,10 @@
 #include "base/net/connection_watchdog.hpp"
 
 #include "base/internal/log.hpp"
+#include "base/net/tls_handshake.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +31,8 @@ namespace {
 // <linux/tcp.h>).
 constexpr uint8_t tcp_established = 1;
 constexpr uint8_t tcp_close_wait = 8;
+
+using clock_duration = std::chrono::steady_clock::duration;
 
 /// One accepted TCP connection on a watched port, as seen in this scan.
 struct connection {
@@ -130,6 +134,26 @@ bool shut_down(const connection& c) {
   return done;
 }
 
+// Every live watchdog, for connection_accepted.
+struct registry {
+  std::mutex mtx;
+  std::set<connection_watchdog*> dogs;
+  std::atomic<size_t> count{0};
+};
+
+registry& dogs() {
+  static auto* r = new registry; // never destroyed: accept may run during exit
+  return *r;
+}
+
+/// A connection that needs no more watching: its TLS handshake completed
+/// and it received data after it was `idle_limit` old (a live CAF peer:
+/// heartbeats; CAF drops it itself once it falls silent).
+bool proves_itself(const connection& c, clock_duration age, std::chrono::milliseconds idle_limit) {
+  return age >= idle_limit && c.idle < idle_limit
+         && hvactor::tls_handshake::completed(c.fd, c.inode);
+}
+
 } // namespace
 
 connection_watchdog::connection_watchdog(options opts) : opts_(opts) {
@@ -138,9 +162,19 @@ connection_watchdog::connection_watchdog(options opts) : opts_(opts) {
   if (opts_.max_connections == 0)
     throw std::invalid_argument("connection_watchdog: max_connections must be at least 1");
   thread_ = std::thread{[this] { run(); }};
+  auto& r = dogs();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  r.dogs.insert(this);
+  r.count = r.dogs.size();
 }
 
 connection_watchdog::~connection_watchdog() {
+  {
+    auto& r = dogs();
+    std::lock_guard<std::mutex> guard{r.mtx};
+    r.dogs.erase(this);
+    r.count = r.dogs.size();
+  }
   {
     std::lock_guard<std::mutex> guard{mtx_};
     stop_ = true;
@@ -149,9 +183,34 @@ connection_watchdog::~connection_watchdog() {
   thread_.join();
 }
 
-void connection_watchdog::watch(uint16_t port) {
+void connection_watchdog::connection_accepted() {
+  auto& r = dogs();
+  if (r.count.load() == 0)
+    return;
+  std::lock_guard<std::mutex> guard{r.mtx};
+  for (auto* dog : r.dogs)
+    dog->wake();
+}
+
+void connection_watchdog::wake() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    active_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool connection_watchdog::scanning() const {
   std::lock_guard<std::mutex> guard{mtx_};
-  ports_.insert(port);
+  return active_;
+}
+
+void connection_watchdog::watch(uint16_t port) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ports_.insert(port);
+  }
+  wake(); // connections may be there already
 }
 
 void connection_watchdog::unwatch(uint16_t port) {
@@ -166,14 +225,20 @@ size_t connection_watchdog::shut_down_count() const noexcept {
 void connection_watchdog::run() {
   pthread_setname_np(pthread_self(), "hvactor.wdog");
   std::unique_lock<std::mutex> guard{mtx_};
-  while (!cv_.wait_for(guard, opts_.period, [this] { return stop_; })) {
+  for (;;) {
+    // Asleep until an accept or a watch() while nothing needs watching.
+    cv_.wait(guard, [this] { return stop_ || active_; });
+    if (cv_.wait_for(guard, opts_.period, [this] { return stop_; }))
+      return;
+    active_ = false; // an accept during the scan sets it again
     guard.unlock();
-    scan_once();
+    bool pending = scan_once();
     guard.lock();
+    active_ = active_ || pending;
   }
 }
 
-void connection_watchdog::scan_once() {
+bool connection_watchdog::scan_once() {
   std::lock_guard<std::mutex> scan_guard{scan_mtx_};
   std::set<uint16_t> ports;
   {
@@ -182,6 +247,8 @@ void connection_watchdog::scan_once() {
   }
   auto now = clock::now();
   std::map<connection_key, clock::time_point> seen;
+  std::set<connection_key> proven;
+  bool pending = false;
   std::vector<connection> found;
   DIR* dir = ports.empty() ? nullptr : ::opendir("/proc/self/fd");
   if (dir) {
@@ -203,11 +270,16 @@ void connection_watchdog::scan_once() {
       seen.emplace(key, since);
       if (never_received)
         c->idle = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
+      if (proven_.count(key) != 0 || proves_itself(*c, now - since, opts_.idle_limit))
+        proven.insert(key);
+      else
+        pending = true;
       found.push_back(std::move(*c));
     }
     ::closedir(dir);
   }
   first_seen_ = std::move(seen); // forgets connections that are gone
+  proven_ = std::move(proven);
   auto shut = [&](const connection& c, const std::string& why) {
     auto peer = peer_of(c.fd);
     if (!shut_down(c))
@@ -233,6 +305,7 @@ void connection_watchdog::scan_once() {
       --remaining[c.port];
     }
   }
+  return pending;
 }
 
 } // namespace hvactor

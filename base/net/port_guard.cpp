@@ -9,6 +9,7 @@
 
 #include "base/net/port_guard.hpp"
 #include "base/net/loop_pacer.hpp"
+#include "base/net/connection_watchdog.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -320,6 +321,7 @@ int guarded_accept(int fd, sockaddr* addr, socklen_t* len, Accept real_call) {
       return got;
     int kept = on_accepted(fd, got, reinterpret_cast<sockaddr*>(&peer));
     if (kept >= 0) {
+      hvactor::connection_watchdog::connection_accepted(); // it watches until it proved itself
       if (addr != nullptr && len != nullptr) {
         std::memcpy(addr, &peer, std::min<size_t>(*len, plen));
         *len = plen;

@@ -76,9 +76,16 @@ struct tls_socket {
   std::map<int, registration> registrations; // by epoll fd
 };
 
+/// A socket whose handshake completed (for the connection watchdog).
+struct done_socket {
+  const SSL* ssl = nullptr;
+  ino_t inode = 0;
+};
+
 struct pacer_state {
   std::mutex mtx;
   std::map<int, tls_socket> sockets; // by fd
+  std::map<int, done_socket> done;   // by fd, until its SSL is freed
   uint64_t pauses = 0;
   size_t waiting = 0;
 };
@@ -143,6 +150,8 @@ int paced_step(handshake_fn step, SSL* ssl) {
   bool wants_read = ret != 1 && SSL_get_error(ssl, ret) == SSL_ERROR_WANT_READ;
   auto& s = state();
   std::lock_guard<std::mutex> guard{s.mtx};
+  if (ret == 1)
+    s.done[fd] = done_socket{ssl, inode_of(fd)};
   auto i = s.sockets.find(fd);
   if (i != s.sockets.end() && i->second.ssl != ssl) {
     forget(s, fd); // a new connection on a reused fd number
@@ -185,6 +194,13 @@ size_t waiting() {
   return s.waiting;
 }
 
+bool completed(int fd, ino_t inode) {
+  auto& s = state();
+  std::lock_guard<std::mutex> guard{s.mtx};
+  auto d = s.done.find(fd);
+  return d != s.done.end() && d->second.inode == inode;
+}
+
 } // namespace hvactor::tls_handshake
 
 extern "C" {
@@ -210,6 +226,8 @@ void SSL_free(SSL* ssl) {
       resume(s, i->second, fd);
       forget(s, fd);
     }
+    if (auto d = s.done.find(fd); d != s.done.end() && d->second.ssl == ssl)
+      s.done.erase(d);
   }
   fn(ssl);
 }

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sys/types.h>
+
 namespace hvactor::tls_handshake {
 
 /// Handshake steps so far that left a socket waiting for its peer with its
@@ -17,5 +19,9 @@ uint64_t pauses();
 
 /// Sockets whose handshake waits for the peer now.
 size_t waiting();
+
+/// Whether a handshake completed on socket `fd` (whose inode is `inode`)
+/// and its SSL was not freed since: an authenticated peer.
+bool completed(int fd, ino_t inode);
 
 } // namespace hvactor::tls_handshake

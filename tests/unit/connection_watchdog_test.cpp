@@ -1,7 +1,8 @@
 // The connection watchdog against real loopback TCP connections in this
 // process: silent connections on a watched port are shut down after the idle
 // limit, talking ones survive, the per-port limit drops the surplus at once,
-// other ports are never touched, and the destructor does not wait a period.
+// other ports are never touched, the destructor does not wait a period, and
+// with nothing left to watch the watchdog stops scanning until an accept.
 
 #include "base/net/connection_watchdog.hpp"
 
@@ -106,6 +107,18 @@ size_t count_reaching(const connection_watchdog& dog, size_t n,
   return dog.shut_down_count();
 }
 
+/// True once `pred` holds, within `timeout`.
+template <class Pred>
+bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
+  auto deadline = steady::now() + timeout;
+  while (!pred()) {
+    if (steady::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
 connection_watchdog::options opts(std::chrono::milliseconds idle, std::chrono::milliseconds period,
                                   size_t max_connections = 1024) {
   connection_watchdog::options o;
@@ -195,6 +208,19 @@ TEST_CASE("connections on an unwatched port are never touched") {
   auto [client2, server2] = other.connect();
   CHECK_FALSE(sees_eof(client2.fd, 400ms));
   CHECK(dog.shut_down_count() == 0);
+}
+
+TEST_CASE("with no connection to watch the watchdog sleeps, and an accept wakes it") {
+  listener lst;
+  connection_watchdog dog{opts(300ms, 50ms)};
+  dog.watch(lst.port);
+  CHECK(wait_for([&] { return !dog.scanning(); }, 1000ms)); // one scan found nothing
+  auto [client, server] = lst.connect(); // accept() goes through the port guard
+  CHECK(dog.scanning());
+  // A plain connection never proves itself: watched until it is shut down.
+  CHECK(sees_eof(client.fd, 2000ms));
+  CHECK(count_reaching(dog, 1) == 1);
+  CHECK(wait_for([&] { return !dog.scanning(); }, 1000ms));
 }
 
 TEST_CASE("the destructor returns without waiting out the period") {

@@ -2,10 +2,12 @@
 // actor systems with mutual TLS on loopback: a handshake that waits for a
 // silent peer costs no CPU on either side (CAF 0.17.6 alone spins a thread
 // at 100 % of a core: issue #1060), and handshakes with live peers still
-// complete, with no socket left waiting afterwards.
+// complete, with no socket left waiting afterwards; the connection watchdog
+// stops scanning once such a peer proved itself.
 
 #include "base/internal/actor_system.hpp"
 #include "base/net/cert_authority.hpp"
+#include "base/net/connection_watchdog.hpp"
 #include "base/net/tls_handshake.hpp"
 #include "base/net/transport.hpp"
 #include <hvactor/tls.hpp>
@@ -154,6 +156,41 @@ TEST_CASE("handshakes with live peers complete, and nothing is left waiting") {
     }
     CHECK(hvactor::tls_handshake::pauses() > pauses_before); // both sides waited for a flight
     CHECK(hvactor::tls_handshake::waiting() == 0);
+  }
+  hvactor::transport::unpublish(*server, actor, *port);
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("the connection watchdog lets an authenticated live peer be, and then sleeps") {
+  hvactor_test::temp_dir tmp{"hvactor-tls-pace"};
+  auto dir = tmp.path.string();
+  tls::make_certificates(dir, {"server", "client"});
+  tls_system server{dir, "server"};
+  auto actor = server->spawn(echo);
+  auto port = hvactor::transport::publish(*server, actor, 0, "127.0.0.1");
+  REQUIRE(port);
+  // Heartbeats every 2 s: an idle limit of 3 s keeps the live peer.
+  hvactor::connection_watchdog::options o;
+  o.idle_limit = 3s;
+  o.period = 200ms;
+  hvactor::connection_watchdog dog{o};
+  dog.watch(*port);
+  {
+    tls_system client{dir, "client"};
+    auto found = hvactor::transport::connect(*client, "127.0.0.1", *port, 5s);
+    REQUIRE(found);
+    CHECK(dog.scanning()); // an accepted connection: not proven yet
+    // Proven once it received a heartbeat after it was 3 s old.
+    bool slept = false;
+    for (int i = 0; i < 60 && !slept; ++i) {
+      std::this_thread::sleep_for(100ms);
+      slept = !dog.scanning();
+    }
+    CHECK(slept);
+    CHECK(dog.shut_down_count() == 0);
+    auto reply = hvactor::ask<std::string>(*client, caf::actor_cast<caf::actor>(*found), 5s,
+                                           std::string{"still there"});
+    CHECK(reply);
   }
   hvactor::transport::unpublish(*server, actor, *port);
   caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);

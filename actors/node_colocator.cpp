@@ -17,6 +17,7 @@
 #include "base/internal/log.hpp"
 #include "base/internal/knobs.hpp"
 #include "actors/internal/output_window.hpp"
+#include "actors/internal/usage_pacer.hpp"
 #include "base/internal/process.hpp"
 #include "actors/internal/worker_env.hpp"
 #include "collectives/shm/segment.hpp"
@@ -37,6 +38,7 @@ struct colocator_state {
   std::map<int32_t, std::shared_ptr<output_window>> windows;   // by world rank (launch)
   bool stopping = false;
   bool driver_lost = false;
+  detail::usage_pacer usage; // when the dashboard gets a sample
   std::vector<caf::typed_response_promise<bool>> stop_promises;
   static inline const char* name = "node_colocator";
 };
@@ -72,8 +74,9 @@ bool read_usage(int pid, rank_stat& out) {
   return true;
 }
 
-// Sends the coordinator its workers' usage, for the dashboard; again after
-// board_limits::sample_interval while they run.
+// Sends the coordinator its workers' usage, for the dashboard, when it
+// changed; looks again while they run, less often while it does not
+// (usage_pacer.hpp).
 void sample(colocator_actor self) {
   auto& st = self->state;
   if (st.stopping || st.children.empty())
@@ -89,9 +92,9 @@ void sample(colocator_actor self) {
       // a malformed /proc line: no sample this time
     }
   }
-  if (!stats.ranks.empty())
+  if (!stats.ranks.empty() && st.usage.take(stats))
     self->send(st.coord, rank_stats_atom_v, std::move(stats));
-  self->delayed_send(self, board_limits::sample_interval, sample_atom_v);
+  self->delayed_send(self, st.usage.next_wait(), sample_atom_v);
 }
 
 void finish_if_done(colocator_actor self) {

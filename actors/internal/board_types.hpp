@@ -30,6 +30,9 @@ namespace hvactor::proto {
 namespace board_limits {
 inline constexpr auto job_interval = std::chrono::milliseconds(1000);
 inline constexpr auto sample_interval = std::chrono::milliseconds(2000);
+/// While a colocator's samples do not change, it looks less often, up to
+/// this (usage_pacer.hpp): a job that turns busy shows within it.
+inline constexpr auto max_sample_interval = std::chrono::milliseconds(16000);
 /// How long an ending job waits for the head to take its last view: a
 /// round trip to a live head, and short enough that a driver whose head is
 /// going away too (scancel of a Slurm job) still exits promptly.

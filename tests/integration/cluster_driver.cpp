@@ -6,6 +6,9 @@
 //   cluster_driver --address A [TLS] pack N [OPTIONS]      num_workers=N
 //   cluster_driver --address A [TLS] hold N SECONDS [OPTIONS]
 //       num_workers=N, then a call that sleeps SECONDS in every worker
+//   cluster_driver --address A [TLS] idle H W SECONDS [OPTIONS]
+//       num_hosts=H x num_workers_per_host=W; every rank hvd::init()s, then
+//       the job sits idle for SECONDS (IDLE when it begins) and shuts down
 //   cluster_driver --address A [TLS] ship-twice N [OPTIONS]
 //   cluster_driver --address A [TLS] twice-after N FILE [OPTIONS]  a job, PAUSED, a job once FILE exists
 //       two jobs of num_workers=N one after the other, same binary
@@ -25,6 +28,7 @@
 //   RESULT <value per rank>           hold: the sleeping call's results
 //   ERROR <class>: <message>          any exception (message on one line)
 //   ELAPSED <ms>                      hold: the call; else start()'s attempt
+//   IDLE <monotonic ms>               idle: every rank initialized its collectives
 //   STOPPING <monotonic ms>           right before shutdown()
 //   DONE <monotonic ms>               after shutdown()
 // Exit code: 0 when the mode succeeded, 1 after an ERROR, 2 on bad usage.
@@ -70,6 +74,12 @@ std::string describe_worker() {
 int sleep_then_rank(int seconds) {
   ::sleep(static_cast<unsigned>(seconds));
   return std::atoi(env_or("HOROVOD_RANK", "-1").c_str());
+}
+
+/// Initializes the worker's collectives (and leaves them up), returns its rank.
+int init_collectives() {
+  hvactor::hvd::init();
+  return hvactor::hvd::rank();
 }
 
 long long now_ms() {
@@ -228,6 +238,21 @@ int hold(hvactor::runtime& rt, const command& cmd) {
   return rc;
 }
 
+/// idle H W SECONDS: a job whose ranks initialized their collectives and
+/// then wait, doing nothing, for SECONDS (an idle job, as after hvd::init()).
+int idle(hvactor::runtime& rt, const command& cmd) {
+  hvactor::executor_options opts{.num_hosts = cmd.number(1),
+                                 .num_workers_per_host = cmd.number(2)};
+  hvactor::executor ex{rt, settings_of(cmd), opts};
+  ex.start();
+  print_started(ex);
+  say("RESULT" + join(ex.run(&init_collectives)));
+  say("IDLE " + std::to_string(now_ms()));
+  std::this_thread::sleep_for(std::chrono::seconds(cmd.number(3)));
+  stop(ex);
+  return 0;
+}
+
 /// twice-after N FILE: a job of N workers, then PAUSED, then (once FILE
 /// exists) a second job in the same process: a long-lived driver.
 int twice_after(hvactor::runtime& rt, const command& cmd) {
@@ -249,8 +274,11 @@ int run_mode(hvactor::runtime& rt, const command& cmd) {
     return hold(rt, cmd);
   if (mode == "twice-after")
     return twice_after(rt, cmd);
+  if (mode == "idle")
+    return idle(rt, cmd);
   if (mode != "hosts" && mode != "pack" && mode != "ship-twice")
-    throw usage_error("unknown mode '" + mode + "' (hosts, pack, hold, ship-twice, twice-after)");
+    throw usage_error("unknown mode '" + mode
+                      + "' (hosts, pack, hold, idle, ship-twice, twice-after)");
   hvactor::executor_options opts;
   if (mode == "hosts") {
     opts.num_hosts = cmd.number(1);

@@ -1,5 +1,8 @@
 #include "doubling.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 #include <gloo/types.h>
 
 #include "collectives/shm/reduce.hpp"
@@ -73,6 +76,72 @@ void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data,
   if (me + p < n) {
     mine->send(me + p, slot);
     mine->waitSend(timeout);
+  }
+}
+
+void doubling_allgatherv(const std::shared_ptr<::gloo::Context>& ctx, const void* in, void* out,
+                         std::span<const size_t> bytes, uint32_t tag,
+                         std::chrono::milliseconds timeout) {
+  int n = ctx->size, me = ctx->rank;
+  int p = power_of_two_below(n);
+  std::vector<size_t> at(static_cast<size_t>(n) + 1, 0);
+  for (size_t r = 0; r < static_cast<size_t>(n); ++r)
+    at[r + 1] = at[r] + bytes[r];
+  auto* base = static_cast<char*>(out);
+  auto mine = static_cast<size_t>(me);
+  if (bytes[mine] > 0 && in != base + at[mine])
+    std::memmove(base + at[mine], in, bytes[mine]);
+  if (at.back() == 0 || n == 1)
+    return;
+  auto buf = ctx->createUnboundBuffer(base, at.back());
+  auto slot = ::gloo::Slot::build(doubling_slot_prefix, tag);
+  int pending_sends = 0, pending_recvs = 0;
+  // The blocks of ranks [lo, hi) (clamped to n), to or from `peer`; empty
+  // ones are skipped on both sides (every rank knows every size).
+  auto move = [&](bool send, int peer, int lo, int hi, uint8_t k) {
+    auto from = at[static_cast<size_t>(std::min(lo, n))];
+    auto len = at[static_cast<size_t>(std::min(hi, n))] - from;
+    if (len == 0)
+      return;
+    if (send) {
+      buf->send(peer, slot + k, from, len);
+      ++pending_sends;
+    } else {
+      buf->recv(peer, slot + k, from, len);
+      ++pending_recvs;
+    }
+  };
+  auto wait = [&] {
+    for (; pending_sends > 0; --pending_sends)
+      buf->waitSend(timeout);
+    for (; pending_recvs > 0; --pending_recvs)
+      buf->waitRecv(timeout);
+  };
+  if (me >= p) {
+    move(true, me - p, me, me + 1, 0);
+    wait();
+    move(false, me - p, 0, n, 1);
+    wait();
+    return;
+  }
+  if (me + p < n) {
+    move(false, me + p, me + p, me + p + 1, 0);
+    wait();
+  }
+  // After the step for distance d, this rank holds the blocks of its
+  // aligned group of 2d ranks below p and of their partners past p.
+  for (int d = 1; d < p; d *= 2) {
+    int peer = me ^ d;
+    int ours = me & ~(d - 1), theirs = peer & ~(d - 1);
+    move(false, peer, theirs, theirs + d, 2);
+    move(false, peer, theirs + p, theirs + d + p, 3);
+    move(true, peer, ours, ours + d, 2);
+    move(true, peer, ours + p, ours + d + p, 3);
+    wait();
+  }
+  if (me + p < n) {
+    move(true, me + p, 0, n, 1);
+    wait();
   }
 }
 

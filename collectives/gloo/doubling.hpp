@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <gloo/context.h>
@@ -29,7 +30,18 @@ void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data,
                         hvd::dtype t, hvd::op o, std::vector<std::byte>& scratch, uint32_t tag,
                         std::chrono::milliseconds timeout);
 
-/// The peers `rank` exchanges messages with in doubling_allreduce among
+/// Allgathers by recursive doubling: rank r's `bytes[r]` bytes at `in` land
+/// in `out` at the sum of the ranks' before it, on every rank (`in` may be
+/// that place in `out`). The same steps as doubling_allreduce, each
+/// carrying the blocks the two ranks have so far (ranks past p hand over
+/// their block first and get all of `out` at the end): log2(p) steps where
+/// Gloo's ring allgatherv takes n - 1. `tag` as for doubling_allreduce.
+void doubling_allgatherv(const std::shared_ptr<::gloo::Context>& ctx, const void* in, void* out,
+                         std::span<const size_t> bytes, uint32_t tag,
+                         std::chrono::milliseconds timeout);
+
+/// The peers `rank` exchanges messages with in doubling_allreduce and
+/// doubling_allgatherv among
 /// `size` ranks (the same relation seen from either end).
 std::vector<int> doubling_peers(int rank, int size);
 

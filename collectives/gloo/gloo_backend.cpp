@@ -74,6 +74,13 @@ public:
       return;
     guarded([&] { return fmt::format("hvd::allgather ({} x {} in all)", hvd::to_string(t), total); },
             [&] {
+              if (algorithm_.doubling_allgather(total * hvd::size_of(t), topo_.size)) {
+                std::vector<size_t> bytes(counts.begin(), counts.end());
+                for (auto& b : bytes)
+                  b *= hvd::size_of(t);
+                need(doubling_peers(topo_.rank, topo_.size));
+                return doubling_allgatherv(ctx_, in, out, bytes, next_tag(), timeout_);
+              }
               need(mesh_peers::ring(topo_.rank, topo_.size));
               gloo_calls::allgatherv(ctx_, in, out, counts, t, next_tag(), timeout_);
             });

@@ -88,6 +88,15 @@ public:
     return allreduce_algorithm::ring;
   }
 
+  /// Whether an allgather of `total` bytes in all among `ranks` ranks goes
+  /// by recursive doubling (log2(n) steps) instead of Gloo's ring (n - 1):
+  /// from doubling_min_ranks while `total` is within the gather bound, and
+  /// never while the ring is forced (HVACTOR_GLOO_ALLREDUCE=ring).
+  bool doubling_allgather(size_t total, int ranks) const noexcept {
+    return forced_ != allreduce_algorithm::ring && ranks >= doubling_min_ranks
+           && total <= gather_max_;
+  }
+
   /// The forced algorithm, or nullopt when automatic.
   std::optional<allreduce_algorithm> forced() const noexcept {
     return forced_;

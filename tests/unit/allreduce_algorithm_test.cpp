@@ -93,6 +93,20 @@ TEST_CASE("over a network the automatic policy gathers only while ranks x bytes 
   CHECK(ring.choose(64 << 20, 2) == allreduce_algorithm::gather);
 }
 
+TEST_CASE("an allgather goes by recursive doubling from 4 ranks within the gather bound, unless "
+          "the ring is forced") {
+  allreduce_algorithm_policy p;
+  CHECK_FALSE(p.doubling_allgather(4, 2));
+  CHECK_FALSE(p.doubling_allgather(4, 3));
+  CHECK(p.doubling_allgather(4, 4));
+  CHECK(p.doubling_allgather(4096 * kib, 128));
+  CHECK_FALSE(p.doubling_allgather(4096 * kib + 1, 4));
+  CHECK(p.over_network().doubling_allgather(512 * kib, 64));
+  CHECK_FALSE(p.over_network().doubling_allgather(512 * kib + 1, 64));
+  CHECK_FALSE(allreduce_algorithm_policy{allreduce_algorithm::ring}.doubling_allgather(4, 8));
+  CHECK(allreduce_algorithm_policy{allreduce_algorithm::gather}.doubling_allgather(4, 8));
+}
+
 TEST_CASE("a forced algorithm is taken for every size and rank count") {
   for (auto forced :
        {allreduce_algorithm::ring, allreduce_algorithm::bcube, allreduce_algorithm::gather,

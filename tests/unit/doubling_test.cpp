@@ -1,5 +1,5 @@
-// Recursive doubling (collectives/gloo/doubling.hpp), the allreduce of small
-// messages among many ranks: n in-process ranks on loopback, each with its
+// Recursive doubling (collectives/gloo/doubling.hpp), the allreduce and
+// allgather of small messages among many ranks: n in-process ranks on loopback, each with its
 // own Gloo device and hvactor's mesh. Every rank ends with the exact sum of
 // integers, the same min, and the same bits of a float sum whose order of
 // additions changes its value, for n = 2 to 9 (powers of two and the ranks
@@ -11,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +134,33 @@ TEST_CASE("every rank gets the exact integer sum, the min, and the same float bi
     // small terms added to it): only its bits must agree; the second sums
     // without loss.
     CHECK(floats[0][1] == doctest::Approx(0.05 * n * (n - 1)).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("every rank gets every rank's block in rank order by doubling_allgatherv, for 2 to 9 "
+          "ranks, blocks of 0 to 300 bytes") {
+  for (int n = 2; n <= 9; ++n) {
+    CAPTURE(n);
+    auto ctx = mesh_of(n);
+    // Rank r's block: (r * 37) % 301 bytes (rank 0 and some others empty),
+    // each byte r + 1.
+    std::vector<size_t> bytes;
+    std::string expected;
+    for (int r = 0; r < n; ++r) {
+      bytes.push_back(static_cast<size_t>(r * 37 % 301) * (r % 3 == 1 ? 0 : 1));
+      expected += std::string(bytes.back(), static_cast<char>(r + 1));
+    }
+    std::vector<std::string> got(static_cast<size_t>(n));
+    on_every_rank(n, [&](int r) {
+      auto i = static_cast<size_t>(r);
+      std::string mine(bytes[i], static_cast<char>(r + 1));
+      got[i].assign(expected.size(), '\0');
+      doubling_allgatherv(ctx[i], mine.data(), got[i].data(), bytes, 4, 5s);
+    });
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CHECK(got[static_cast<size_t>(r)] == expected);
+    }
   }
 }
 

@@ -130,7 +130,7 @@ launcher::launcher(runtime& rt, settings s, launch_options opts) {
 
 launcher::~launcher() = default;
 
-int launcher::run(const std::atomic<int>& stop) {
+int launcher::run(stop_request& stop) {
   auto& st = *impl_;
   coordinator_config cfg;
   cfg.job_id = fmt::format("run-{}-{}", ::getpid(), st.rt.next_job++);
@@ -165,20 +165,26 @@ int launcher::run(const std::atomic<int>& stop) {
     if (auto err = session->shutdown())
       log::warn("not every rank stopped cleanly: {}", describe(err));
   };
-  // The job's end arrives as one answer; the main thread polls it so that
-  // a signal can interrupt the wait.
+  // The job's end arrives as one answer; the main thread sleeps until it
+  // or a stop comes (`stop` outlives the job: hvactor-run's, static).
   auto ended = std::make_shared<std::promise<caf::expected<job_exit>>>();
   auto outcome = ended->get_future();
-  session->launch([ended](caf::expected<job_exit> out) { ended->set_value(std::move(out)); });
-  while (outcome.wait_for(knobs::launcher_poll) != std::future_status::ready) {
-    if (int sig = stop.load(); sig != 0) {
-      // hvactor-run's signal waiter bounds this stop (and the teardown of
-      // the cluster it brought up) even when a write to our own output
-      // blocks: tools/hvactor_run/main.cpp.
-      fmt::print(stderr, "hvactor-run: received signal {}: stopping every rank\n", sig);
-      shutdown();
-      return 128 + sig;
-    }
+  session->launch([ended, &stop](caf::expected<job_exit> out) {
+    ended->set_value(std::move(out));
+    stop.notify();
+  });
+  auto job_ended = [&] {
+    return outcome.wait_for(std::chrono::seconds{0}) == std::future_status::ready;
+  };
+  stop.wait(job_ended);
+  if (!job_ended()) {
+    // A stop: hvactor-run's signal waiter bounds it (and the teardown of
+    // the cluster it brought up) even when a write to our own output
+    // blocks: tools/hvactor_run/main.cpp.
+    int sig = stop.signal();
+    fmt::print(stderr, "hvactor-run: received signal {}: stopping every rank\n", sig);
+    shutdown();
+    return 128 + sig;
   }
   auto out = outcome.get();
   shutdown(); // stops the ranks still running (none when all exited)

@@ -311,10 +311,6 @@ inline constexpr uint64_t shipping_bytes_per_second = 10'000'000;
 /// colocators to reap them and release their reservations.
 inline constexpr auto shutdown_slack = 10s;
 
-/// hvactor-run's main thread checks for SIGINT/SIGTERM this often while
-/// the job runs: a signal stops every rank within about this long.
-inline constexpr auto launcher_poll = 100ms;
-
 /// hvactor-run after SIGTERM/SIGINT: the ranks get this long to stop
 /// (leave_grace + stop_grace, reaping, slack) plus the teardown bound of a
 /// cluster it brought up (-H, Slurm); then it exits anyway, the ranks with

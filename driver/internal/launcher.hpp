@@ -9,6 +9,7 @@
 
 #include "hvactor/runtime.hpp"
 #include "hvactor/settings.hpp"
+#include "driver/internal/stop_request.hpp"
 
 namespace hvactor {
 
@@ -61,9 +62,9 @@ public:
   /// Runs the job to its end and returns the exit code: 0 when every rank
   /// exited 0; the first failed rank's exit code (128 + signal when killed)
   /// otherwise, after stopping the other ranks; 1 when the job could not
-  /// start. A non-zero `stop` (a signal number, set from another thread)
-  /// stops every rank on every node and returns 128 + that number.
-  int run(const std::atomic<int>& stop);
+  /// start. A stop requested from another thread (a signal number) stops
+  /// every rank on every node and returns 128 + that number.
+  int run(stop_request& stop);
 
   struct impl;
 

@@ -11,7 +11,7 @@
 namespace hvactor::run_tool {
 
 int run_driver(const launch_options& o, const std::string& address, const tls::config& tls,
-               std::atomic<int>& stop) {
+               stop_request& stop) {
   process_spec spec;
   spec.executable = find_program(o.program);
   spec.args = {o.program};
@@ -24,14 +24,15 @@ int run_driver(const launch_options& o, const std::string& address, const tls::c
   spec.echo_stderr = true;
   std::promise<process_exit> done;
   auto ended = done.get_future();
-  auto child = child_process::start(spec, [&done](process_exit ex) { done.set_value(ex); });
-  bool signalled = false;
-  while (ended.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-    if (int sig = stop.load(); sig != 0 && !signalled) {
-      child->signal(sig);
-      signalled = true;
-    }
-  }
+  auto child = child_process::start(spec, [&done, &stop](process_exit ex) {
+    done.set_value(ex);
+    stop.notify();
+  });
+  // Asleep until the driver exits or a signal comes (passed on once).
+  auto exited = [&] { return ended.wait_for(std::chrono::seconds{0}) == std::future_status::ready; };
+  stop.wait(exited);
+  if (!exited())
+    child->signal(stop.signal());
   auto ex = ended.get();
   if (ex.signal != 0) {
     fmt::print(stderr, "hvactor-run: the driver {} ended with {}\n", o.program,

@@ -16,6 +16,6 @@ namespace hvactor::run_tool {
 /// (`stop`) are passed on. Returns its exit code (128 + signal when
 /// killed).
 int run_driver(const launch_options& o, const std::string& address, const tls::config& tls,
-               std::atomic<int>& stop);
+               stop_request& stop);
 
 } // namespace hvactor::run_tool

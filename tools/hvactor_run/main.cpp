@@ -35,7 +35,7 @@ using namespace hvactor;
 // up. Past it the process ends at once, even when a write to its own output
 // blocks (no message, no flush: both could block on that same output).
 struct stop_signal {
-  std::atomic<int> sig{0};
+  stop_request request;
   std::atomic<std::chrono::milliseconds::rep> limit_ms{0};
 };
 
@@ -50,7 +50,7 @@ stop_signal& stop_on_signals() {
     int sig = 0;
     if (sigwait(&stop_signals, &sig) != 0)
       return;
-    stop.sig = sig;
+    stop.request.request(sig);
     auto limit = std::chrono::milliseconds{stop.limit_ms.load()};
     if (limit.count() == 0)
       return;
@@ -77,7 +77,7 @@ int launch(run_tool::run_request& r, stop_signal& stop) {
     slurm.emplace(*r.allocation,
                   cluster::slurm_cluster_options{cluster::node_binary(), r.bind, r.timeout});
     if (r.driver)
-      return run_tool::run_driver(r.launch, slurm->address(), slurm->driver_tls(), stop.sig);
+      return run_tool::run_driver(r.launch, slurm->address(), slurm->driver_tls(), stop.request);
     teardown += cluster::slurm_cluster::teardown_bound;
     r.runtime_args.insert(r.runtime_args.end(), {"--address", slurm->address()});
     for (auto& a : cluster::tls_args(slurm->driver_tls()))
@@ -92,7 +92,7 @@ int launch(run_tool::run_request& r, stop_signal& stop) {
   s.placement_timeout = r.timeout;
   launcher run{rt, s, r.launch};
   stop.limit_ms = (std::chrono::milliseconds{knobs::launcher_stop_limit} + teardown).count();
-  return run.run(stop.sig);
+  return run.run(stop.request);
 }
 
 } // namespace

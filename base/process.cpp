@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -222,6 +223,9 @@ int pump_until_reaped(pid_t pid, child_output& output) {
 // Runs on the monitor thread: start, pump stderr (and stdout), reap, report.
 void monitor(process_spec spec, std::shared_ptr<child_process::state> st,
              child_process::exit_handler on_exit, std::promise<int> started) {
+  // Named for per-thread tables: it inherited its creator's ("caf.multiplexer"
+  // on a node), where its 50 ms polls once passed for the multiplexer's.
+  ::pthread_setname_np(::pthread_self(), "hvactor.child");
   prepared_exec prep{spec};
   child_pipes pipes;
   if (int err = open_pipes(spec, pipes); err != 0) {

@@ -101,6 +101,9 @@ int paced_timeout(pacer_state& s, int epfd, const void* caller) {
       hvactor::port_guard::libc::close(efd);
       return gloo_timeout_ms;
     }
+    // Gloo's loop thread inherits its creator's name ("caf.actor" in a
+    // worker), which hid its CPU among the actors' in per-thread tables.
+    ::pthread_setname_np(::pthread_self(), "gloo.loop");
     i = s.sets.emplace(epfd, paced_set{efd, {}, ::pthread_self()}).first;
     s.entries = s.sets.size() + s.not_gloo.size();
   }

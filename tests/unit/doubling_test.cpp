@@ -22,9 +22,11 @@
 #include "collectives/gloo/doubling.hpp"
 #include "collectives/gloo/peer_abort.hpp"
 #include "collectives/gloo/peer_addresses.hpp"
+#include "in_process_ranks.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::collectives;
+using hvactor::test::on_every_rank;
 namespace hvd = hvactor::hvd;
 
 namespace {
@@ -60,18 +62,6 @@ std::vector<std::shared_ptr<abortable_context>> mesh_of(int n) {
     d.get();
   }
   return ctx;
-}
-
-// Runs body(rank) on every rank at once and waits for all.
-template <class Body>
-void on_every_rank(int n, Body body) {
-  std::vector<std::future<void>> done;
-  for (int r = 0; r < n; ++r)
-    done.push_back(std::async(std::launch::async, body, r));
-  for (auto& d : done) {
-    REQUIRE(d.wait_for(15s) == std::future_status::ready);
-    d.get();
-  }
 }
 
 } // namespace

@@ -25,9 +25,11 @@
 #include "collectives/gloo/mesh_peers.hpp"
 #include "collectives/gloo/peer_abort.hpp"
 #include "collectives/gloo/peer_addresses.hpp"
+#include "in_process_ranks.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::collectives;
+using hvactor::test::on_every_rank;
 namespace hvd = hvactor::hvd;
 
 namespace {
@@ -56,17 +58,6 @@ struct ranks {
                                                  cards, 5s));
   }
 };
-
-template <class Body>
-void on_every_rank(int n, Body body) {
-  std::vector<std::future<void>> done;
-  for (int r = 0; r < n; ++r)
-    done.push_back(std::async(std::launch::async, body, r));
-  for (auto& d : done) {
-    REQUIRE(d.wait_for(15s) == std::future_status::ready);
-    d.get();
-  }
-}
 
 template <class Peers>
 void check_symmetric(int n, Peers peers_of) {

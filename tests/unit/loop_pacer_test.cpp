@@ -43,15 +43,10 @@ long wakeups() {
   return sum;
 }
 
-} // namespace
-
-TEST_SUITE("loop pacer") {
-
-TEST_CASE("an idle Gloo device's loop sleeps, and its context and device still go at once") {
-  ::gloo::rendezvous::HashStore store;
-  ::gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
-  auto device = ::gloo::transport::tcp::CreateDevice(attr);
+// Two ranks of one process connected through `store` on `device`.
+std::vector<std::shared_ptr<::gloo::rendezvous::Context>>
+two_ranks(::gloo::rendezvous::HashStore& store,
+          std::shared_ptr<::gloo::transport::Device>& device) {
   std::vector<std::shared_ptr<::gloo::rendezvous::Context>> ctx(2);
   std::vector<std::thread> connect;
   for (int r = 0; r < 2; ++r)
@@ -62,6 +57,19 @@ TEST_CASE("an idle Gloo device's loop sleeps, and its context and device still g
     });
   for (auto& t : connect)
     t.join();
+  return ctx;
+}
+
+} // namespace
+
+TEST_SUITE("loop pacer") {
+
+TEST_CASE("an idle Gloo device's loop sleeps, and its context and device still go at once") {
+  ::gloo::rendezvous::HashStore store;
+  ::gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = ::gloo::transport::tcp::CreateDevice(attr);
+  auto ctx = two_ranks(store, device);
   std::this_thread::sleep_for(1200ms); // past the busy window of the connects
   CHECK(hvactor::loop_pacer::paced_loops() >= 1);
   auto before = wakeups();
@@ -85,18 +93,7 @@ TEST_CASE("a Gloo device destroyed long after its last context still goes at onc
   ::gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
   auto device = ::gloo::transport::tcp::CreateDevice(attr);
-  {
-    std::vector<std::shared_ptr<::gloo::rendezvous::Context>> ctx(2);
-    std::vector<std::thread> connect;
-    for (int r = 0; r < 2; ++r)
-      connect.emplace_back([&, r] {
-        ctx[r] = std::make_shared<::gloo::rendezvous::Context>(r, 2);
-        ctx[r]->setTimeout(10s);
-        ctx[r]->connectFullMesh(store, device);
-      });
-    for (auto& t : connect)
-      t.join();
-  }
+  two_ranks(store, device); // connected, then destroyed
   // Past the busy window of the sockets' removal: the loop sleeps its idle
   // wait, and only the join of its thread wakes it.
   std::this_thread::sleep_for(hvactor::loop_pacer::busy_window + 300ms);

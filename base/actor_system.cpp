@@ -5,6 +5,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -118,16 +121,72 @@ caf::error exited_error(const char* name, const caf::error& reason) {
                                 reason ? ": " + describe(reason) : std::string{}));
 }
 
+namespace {
+
+struct forced_exit_hooks {
+  std::mutex mu;
+  std::vector<std::function<void()>> hooks;
+  bool ran = false;
+};
+
+forced_exit_hooks& exit_hooks() {
+  static auto* hooks = new forced_exit_hooks; // never destroyed: used while exiting
+  return *hooks;
+}
+
+// "caf.multiplexer (ep_poll), caf.worker (futex_wait_queue)": what the
+// process's threads wait in, to tell which part of the system is stuck.
+std::string thread_states() {
+  std::string out;
+  std::error_code ec;
+  for (auto& task : std::filesystem::directory_iterator{"/proc/self/task", ec}) {
+    auto read = [&](const char* name) {
+      std::ifstream in{task.path() / name};
+      std::string text;
+      std::getline(in, text);
+      return text;
+    };
+    out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", read("comm"), read("wchan"));
+  }
+  return out;
+}
+
+} // namespace
+
+void on_forced_exit(std::function<void()> hook) {
+  auto& h = exit_hooks();
+  std::lock_guard<std::mutex> guard{h.mu};
+  h.hooks.push_back(std::move(hook));
+}
+
+void forced_exit(int code) {
+  auto& h = exit_hooks();
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> guard{h.mu};
+    if (!h.ran)
+      hooks.swap(h.hooks);
+    h.ran = true;
+  }
+  for (auto& hook : hooks)
+    hook();
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
 void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::seconds limit) {
   std::mutex mtx;
   std::condition_variable cv;
   bool done = false;
+  auto* registry = &sys->registry(); // alive until ~actor_system returns
+  auto started = std::chrono::steady_clock::now();
   std::thread guard{[&] {
     std::unique_lock<std::mutex> lock{mtx};
     if (!cv.wait_for(lock, limit, [&] { return done; })) {
-      log::error("actor system did not stop within {} s; exiting", limit.count());
-      std::fflush(nullptr);
-      std::_Exit(1);
+      log::error("actor system did not stop within {} s ({} actor(s) still running; threads: "
+                 "{}); exiting",
+                 limit.count(), registry->running(), thread_states());
+      forced_exit(1);
     }
   }};
   sys.reset();
@@ -137,6 +196,10 @@ void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::secon
   }
   cv.notify_all();
   guard.join();
+  log::debug("actor system stopped in {} ms",
+             std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now() - started)
+               .count());
 }
 
 } // namespace hvactor

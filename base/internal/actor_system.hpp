@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -37,8 +38,18 @@ void configure_actor_system(caf::actor_system_config& cfg, size_t max_threads,
 
 /// Destroys `sys` (~actor_system waits for every actor) but ends the process
 /// with exit code 1 if that takes longer than `limit`: a stuck actor must
-/// never hang a program's or a node's exit.
+/// never hang a program's or a node's exit. The error names the actors and
+/// threads still running, and the forced-exit hooks run before the exit.
 void destroy_bounded(std::unique_ptr<caf::actor_system>& sys, std::chrono::seconds limit);
+
+/// Adds `hook` to what runs, once, on this process's thread that forces an
+/// exit (forced_exit): what must not be left behind when the process ends
+/// without unwinding, such as the nodes hvactor-run started over ssh.
+void on_forced_exit(std::function<void()> hook);
+
+/// Runs the forced-exit hooks (the first caller only; a second waits for
+/// nothing and exits), flushes stdio and ends the process with `code`.
+[[noreturn]] void forced_exit(int code);
 
 /// `d` clamped to knobs::longest_wait and to zero: safe to hand to CAF.
 inline std::chrono::milliseconds wait_bound(std::chrono::milliseconds d) {

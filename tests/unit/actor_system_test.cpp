@@ -1,7 +1,15 @@
 // The one way hvactor blocks on a request (ask) never outlives the actor it
-// waits on, and timeouts of any size are safe to hand to CAF.
+// waits on, timeouts of any size are safe to hand to CAF, and a system that
+// does not stop cannot hang a process's exit.
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -108,4 +116,40 @@ TEST_CASE("timeouts of any size are clamped before they reach CAF") {
   system_fixture f;
   auto actor = f.sys->spawn(thrower, false);
   CHECK(*hvactor::ask<int32_t>(*f.sys, actor, ms::max(), int32_t{5}) == 5);
+}
+
+// A system whose actor never ends must not hang the exit: destroy_bounded
+// ends the process (exit 1) once its bound passes, says what still runs,
+// and first runs the forced-exit hooks (hvactor-run stops the nodes it
+// started over ssh there). Run in a child: it ends that process.
+TEST_CASE("destroy_bounded exits with 1 after its bound, naming what runs, after the hooks") {
+  char log_path[] = "/tmp/hvactor-destroy-bounded.XXXXXX";
+  int log_fd = ::mkstemp(log_path);
+  REQUIRE(log_fd >= 0);
+  auto started = std::chrono::steady_clock::now();
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(log_fd, STDERR_FILENO);
+    hvactor::on_forced_exit([] { std::fprintf(stderr, "hook ran\n"); });
+    hvactor::on_forced_exit([] { std::fprintf(stderr, "second hook ran\n"); });
+    system_fixture f;
+    f.sys->spawn([](caf::blocking_actor*) { std::this_thread::sleep_for(30s); });
+    hvactor::destroy_bounded(f.sys, 1s);
+    std::_Exit(0); // not reached when the bound works
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  auto took = std::chrono::steady_clock::now() - started;
+  std::ifstream in{log_path};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  ::close(log_fd);
+  ::unlink(log_path);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(took >= 1s);
+  CHECK(took < 5s);
+  INFO(text);
+  CHECK(text.find("did not stop within 1 s (1 actor(s) still running; threads:") != std::string::npos);
+  CHECK(text.find("hook ran\nsecond hook ran\n") != std::string::npos);
 }

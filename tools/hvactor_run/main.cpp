@@ -9,12 +9,14 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
+#include "base/internal/actor_system.hpp"
 #include "base/internal/knobs.hpp"
 #include "tools/cluster/node_options.hpp"
 #include "tools/cluster/slurm_cluster.hpp"
@@ -60,11 +62,34 @@ stop_signal& stop_on_signals() {
   return stop;
 }
 
-// Brings up the Slurm cluster when there is an allocation, then runs the
-// driver once or the ranks through the launcher.
-int launch(run_tool::run_request& r, stop_signal& stop) {
+// The clusters this run brought up. Torn down after the runtime when the
+// job ends, and also when the process must end without unwinding (a
+// runtime whose actor system does not stop: destroy_bounded's hooks), so
+// that no node outlives its job.
+struct job_clusters {
+  std::mutex mu;
   std::optional<cluster::slurm_cluster> slurm;
   std::optional<run_tool::job_cluster> hosts;
+
+  static job_clusters& get() {
+    static auto* clusters = new job_clusters; // never destroyed: used while exiting
+    return *clusters;
+  }
+  /// When the main thread is tearing them down already, that one goes on.
+  void tear_down(bool wait) {
+    std::unique_lock<std::mutex> lock{mu, std::defer_lock};
+    if (!(wait ? (lock.lock(), true) : lock.try_lock()))
+      return;
+    hosts.reset();
+    slurm.reset();
+  }
+};
+
+// Brings up the Slurm cluster when there is an allocation, then runs the
+// driver once or the ranks through the launcher.
+int run_job(run_tool::run_request& r, stop_signal& stop, job_clusters& clusters) {
+  auto& slurm = clusters.slurm;
+  auto& hosts = clusters.hosts;
   std::chrono::milliseconds teardown{0};
   if (!r.hosts.empty()) {
     hosts.emplace(r.hosts, r.ssh_port, r.ssh_identity, static_cast<int>(r.timeout.count()));
@@ -93,6 +118,18 @@ int launch(run_tool::run_request& r, stop_signal& stop) {
   launcher run{rt, s, r.launch};
   stop.limit_ms = (std::chrono::milliseconds{knobs::launcher_stop_limit} + teardown).count();
   return run.run(stop.request);
+}
+
+int launch(run_tool::run_request& r, stop_signal& stop) {
+  auto& clusters = job_clusters::get();
+  on_forced_exit([&clusters] { clusters.tear_down(false); });
+  struct teardown_at_exit {
+    job_clusters& c;
+    ~teardown_at_exit() {
+      c.tear_down(true);
+    }
+  } at_exit{clusters};
+  return run_job(r, stop, clusters);
 }
 
 } // namespace

@@ -1,0 +1,41 @@
+/* The sizes and call counts both SPMD loops use (spmd_allreduce.cpp and
+ * spmd_allreduce_mpi.cpp): the same for both, so that each size is the same
+ * number of calls on each side. Plain C, as the MPI loop. */
+#ifndef HVACTOR_SPMD_SIZES_H
+#define HVACTOR_SPMD_SIZES_H
+
+#include <stdlib.h>
+
+typedef struct {
+  size_t min, max, factor;
+  int ok;
+} spmd_sizes;
+
+/* Calls per size: as Open MPI's and the OSU benchmarks' loops, many for
+ * small messages, fewer for large ones (about 0.1-1 s each here). */
+static inline int spmd_iters(size_t bytes) {
+  if (bytes <= 8192)
+    return 2000;
+  if (bytes <= (1u << 20))
+    return 200;
+  if (bytes <= (16u << 20))
+    return 40;
+  return 10;
+}
+
+/* [MIN_BYTES MAX_BYTES FACTOR], default 4 B to 64 MiB by 16. */
+static inline spmd_sizes spmd_parse_sizes(int argc, char** argv) {
+  spmd_sizes s = {4, 64u << 20, 16, 1};
+  if (argc == 4) {
+    s.min = strtoull(argv[1], NULL, 10);
+    s.max = strtoull(argv[2], NULL, 10);
+    s.factor = strtoull(argv[3], NULL, 10);
+  } else if (argc != 1) {
+    s.ok = 0;
+  }
+  if (s.min < 4 || s.max < s.min || s.max > (1ull << 31) || s.factor < 2)
+    s.ok = 0;
+  return s;
+}
+
+#endif

@@ -101,8 +101,8 @@ void engine::execute_one(pending_op& p) {
     auto began = std::chrono::steady_clock::now();
     p.run(b);
     b.finish();
-    collectives::count_op(p.op.kind, b.name(), p.op.count * size_of(p.op.type),
-                          std::chrono::steady_clock::now() - began);
+    collectives::count_op(p.op.kind, b.name(), p.op.count * size_of(p.op.type), began,
+                          std::chrono::steady_clock::now());
   } catch (...) {
     err = std::current_exception();
   }
@@ -146,8 +146,8 @@ void engine::execute_batch(std::span<const collectives::fusion_item> batch,
       uint64_t bytes = 0;
       for (auto& item : group)
         bytes += item.op->count * size_of(item.op->type);
-      collectives::count_op(collectives::op_kind::allreduce, b.name(), bytes,
-                            std::chrono::steady_clock::now() - began);
+      collectives::count_op(collectives::op_kind::allreduce, b.name(), bytes, began,
+                            std::chrono::steady_clock::now());
     } catch (...) {
       err = std::current_exception();
     }

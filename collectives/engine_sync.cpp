@@ -160,6 +160,7 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
   auto* tl = opts_.timeline;
   int64_t t1 = tl ? tl->now() : 0;
   std::exception_ptr err;
+  std::chrono::steady_clock::time_point ended{};
   try {
     auto& b = backend_for(op);
     auto began = std::chrono::steady_clock::now();
@@ -169,8 +170,8 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
     else
       body(b);
     b.finish();
-    collectives::count_op(op.kind, b.name(), op.count * size_of(op.type),
-                          std::chrono::steady_clock::now() - began);
+    ended = std::chrono::steady_clock::now();
+    collectives::count_op(op.kind, b.name(), op.count * size_of(op.type), began, ended);
   } catch (...) {
     err = std::current_exception();
   }
@@ -189,7 +190,8 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
   std::lock_guard<std::mutex> lk{mu_};
   progress_ = true;
   idle_rounds_ = 0;
-  last_round_ = std::chrono::steady_clock::now();
+  // The call's end stands for the round's (one clock read less per call).
+  last_round_ = err || tl ? std::chrono::steady_clock::now() : ended;
 }
 
 // Queues solo()'s operation as the general path would have, and finishes

@@ -26,7 +26,17 @@ struct registry {
   std::map<std::pair<std::string, std::string>, totals> by_op;
   bool changed = false;
   std::chrono::steady_clock::time_point last_report{};
+  // The entry counted last (map nodes stay put): a loop of one kind of
+  // call finds it without building a key.
+  op_kind last_kind{};
+  std::string last_path;
+  totals* last = nullptr;
 };
+
+bool under_hvactor() {
+  static const bool set = std::getenv(env::rendezvous_scope) != nullptr;
+  return set;
+}
 
 registry& stats() {
   static registry r;
@@ -43,17 +53,28 @@ std::string encode_locked(const registry& r) {
 } // namespace
 
 void count_op(op_kind kind, std::string_view path, uint64_t bytes,
-              std::chrono::steady_clock::duration took) {
+              std::chrono::steady_clock::time_point began,
+              std::chrono::steady_clock::time_point ended) {
   auto& r = stats();
+  std::string ops;
   {
     std::lock_guard<std::mutex> lk{r.mu};
-    auto& t = r.by_op[{to_string(kind), std::string{path}}];
-    ++t.count;
-    t.bytes += bytes;
-    t.seconds += std::chrono::duration<double>(took).count();
+    if (r.last == nullptr || r.last_kind != kind || r.last_path != path) {
+      r.last = &r.by_op[{to_string(kind), std::string{path}}];
+      r.last_kind = kind;
+      r.last_path = path;
+    }
+    ++r.last->count;
+    r.last->bytes += bytes;
+    r.last->seconds += std::chrono::duration<double>(ended - began).count();
     r.changed = true;
+    if (!under_hvactor() || ended - r.last_report < op_stats_interval)
+      return;
+    r.changed = false;
+    r.last_report = ended;
+    ops = encode_locked(r);
   }
-  report_op_stats();
+  log::event({{"event", "hvactor.collectives"}, {"ops", ops}});
 }
 
 std::string encode_op_stats() {
@@ -63,8 +84,7 @@ std::string encode_op_stats() {
 }
 
 void report_op_stats(std::chrono::steady_clock::duration interval) {
-  static const bool under_hvactor = std::getenv(env::rendezvous_scope) != nullptr;
-  if (!under_hvactor)
+  if (!under_hvactor())
     return;
   auto& r = stats();
   std::string ops;

@@ -12,13 +12,14 @@ namespace hvactor::collectives::shape_check {
 namespace {
 
 // FNV-1a over the fields same_shape() compares.
+// A word at a time (FNV-1a a byte at a time took a tenth of a synchronous
+// 4-byte allreduce in shared memory): each word mixed in with a
+// multiply-xorshift step; only equality across ranks of one build matters.
 struct hasher {
   uint64_t h = 14695981039346656037ull;
   void add(uint64_t value) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (value >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
+    h = (h ^ value) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
   }
 };
 

@@ -151,6 +151,36 @@ bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
   }
 }
 
+// Notes the CPU this rank waits on; whether rank `k` last waited there
+// too. If so, and at most every shm_move_interval, this rank moves to
+// another CPU it may run on (its affinity without this CPU for a moment,
+// then as it was): two ranks that yield to each other on one CPU stay
+// there, every step a context switch, while the other CPUs run the load.
+bool communicator::shares_cpu_with(int k) {
+  int cpu = ::sched_getcpu();
+  if (cpu < 0)
+    return false;
+  auto mine = static_cast<uint32_t>(cpu) + 1;
+  seg_->words(group_.local_rank).cpu.store(mine, std::memory_order_relaxed);
+  if (seg_->words(k).cpu.load(std::memory_order_relaxed) != mine)
+    return false;
+  auto now = clock_type::now();
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (now - last_move_ > std::chrono::milliseconds{10}
+      && ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 1
+      && CPU_ISSET(cpu, &allowed)) {
+    last_move_ = now;
+    cpu_set_t elsewhere = allowed;
+    CPU_CLR(cpu, &elsewhere);
+    if (::sched_setaffinity(0, sizeof(elsewhere), &elsewhere) == 0) {
+      ::sched_setaffinity(0, sizeof(allowed), &allowed);
+      return false;
+    }
+  }
+  return true;
+}
+
 void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   auto& words = seg_->words(k);
   auto& value = w == word::posted ? words.posted : words.reduced;
@@ -168,15 +198,21 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     }
   auto start = clock_type::now();
   bool loaded = start < loaded_until_;
-  if (loaded) {
+  // Two unbound ranks that wake each other end up on one CPU (the waker's:
+  // wake-affine), where spinning only keeps the peer off it: yield to it.
+  // Under a load that forks short processes 2 ranks so took 30-35 us a
+  // call, each step a sleep and a wake-up on the shared CPU. Only on a
+  // loaded machine (the sleeps that lead there): the CPU number costs a
+  // third of a quiet 4-byte call here.
+  bool yielding = oversubscribed_ || (loaded && shares_cpu_with(k));
+  if (loaded && !yielding) {
     if (spin_for(value, step, knobs::shm_spin_loaded, false, what))
       return;
   } else {
     // Yielding costs nothing while only local ranks want the cores (they
     // are who gets them): yield for as long as the peer may take to post.
-    auto budget = oversubscribed_ ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield)
-                                  : spin_;
-    if (spin_for(value, step, budget, oversubscribed_, what)) {
+    auto budget = yielding ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield) : spin_;
+    if (spin_for(value, step, budget, yielding, what)) {
       if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
         spin_ -= spin_ / 64;
       return;

@@ -137,6 +137,7 @@ private:
   bool spin_for(std::atomic<uint32_t>& value, uint32_t step, std::chrono::nanoseconds budget,
                 bool yielding, const char* what);
   void saw_preemption(std::chrono::steady_clock::time_point now);
+  bool shares_cpu_with(int k);
   uint32_t progress() const;
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);
@@ -155,6 +156,8 @@ private:
   /// that two ranks do not settle into waking each other late, every step
   /// then costing a wake-up; lowered again while waits end in the spin.
   std::chrono::nanoseconds spin_;
+  /// When shares_cpu_with() last moved this rank off a CPU it shared.
+  std::chrono::steady_clock::time_point last_move_{};
   /// Waits take the loaded strategy until then (a wait saw this thread
   /// lose its core; see the class comment).
   std::chrono::steady_clock::time_point loaded_until_{};

@@ -30,6 +30,9 @@ struct alignas(64) rank_words {
   /// `posted`, read by every rank after it waited for `posted` (so all of
   /// them see the same words and choose the same next chunk).
   std::atomic<uint32_t> loaded{0};
+  /// 1 + the CPU this rank last waited on (0: not yet): a waiter that
+  /// finds its peer on its own CPU yields to it instead of spinning.
+  std::atomic<uint32_t> cpu{0};
 };
 
 /// How many ranks sleep on a rank's words (written by the sleepers); the

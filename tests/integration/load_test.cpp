@@ -5,6 +5,9 @@
 // peer still fails the survivors within 2 s. HVACTOR_BIND_TO=core pins each
 // worker to a core of its own (none when there are more ranks than cores);
 // HOROVOD_THREAD_AFFINITY pins only each worker's engine thread.
+// Under a load that forks short processes (a shell loop per core), small
+// allreduces stay exact and every rank keeps its cores (the communicator
+// moves a rank off a CPU it shares with its peer for a moment only).
 // The hierarchical path under load is hierarchical_test's. Timing targets live in the
 // benchmarks (hvactor-bench --load), not here.
 
@@ -12,8 +15,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -128,6 +133,49 @@ std::string my_cores() {
         out += (out.empty() ? "" : ",") + std::to_string(c);
   return out;
 }
+
+/// 20,000 synchronous one-float allreduces, each exact, then the calling
+/// thread's cores as before them: a rank that finds its peer on its own CPU
+/// moves itself off it for a moment (shm communicator), and must give the
+/// thread its own mask back. "" when all is well.
+std::string small_calls_keep_affinity() {
+  auto before = my_cores();
+  {
+    hvactor::test::hvd_session s;
+    float want = static_cast<float>(hvd::size() * (hvd::size() + 1) / 2);
+    for (int i = 0; i < 20000; ++i) {
+      float x = static_cast<float>(hvd::rank() + 1);
+      hvd::allreduce(std::span<float>(&x, 1), hvd::op::sum);
+      if (x != want)
+        return "call " + std::to_string(i) + " gave " + std::to_string(x);
+    }
+  }
+  auto after = my_cores();
+  return after == before ? "" : "cores " + before + " became " + after;
+}
+
+/// A shell loop per core that starts /bin/true over and over (data loaders,
+/// scripts): short processes that take a core for a moment, again and again.
+struct forking_load {
+  std::vector<pid_t> pids;
+  forking_load() {
+    for (long i = 0; i < std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)); ++i) {
+      pid_t p = ::fork();
+      if (p == 0) {
+        ::execlp("bash", "bash", "-c", "while :; do /bin/true; done", static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      if (p > 0)
+        pids.push_back(p);
+    }
+  }
+  ~forking_load() {
+    for (auto p : pids)
+      ::kill(p, SIGKILL);
+    for (auto p : pids)
+      ::waitpid(p, nullptr, 0);
+  }
+};
 
 /// "<cores> | <backend_info> | <every_collective's complaints>", with the
 /// cores of a thread started after init (they inherit the binding).
@@ -256,6 +304,20 @@ TEST_CASE("with 1 and 2 busy threads per core, every collective over shared memo
                        << " ms");
       ex.shutdown();
     }
+  }
+}
+
+TEST_CASE("under a load that forks short processes, small allreduces stay exact and leave each "
+          "rank's cores as they were, at 2 and 3 ranks") {
+  forking_load load;
+  REQUIRE(!load.pids.empty());
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
+                         {.num_workers = n}};
+    ex.start();
+    CHECK(ex.run(&small_calls_keep_affinity) == std::vector<std::string>(static_cast<size_t>(n), ""));
+    ex.shutdown();
   }
 }
 

@@ -17,6 +17,12 @@
 
 namespace hvactor::collectives::shm {
 
+/// Whether a rank's step word `value` has reached `step` (the counters
+/// wrap around).
+inline bool reached(uint32_t value, uint32_t step) {
+  return static_cast<int32_t>(value - step) >= 0;
+}
+
 /// The ranks of one job on one node that share a segment.
 struct local_group {
   /// This rank's index in the group (its slot), and the group's size.

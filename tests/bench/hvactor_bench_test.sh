@@ -170,6 +170,16 @@ if [ "$(nproc)" -ge 2 ]; then
     && grep -q "; bound to core [0-9]" "$T/bind.out" && grep -q "# load: 1 busy thread(s) per core" "$T/bind.out" \
     && echo "ok: --bind-to auto (default) binds the ranks on one node; --load 1 runs busy threads" \
     || fail "--bind-to auto / --load 1: $(tail -3 "$T/bind.out")"
+  # --load-kind fork: the load threads start short processes, checked results, the header says so
+  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --check --load 1 --load-kind fork \
+    --json "$T/fork.json" > "$T/fork.out" 2>&1 \
+    && grep -q "# load: 1 forking thread(s) per core" "$T/fork.out" \
+    && python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['settings']; sys.exit(s['load_kind'] != 'fork')" "$T/fork.json" \
+    && echo "ok: --load-kind fork runs forking load threads and records them" \
+    || fail "--load-kind fork: $(tail -3 "$T/fork.out")"
+  "$BENCH" allreduce --load-kind sleep > "$T/badkind.out" 2>&1
+  [ $? = 2 ] && grep -q "load-kind must be spin or fork (got 'sleep')" "$T/badkind.out" \
+    && echo "ok: an unknown --load-kind is refused" || fail "--load-kind sleep: $(cat "$T/badkind.out")"
   timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --bind-to none > "$T/nobind.out" 2>&1 \
     && ! grep -q "bound to" "$T/nobind.out" && echo "ok: --bind-to none leaves the ranks unbound" \
     || fail "--bind-to none: $(tail -3 "$T/nobind.out")"

@@ -72,9 +72,12 @@ void declare_sweep_options(cxxopts::Options& p) {
                "sizes; the median round is reported with the rounds' range",
      cxxopts::value<int>()->default_value("4"))
     ("c,check", "check every result (the #wrong column)")
-    ("load", "N busy threads per usable core (default priority, never sleeping) compete for the "
-             "CPUs with hvactor's ranks and every peer for the whole run, as a training job's "
-             "compute threads do during backward", cxxopts::value<int>()->default_value("0"))
+    ("load", "N load threads per usable core (default priority) compete for the CPUs with "
+             "hvactor's ranks and every peer for the whole run (--load-kind)",
+     cxxopts::value<int>()->default_value("0"))
+    ("load-kind", "spin: the load threads compute and never sleep, as a training job's compute "
+                  "threads during backward | fork: each starts /bin/true over and over, as shell "
+                  "loops and data loaders do", cxxopts::value<std::string>()->default_value("spin"))
     ("bind-to", "core: every rank of hvactor and of the mpi peer pinned to a core of its own "
                 "(mpirun's default for 2 ranks; none when there are more ranks than cores) | none "
                 "| auto: core on one node, none across nodes (emulated nodes share the cores) and with "
@@ -130,6 +133,7 @@ void read_method(const cxxopts::ParseResult& o, config& c) {
     throw std::invalid_argument(fmt::format("--rounds must be in 1..100 (got {})", c.rounds));
   c.check = o.count("check") > 0;
   c.load = o["load"].as<int>();
+  c.load_kind = parse_load_kind(o["load-kind"].as<std::string>());
   if (c.load < 0 || c.load > 16)
     throw std::invalid_argument(fmt::format("--load must be in 0..16 busy threads per core (got {})",
                                             c.load));
@@ -310,9 +314,9 @@ void print_header(const config& c, const busy_load& load) {
              "median\n",
              c.rounds);
   if (c.load > 0)
-    fmt::print("# load: {} busy thread(s) per core, {} in all on {} usable cores, for the whole "
+    fmt::print("# load: {} {} thread(s) per core, {} in all on {} usable cores, for the whole "
                "run (hvactor and every peer)\n",
-               c.load, load.threads(), busy_load::usable_cores());
+               c.load, to_string(c.load_kind), load.threads(), busy_load::usable_cores());
   for (auto& p : c.peers)
     fmt::print("# peer {}: {}, {} ranks {}, the same calls per size\n", p, peer_title(p),
                c.where.np,
@@ -355,7 +359,7 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
                        opts};
   ex.start();
   auto sizes = sizes_of(c);
-  busy_load load{c.load};
+  busy_load load{c.load, c.load_kind};
   print_header(c, load);
   progress line;
   std::vector<double> call_us;

@@ -31,13 +31,14 @@ void write_json(const config& c, const std::vector<row>& rows, const std::vector
                    fmt::format("{{\"ranks\": {}, \"num_hosts\": {}, \"per_host\": {}, "
                                "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, "
                                "\"warmup\": {}, \"seconds\": {}, \"rounds\": {}, \"check\": {}, "
-                               "\"backend\": {}, \"device\": {}, \"peers\": [{}]}}",
+                               "\"backend\": {}, \"device\": {}, \"peers\": [{}], "
+                               "\"load\": {}, \"load_kind\": \"{}\"}}",
                                c.where.np, c.where.num_hosts, c.where.per_host,
                                c.iters > 0 ? std::to_string(c.iters) : "\"auto\"",
                                c.warmup >= 0 ? std::to_string(c.warmup) : "\"auto\"", c.seconds,
                                c.rounds,
                                c.check, json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"",
-                               peers));
+                               peers, c.load, c.load_kind == load_type::spin ? "spin" : "fork"));
   for (size_t i = 0; i < rows.size(); ++i) {
     auto& r = rows[i];
     out << fmt::format("    {{\"size\": {}, \"count\": {}, \"type\": \"float\", \"redop\": \"sum\", "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "layout.hpp"
+#include "load.hpp"
 #include "peer.hpp"
 
 namespace hvactor::bench_tool {
@@ -52,6 +53,8 @@ struct config {
   int rounds = 4;
   /// --load: busy threads per core during the whole run.
   int load = 0;
+  /// --load-kind: what those threads do.
+  load_type load_kind = load_type::spin;
   /// --bind-to: core or none.
   std::string bind = "core";
   bool check = false, gpu = false;

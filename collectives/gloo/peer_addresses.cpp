@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -146,8 +147,29 @@ std::vector<mesh_card> exchange_cards(rendezvous_client& client, const std::stri
   if (!got.missing.empty()) {
     // This attempt is over: a retry under the same prefix (hvd::init
     // counts only connections made) must not find this card, whose pairs
-    // are gone.
-    client.erase(key(me));
+    // are gone. The "gone" key, set first, tells the ranks still waiting
+    // that this one came and gave up (its bound ran out first, as it
+    // came first), so that they do not say it never joined.
+    auto gone = [&](int r) { return prefix + "/gone/" + std::to_string(r); };
+    std::vector<std::string> gone_keys;
+    for (int r : got.missing)
+      gone_keys.push_back(gone(r));
+    rendezvous_client::gathered left;
+    left.missing.resize(gone_keys.size());
+    std::iota(left.missing.begin(), left.missing.end(), 0);
+    try {
+      client.set(gone(me), std::vector<char>{'1'});
+      client.erase(key(me));
+      left = client.gather({}, gone_keys, std::chrono::milliseconds{0});
+    } catch (const std::exception&) {
+      // The store is gone too: the timeout is still what to report.
+    }
+    std::vector<int> never, gave_up;
+    for (size_t i = 0; i < got.missing.size(); ++i)
+      (std::find(left.missing.begin(), left.missing.end(), static_cast<int>(i)) == left.missing.end()
+         ? gave_up
+         : never)
+        .push_back(got.missing[i]);
     std::vector<std::string> arrived;
     for (int r = 0; r < size; ++r)
       if (std::find(got.missing.begin(), got.missing.end(), r) == got.missing.end())
@@ -157,12 +179,22 @@ std::vector<mesh_card> exchange_cards(rendezvous_client& client, const std::stri
                                   got.values[static_cast<size_t>(r)].end()),
                       size)
             .host));
+    auto gave_up_text =
+      gave_up.empty() ? std::string{}
+                      : fmt::format("; came but gave up at their own bound: {}", fmt::join(gave_up, ", "));
+    if (never.empty())
+      throw rendezvous_timeout(fmt::format(
+        "hvd::init on rank {} ({}): not every rank of {} was in the collectives rendezvous at once "
+        "(scope '{}', '{}') within {:g} s; arrived: {}{}. Every rank must call hvd::init() within "
+        "the timeout of the others",
+        me, mine.host, size, client.scope(), prefix, bound.count() / 1000.0,
+        fmt::join(arrived, ", "), gave_up_text));
     throw rendezvous_timeout(fmt::format(
       "hvd::init on rank {} ({}): rank{} {} of {} never joined the collectives rendezvous "
-      "(scope '{}', '{}') within {:g} s; arrived: {}. Every rank must call hvd::init(); a rank "
+      "(scope '{}', '{}') within {:g} s; arrived: {}{}. Every rank must call hvd::init(); a rank "
       "that crashed or is still busy before it shows up here",
-      me, mine.host, got.missing.size() == 1 ? "" : "s", fmt::join(got.missing, ", "), size,
-      client.scope(), prefix, bound.count() / 1000.0, fmt::join(arrived, ", ")));
+      me, mine.host, never.size() == 1 ? "" : "s", fmt::join(never, ", "), size, client.scope(),
+      prefix, bound.count() / 1000.0, fmt::join(arrived, ", "), gave_up_text));
   }
   auto& values = got.values;
   std::vector<mesh_card> cards;

@@ -147,6 +147,22 @@ std::string init_unless(int absent) {
   return "joined";
 }
 
+/// Rank 0 calls hvd::init() at once, every other rank but `absent` 1.2 s
+/// later; returns what init threw ("joined" when it did not).
+std::string init_late_unless(int absent) {
+  int rank = std::atoi(std::getenv("HOROVOD_RANK"));
+  if (rank == absent)
+    return "stayed away";
+  if (rank != 0)
+    std::this_thread::sleep_for(1200ms);
+  try {
+    session s;
+  } catch (const hvactor::error& e) {
+    return e.what();
+  }
+  return "joined";
+}
+
 /// After whatever happened before, a full init and allreduce works.
 int64_t init_and_sum() {
   session s;
@@ -618,6 +634,26 @@ TEST_CASE("a rank that never calls init fails the others' init with rendezvous_t
     CHECK(std::chrono::steady_clock::now() - t1 < 5s);
     CHECK(hvactor::test::all_gone(pids, 2s));
   }
+}
+
+TEST_CASE("a rank that came first and gave up at its own bound is not said to have never joined "
+          "the rendezvous: the ranks that came later name only the absent one") {
+  const int n = 4;
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 2s}),
+                       {.num_workers = n}};
+  ex.start();
+  auto said = ex.run(&init_late_unless, 1);
+  REQUIRE(said.size() == static_cast<size_t>(n));
+  CHECK(said[1] == "stayed away");
+  for (int r : {0, 2, 3}) {
+    CAPTURE(r);
+    auto& what = said[static_cast<size_t>(r)];
+    CAPTURE(what);
+    CHECK(contains(what, "rank 1 of 4 never joined the collectives rendezvous"));
+    if (r != 0)
+      CHECK(contains(what, "came but gave up at their own bound: 0"));
+  }
+  ex.shutdown();
 }
 
 TEST_CASE("a rank SIGKILLed in the middle of a long allreduce makes every other rank fail with "

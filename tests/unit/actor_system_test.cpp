@@ -150,6 +150,42 @@ TEST_CASE("destroy_bounded exits with 1 after its bound, naming what runs, after
   CHECK(took >= 1s);
   CHECK(took < 5s);
   INFO(text);
-  CHECK(text.find("did not stop within 1 s (1 actor(s) still running; threads:") != std::string::npos);
+  CHECK(text.find("did not stop within 1 s (an actor still runs; threads:") != std::string::npos);
   CHECK(text.find("hook ran\nsecond hook ran\n") != std::string::npos);
+}
+
+// Every actor ended, and only the system's own teardown hangs (CAF 0.17 now
+// and then misses a detached thread's shutdown; here a hidden detached
+// actor, which no actor count includes, stands for it): destroy_bounded
+// warns and returns after its bound, and the program goes on.
+TEST_CASE("destroy_bounded returns after its bound when only the system's own teardown hangs") {
+  char log_path[] = "/tmp/hvactor-destroy-bounded.XXXXXX";
+  int log_fd = ::mkstemp(log_path);
+  REQUIRE(log_fd >= 0);
+  auto started = std::chrono::steady_clock::now();
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(log_fd, STDERR_FILENO);
+    system_fixture f;
+    f.sys->spawn<caf::hidden>([](caf::blocking_actor*) { std::this_thread::sleep_for(30s); });
+    hvactor::destroy_bounded(f.sys, 1s);
+    std::fprintf(stderr, "went on\n");
+    std::fflush(stderr);
+    std::_Exit(f.sys == nullptr ? 7 : 8);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  auto took = std::chrono::steady_clock::now() - started;
+  std::ifstream in{log_path};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  ::close(log_fd);
+  ::unlink(log_path);
+  INFO(text);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 7);
+  CHECK(took >= 1s);
+  CHECK(took < 5s);
+  CHECK(text.find("own teardown did not finish within 1 s after every actor ended") != std::string::npos);
+  CHECK(text.find("went on") != std::string::npos);
 }

@@ -118,11 +118,17 @@ TEST_CASE("timeouts of any size are clamped before they reach CAF") {
   CHECK(*hvactor::ask<int32_t>(*f.sys, actor, ms::max(), int32_t{5}) == 5);
 }
 
-// A system whose actor never ends must not hang the exit: destroy_bounded
-// ends the process (exit 1) once its bound passes, says what still runs,
-// and first runs the forced-exit hooks (hvactor-run stops the nodes it
-// started over ssh there). Run in a child: it ends that process.
-TEST_CASE("destroy_bounded exits with 1 after its bound, naming what runs, after the hooks") {
+// What a child process did: its wait status, how long it took, its stderr.
+struct child_run {
+  int status = 0;
+  std::chrono::steady_clock::duration took{};
+  std::string text;
+};
+
+// Runs `body` in a forked child with stderr into a file (destroy_bounded
+// may end the process it runs in).
+template <class Body>
+child_run in_child(Body body) {
   char log_path[] = "/tmp/hvactor-destroy-bounded.XXXXXX";
   int log_fd = ::mkstemp(log_path);
   REQUIRE(log_fd >= 0);
@@ -131,27 +137,38 @@ TEST_CASE("destroy_bounded exits with 1 after its bound, naming what runs, after
   REQUIRE(child >= 0);
   if (child == 0) {
     ::dup2(log_fd, STDERR_FILENO);
+    body();
+    std::_Exit(0);
+  }
+  child_run out;
+  REQUIRE(::waitpid(child, &out.status, 0) == child);
+  out.took = std::chrono::steady_clock::now() - started;
+  std::ifstream in{log_path};
+  out.text.assign(std::istreambuf_iterator<char>{in}, {});
+  ::close(log_fd);
+  ::unlink(log_path);
+  return out;
+}
+
+// A system whose actor never ends must not hang the exit: destroy_bounded
+// ends the process (exit 1) once its bound passes, says what still runs,
+// and first runs the forced-exit hooks (hvactor-run stops the nodes it
+// started over ssh there).
+TEST_CASE("destroy_bounded exits with 1 after its bound, naming what runs, after the hooks") {
+  auto run = in_child([] {
     hvactor::on_forced_exit([] { std::fprintf(stderr, "hook ran\n"); });
     hvactor::on_forced_exit([] { std::fprintf(stderr, "second hook ran\n"); });
     system_fixture f;
     f.sys->spawn([](caf::blocking_actor*) { std::this_thread::sleep_for(30s); });
     hvactor::destroy_bounded(f.sys, 1s);
-    std::_Exit(0); // not reached when the bound works
-  }
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  auto took = std::chrono::steady_clock::now() - started;
-  std::ifstream in{log_path};
-  std::string text{std::istreambuf_iterator<char>{in}, {}};
-  ::close(log_fd);
-  ::unlink(log_path);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 1);
-  CHECK(took >= 1s);
-  CHECK(took < 5s);
-  INFO(text);
-  CHECK(text.find("did not stop within 1 s (an actor still runs; threads:") != std::string::npos);
-  CHECK(text.find("hook ran\nsecond hook ran\n") != std::string::npos);
+  });
+  INFO(run.text);
+  CHECK(WIFEXITED(run.status));
+  CHECK(WEXITSTATUS(run.status) == 1);
+  CHECK(run.took >= 1s);
+  CHECK(run.took < 5s);
+  CHECK(run.text.find("did not stop within 1 s (an actor still runs; threads:") != std::string::npos);
+  CHECK(run.text.find("hook ran\nsecond hook ran\n") != std::string::npos);
 }
 
 // Every actor ended, and only the system's own teardown hangs (CAF 0.17 now
@@ -159,33 +176,20 @@ TEST_CASE("destroy_bounded exits with 1 after its bound, naming what runs, after
 // actor, which no actor count includes, stands for it): destroy_bounded
 // warns and returns after its bound, and the program goes on.
 TEST_CASE("destroy_bounded returns after its bound when only the system's own teardown hangs") {
-  char log_path[] = "/tmp/hvactor-destroy-bounded.XXXXXX";
-  int log_fd = ::mkstemp(log_path);
-  REQUIRE(log_fd >= 0);
-  auto started = std::chrono::steady_clock::now();
-  pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::dup2(log_fd, STDERR_FILENO);
+  auto run = in_child([] {
     system_fixture f;
     f.sys->spawn<caf::hidden>([](caf::blocking_actor*) { std::this_thread::sleep_for(30s); });
     hvactor::destroy_bounded(f.sys, 1s);
     std::fprintf(stderr, "went on\n");
     std::fflush(stderr);
     std::_Exit(f.sys == nullptr ? 7 : 8);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  auto took = std::chrono::steady_clock::now() - started;
-  std::ifstream in{log_path};
-  std::string text{std::istreambuf_iterator<char>{in}, {}};
-  ::close(log_fd);
-  ::unlink(log_path);
-  INFO(text);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 7);
-  CHECK(took >= 1s);
-  CHECK(took < 5s);
-  CHECK(text.find("own teardown did not finish within 1 s after every actor ended") != std::string::npos);
-  CHECK(text.find("went on") != std::string::npos);
+  });
+  INFO(run.text);
+  CHECK(WIFEXITED(run.status));
+  CHECK(WEXITSTATUS(run.status) == 7);
+  CHECK(run.took >= 1s);
+  CHECK(run.took < 5s);
+  CHECK(run.text.find("own teardown did not finish within 1 s after every actor ended")
+        != std::string::npos);
+  CHECK(run.text.find("went on") != std::string::npos);
 }

@@ -303,15 +303,10 @@ caf::result<bool> on_shutdown(coord_actor self) {
 }
 
 void on_worker_lost(coord_actor self, int32_t id) {
-  auto& st = self->state;
-  if (st.elastic()) {
+  if (self->state.elastic())
     worker_failed(self, id, "lost its connection to the driver");
-    return;
-  }
-  if (id >= 0 && id < st.size())
-    fail(self, make_error(error_kind::worker_error,
-                          fmt::format("lost the connection to worker {}", worker_label(st, id)),
-                          id));
+  else
+    static_worker_lost(self, id);
 }
 
 coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_config cfg) {

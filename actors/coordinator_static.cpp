@@ -178,13 +178,17 @@ void static_exited(coord_actor self, const worker_exit& ex) {
 }
 
 void static_node_lost(coord_actor self, const std::string& node, const caf::error& reason) {
+  static_node_lost(self, node,
+                   reason && reason != caf::exit_reason::user_shutdown
+                     ? caf::to_string(reason)
+                     : std::string{"the node was shut down"});
+}
+
+void static_node_lost(coord_actor self, const std::string& node, const std::string& why) {
   auto& st = self->state;
   auto& info = st.infos_by_node[node];
   auto where = info.port != 0 ? fmt::format(" at {}:{}", info.address, info.port)
                               : std::string{};
-  auto why = reason && reason != caf::exit_reason::user_shutdown
-               ? caf::to_string(reason)
-               : std::string{"the node was shut down"};
   auto ranks = st.fixed.roster.on_node(node);
   // The other ranks may wait in a collective on the lost ones: a cut link
   // closes no connection, so Gloo would wait out its whole timeout. Closing
@@ -199,6 +203,40 @@ void static_node_lost(coord_actor self, const std::string& node, const caf::erro
                         fmt::format("node '{}'{} left the cluster during the job ({}); its "
                                     "workers are gone: {}",
                                     node, where, why, fmt::join(ranks, ", "))));
+}
+
+void static_worker_lost(coord_actor self, int32_t id) {
+  auto& st = self->state;
+  if (id < 0 || id >= st.size() || st.failure)
+    return;
+  auto lost = [=] {
+    auto& st = self->state;
+    if (!st.failure && st.ph != phase::stopping && st.ph != phase::stopped)
+      fail(self, make_error(error_kind::worker_error,
+                            fmt::format("lost the connection to worker {}", worker_label(st, id)),
+                            id));
+  };
+  // A cut link drops the worker's connection and its node's on separate
+  // heartbeat ticks: ask the node before blaming the worker. Its
+  // colocator's down message (colocator_down) or its silence is node_lost.
+  auto node = st.fixed.roster.node_of(id);
+  auto i = st.colocators.find(node);
+  if (i == st.colocators.end()) {
+    lost();
+    return;
+  }
+  auto bound = knobs::connection_timeout + knobs::heartbeat_interval;
+  self->request(i->second.handle, bound, ping_atom_v)
+    .then([=](int32_t) { lost(); },
+          [=](caf::error& err) {
+            auto& st = self->state;
+            if (!st.failure && st.colocators.count(node) && st.ph != phase::stopping
+                && st.ph != phase::stopped)
+              static_node_lost(self, node,
+                               fmt::format("worker {} lost its connection and the node did "
+                                           "not answer within {} s: {}",
+                                           id, bound.count(), describe(err)));
+          });
 }
 
 void registration_due(coord_actor self) {

@@ -291,6 +291,7 @@ node_colocator::behavior_type colocator_impl(colocator_actor self, spawn_request
         self->delayed_send(self, knobs::stop_grace, sigkill_due_atom_v);
     },
     [=](sample_atom) { sample(self); },
+    [=](ping_atom) { return static_cast<int32_t>(::getpid()); },
     [=](sigkill_due_atom) {
       for (auto& [rank, child] : self->state.children) {
         log::warn("worker rank {} (pid {}) ignored SIGTERM for {} s: sending SIGKILL", rank,

@@ -26,6 +26,7 @@ node_colocator::behavior_type fake_colocator(node_colocator::pointer self) {
     [](sigterm_due_atom) {},
     [](sigkill_due_atom) {},
     [](sample_atom) {},
+    [](ping_atom) { return int32_t{0}; },
   };
 }
 

@@ -271,6 +271,12 @@ void static_exited(coord_actor self, const proto::worker_exit& ex);
 
 /// A static job's node (its colocator) went away.
 void static_node_lost(coord_actor self, const std::string& node, const caf::error& reason);
+/// The same, with the reason in words.
+void static_node_lost(coord_actor self, const std::string& node, const std::string& why);
+
+/// A static job's worker's connection dropped (after knobs::exit_report_grace
+/// without an exit report): its node is asked before the worker is blamed.
+void static_worker_lost(coord_actor self, int32_t id);
 
 /// The registration deadline passed.
 void registration_due(coord_actor self);

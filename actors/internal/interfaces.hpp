@@ -382,7 +382,9 @@ using node_colocator = caf::typed_actor<
   caf::reacts_to<sigkill_due_atom>,
   // Internal timer: sample the workers' CPU time and memory for the
   // coordinator (every knobs::rank_sample_interval).
-  caf::reacts_to<sample_atom>>;
+  caf::reacts_to<sample_atom>,
+  // Is its node reachable? (a worker's connection dropped). Its pid.
+  caf::replies_to<ping_atom>::with<int32_t>>;
 
 /// Drives one job from the driver process, static or elastic
 /// (coordinator_state.hpp); the timers it sends itself are not part of

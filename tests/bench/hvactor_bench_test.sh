@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # hvactor_bench_test.sh BUILD_DIR: hvactor-bench's collective subcommands on
-# the embedded cluster, checked (#wrong 0), their JSON validated against the
-# documented fields, the CSV's columns, and clear errors for bad options.
+# the embedded cluster, checked (#wrong 0), through the executor's workers
+# and (--path both, the default) the same calls in an SPMD program under
+# hvactor-run, their JSON validated against the documented fields, the CSV's
+# columns, and clear errors for bad options.
 set -uo pipefail
 B=$(realpath "${1:?build dir}"); BENCH="$B/tools/hvactor-bench"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -23,7 +25,7 @@ assert len(m["node_ids"]) == np
 s = d["settings"]
 assert s["ranks"] == np and s["check"] is True and s["iters"] == 5 and s["device"] == "cpu"
 assert s["rounds"] == 1 and s["warmup"] == 2
-assert s["peers"] == [] and "lo" in m["nics"]
+assert s["peers"] == ["spmd"] and s["path"] == "both" and "lo" in m["nics"]
 sizes = [r["size"] for r in d["results"]]
 unit = 4 * np if kind == "allgather" else 4  # allgather: whole elements per rank
 want = [max(unit, b // unit * unit) for b in (4, 32, 256, 2048, 16384, 131072, 1048576)]
@@ -35,9 +37,12 @@ for r in d["results"]:
     assert r["wrong"] == 0 and r["time_us"] > 0 and len(r["samples_us"]) == 5
     assert r["iters"] == 5 and r["warmup"] == 2 and len(r["round_us"]) == 1
     assert r["count"] == r["size"] // 4
-print("ok: %s -np %d: %d sizes, JSON fields present, #wrong 0" % (kind, np, len(sizes)))
+    p = r["peers"]["spmd"]
+    assert p["wrong"] == 0 and p["time_us"] > 0 and len(p["samples_us"]) == 5, p
+print("ok: %s -np %d: %d sizes through the workers and under hvactor-run, JSON fields present, "
+      "#wrong 0" % (kind, np, len(sizes)))
 PY
-      [ "$(head -1 "$T/$kind.csv")" = "size,count,type,redop,iters,time_us,range,algbw,busbw,wrong" ] \
+      [ "$(head -1 "$T/$kind.csv")" = "size,count,type,redop,iters,time_us,range,algbw,busbw,wrong,spmd_time_us,spmd_range,spmd_busbw,spmd_wrong,spmd_ratio" ] \
         || fail "$kind: CSV header $(head -1 "$T/$kind.csv")"
     else
       fail "$kind -np $np: $(tail -3 "$T/$kind.out")"
@@ -51,7 +56,7 @@ peers=gloo
 command -v mpirun > /dev/null && [ -x "$B/tools/hvactor-bench-mpi" ] && peers+=,mpi
 /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null && peers+=,torch
 for kind in allreduce allgather broadcast; do
-  if timeout 240 "$BENCH" "$kind" -np 2 -b 64 -e 1M -f 128 --iters 3 -w 1 --rounds 2 --check --peer "$peers" \
+  if timeout 240 "$BENCH" "$kind" -np 2 -b 64 -e 1M -f 128 --iters 3 -w 1 --rounds 2 --check --peer "$peers" --path executor \
        --json "$T/peer-$kind.json" --csv "$T/peer-$kind.csv" > "$T/peer.out" 2>&1 \
      && python3 - "$T/peer-$kind.json" "$peers" <<'PY'
 import json, sys
@@ -89,17 +94,18 @@ marked() { # MARK [PATTERN]: pids whose environment holds the marker (and whose 
     grep -qz "^HVACTOR_BENCH_STOP_MARK=$1\$" "$d/environ" 2>/dev/null && echo "${d#/proc/}"
   done
 }
-stop_mid_peer() { # SIGNAL PEER
-  local sig=$1 peer=$2 tmp="$T/stop-$1" seen=0 rc=
+stop_mid_peer() { # SIGNAL PEER [CALLS]
+  local sig=$1 peer=$2 calls=${3:-1000} tmp="$T/stop-$1-$2" seen=0 rc=
   mkdir -p "$tmp"
   # 1000 calls of 1 MiB: hvactor's round first (0.3 s here), then the
-  # peer's job (mpi 1.1 s, gloo 2.6 s here): the signal comes mid-flight.
+  # peer's job (mpi 1.1 s, gloo 2.6 s here; spmd takes 5000 calls for
+  # as long): the signal comes mid-flight.
   TMPDIR="$tmp" HVACTOR_BENCH_STOP_MARK="$tmp" "$BENCH" allreduce -np 2 -b 1M -e 1M \
-    --iters 1000 -w 1 --rounds 1 --peer "$peer" > "$T/stop-$sig.out" 2>&1 &
+    --iters "$calls" -w 1 --rounds 1 --path executor --peer "$peer" > "$T/stop-$sig.out" 2>&1 &
   local pid=$!
   for _ in $(seq 600); do
     compgen -G "$tmp/hvactor-bench-peer-*" > /dev/null \
-      && [ -n "$(marked "$tmp" "^[^ ]*(hvactor-bench-mpi|hvactor-bench __peer-gloo) ")" ] \
+      && [ -n "$(marked "$tmp" "^[^ ]*(hvactor-bench-mpi|hvactor-bench __peer-(gloo|spmd)) ")" ] \
       && { seen=1; break; } # the ranks themselves run
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
@@ -122,9 +128,10 @@ stop_mid_peer() { # SIGNAL PEER
 }
 if [[ "$peers" == *mpi* ]]; then stop_mid_peer TERM mpi; else echo "skip: SIGTERM during --peer mpi (no Open MPI)"; fi
 stop_mid_peer INT gloo
+stop_mid_peer TERM spmd 5000
 # --iters auto (the default): the same counts for hvactor and the peer, at
 # least 1000 timed calls for the small sizes (they take under --seconds).
-if timeout 240 "$BENCH" allreduce -np 2 -b 4 -e 64K -f 16 --seconds 0.05 --rounds 1 --peer gloo \
+if timeout 240 "$BENCH" allreduce -np 2 -b 4 -e 64K -f 16 --seconds 0.05 --rounds 1 --peer gloo --path executor \
      --json "$T/auto.json" > "$T/auto.out" 2>&1 \
    && python3 - "$T/auto.json" <<'PY'
 import json, sys
@@ -156,7 +163,7 @@ fi
 # The progress line: on a terminal (script gives it one), rewritten in place
 # with the size and elapsed seconds; never in redirected output.
 if command -v script > /dev/null; then
-  script -qec "$BENCH allreduce -np 2 -e 64K -f 16 --iters 3" "$T/tty.log" > /dev/null 2>&1
+  script -qec "$BENCH allreduce -np 2 -e 64K -f 16 --iters 3 --path executor" "$T/tty.log" > /dev/null 2>&1
   grep -aq "\[allreduce\] round 1/4, 64 B (2/4): hvactor, [0-9.]* s" "$T/tty.log" \
     && echo "ok: a progress line on a terminal" || fail "no progress line on a terminal: $(tail -c 300 "$T/tty.log")"
 fi
@@ -166,12 +173,12 @@ grep -q $'\033\[K' "$T/allreduce.out" && fail "progress escapes in redirected ou
 # --bind-to auto (the default; core on one node): each rank on a core of its own, and the
 # path line says so; --bind-to none leaves them unbound; --load's header.
 if [ "$(nproc)" -ge 2 ]; then
-  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --check --load 1 > "$T/bind.out" 2>&1 \
+  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --path executor --iters 3 --check --load 1 > "$T/bind.out" 2>&1 \
     && grep -q "; bound to core [0-9]" "$T/bind.out" && grep -q "# load: 1 busy thread(s) per core" "$T/bind.out" \
     && echo "ok: --bind-to auto (default) binds the ranks on one node; --load 1 runs busy threads" \
     || fail "--bind-to auto / --load 1: $(tail -3 "$T/bind.out")"
   # --load-kind fork: the load threads start short processes, checked results, the header says so
-  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --check --load 1 --load-kind fork \
+  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --path executor --iters 3 --check --load 1 --load-kind fork \
     --json "$T/fork.json" > "$T/fork.out" 2>&1 \
     && grep -q "# load: 1 forking thread(s) per core" "$T/fork.out" \
     && python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['settings']; sys.exit(s['load_kind'] != 'fork')" "$T/fork.json" \
@@ -180,18 +187,18 @@ if [ "$(nproc)" -ge 2 ]; then
   "$BENCH" allreduce --load-kind sleep > "$T/badkind.out" 2>&1
   [ $? = 2 ] && grep -q "load-kind must be spin or fork (got 'sleep')" "$T/badkind.out" \
     && echo "ok: an unknown --load-kind is refused" || fail "--load-kind sleep: $(cat "$T/badkind.out")"
-  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --iters 3 --bind-to none > "$T/nobind.out" 2>&1 \
+  timeout 120 "$BENCH" allreduce -np 2 -e 64K -f 16 --path executor --iters 3 --bind-to none > "$T/nobind.out" 2>&1 \
     && ! grep -q "bound to" "$T/nobind.out" && echo "ok: --bind-to none leaves the ranks unbound" \
     || fail "--bind-to none: $(tail -3 "$T/nobind.out")"
   # Over Gloo a pinned rank shares its core with Gloo's device thread: auto leaves it unbound.
-  timeout 120 "$BENCH" allreduce -np 2 -e 1K -f 16 --iters 3 --check --backend gloo > "$T/gloobind.out" 2>&1 \
+  timeout 120 "$BENCH" allreduce -np 2 -e 1K -f 16 --path executor --iters 3 --check --backend gloo > "$T/gloobind.out" 2>&1 \
     && ! grep -q "bound to" "$T/gloobind.out" && grep -q "allreduce: gloo" "$T/gloobind.out" \
     && echo "ok: --bind-to auto leaves --backend gloo's ranks unbound" \
     || fail "--bind-to auto --backend gloo: $(tail -3 "$T/gloobind.out")"
 fi
 
 # The Gloo path too, and its path is reported.
-timeout 120 "$BENCH" allreduce -np 2 -e 64K --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
+timeout 120 "$BENCH" allreduce -np 2 -e 64K --path executor --iters 3 --check --backend gloo > "$T/g.out" 2>&1 \
   && grep -q "# path: allreduce: gloo" "$T/g.out" && echo "ok: --backend gloo runs Gloo" \
   || fail "--backend gloo: $(tail -3 "$T/g.out")"
 # On a cluster of two hvactor-node processes (a head and a node, loopback):
@@ -204,8 +211,8 @@ for _ in $(seq 100); do grep -q "listening on" "$T/head.log" && break; sleep 0.1
 "$NODE" --address "127.0.0.1:$port" --node-id bench-node --num-cpus 2 --num-gpus 0 --work-dir "$T/node" > "$T/node.log" 2>&1 &
 node_pid=$!
 for _ in $(seq 100); do grep -q "joined" "$T/node.log" && break; sleep 0.1; done
-if timeout 120 "$BENCH" allreduce --address "127.0.0.1:$port" --num-hosts 2 --per-host 2 -e 1M -f 16      --iters 3 --check --json "$T/c.json" > "$T/c.out" 2>&1    && grep -q "# path: allreduce: hierarchical" "$T/c.out"    && python3 -c "import json,sys; d=json.load(open('$T/c.json')); ids=sorted(set(d['machine']['node_ids'])); sys.exit(0 if ids==['bench-head','bench-node'] and all(r['wrong']==0 for r in d['results']) else 1)"; then
-  echo "ok: 2 nodes x 2 ranks over --address: hierarchical, checked, node ids in the JSON"
+if timeout 120 "$BENCH" allreduce --address "127.0.0.1:$port" --num-hosts 2 --per-host 2 -e 1M -f 16      --iters 3 --check --json "$T/c.json" > "$T/c.out" 2>&1    && grep -q "# path: allreduce: hierarchical" "$T/c.out"    && python3 -c "import json,sys; d=json.load(open('$T/c.json')); ids=sorted(set(d['machine']['node_ids'])); sys.exit(0 if ids==['bench-head','bench-node'] and all(r['wrong']==0 and r['peers']['spmd']['wrong']==0 and r['peers']['spmd']['time_us']>0 for r in d['results']) else 1)"; then
+  echo "ok: 2 nodes x 2 ranks over --address: hierarchical, checked, node ids in the JSON; the SPMD path on the same cluster"
 else fail "2-node cluster: $(tail -5 "$T/c.out")"; fi
 kill -TERM "$node_pid" "$head_pid" 2>/dev/null; wait "$node_pid" "$head_pid" 2>/dev/null
 
@@ -218,12 +225,12 @@ if command -v gnuplot > /dev/null; then
   # File names that a shell would run or choke on are just names: no command
   # runs, and the plot is drawn (it ran `touch pwned` through system()).
   mkdir -p "$T/inj"
-  ( cd "$T/inj" && timeout 120 "$BENCH" allreduce -np 2 -e 256 --iters 2 -w 1 \
+  ( cd "$T/inj" && timeout 120 "$BENCH" allreduce -np 2 -e 256 --path executor --iters 2 -w 1 \
       --plot "x'\$(touch pwned)'.svg" > "$T/inj.out" 2>&1 ); rc=$?
   if [ "$rc" = 0 ] && [ ! -e "$T/inj/pwned" ] && grep -q "<svg" "$T/inj/x'\$(touch pwned)'.svg"
   then echo "ok: --plot with \$(...) and quotes in its name ran nothing and drew the file"
   else fail "--plot injection: exit $rc, $(ls "$T/inj"): $(tail -3 "$T/inj.out")"; fi
-  ( cd "$T/inj" && timeout 120 "$BENCH" broadcast -np 2 -e 256 --iters 2 -w 1 \
+  ( cd "$T/inj" && timeout 120 "$BENCH" broadcast -np 2 -e 256 --path executor --iters 2 -w 1 \
       --plot "it's \`touch pwned2\`.png" > "$T/inj2.out" 2>&1 ); rc=$?
   if [ "$rc" = 0 ] && [ ! -e "$T/inj/pwned2" ] && [ -s "$T/inj/it's \`touch pwned2\`.png" ]
   then echo "ok: --plot \"it's \\\`...\\\`.png\" drew a PNG, ran nothing"
@@ -255,6 +262,15 @@ check_bad "--plot $T/adir.svg: is a directory" allreduce --plot "$T/adir.svg"
 check_bad "--json $T/no/such/r.json: the folder $T/no/such does not exist" allreduce --json "$T/no/such/r.json"
 check_bad "--csv $T/adir.svg: is a directory" broadcast --csv "$T/adir.svg"
 check_bad "'rccl' is not a peer" allreduce --peer gloo,rccl
+check_bad "--path must be both or executor (got 'spmd-only')" allreduce --path spmd-only
+# The SPMD path needs hvactor-run next to hvactor-bench: said before anything runs.
+mkdir -p "$T/alone" && cp "$BENCH" "$T/alone/"
+"$T/alone/hvactor-bench" allreduce -np 2 > "$T/alone.out" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "runs its ranks through hvactor-run, which is not next to hvactor-bench" "$T/alone.out" \
+  && echo "ok: without hvactor-run next to it: $(head -1 "$T/alone.out")" \
+  || fail "hvactor-bench without hvactor-run: exit $rc: $(cat "$T/alone.out")"
+"$T/alone/hvactor-bench" allreduce -np 2 -e 64 --iters 2 --rounds 1 --path executor > "$T/alone2.out" 2>&1 \
+  && echo "ok: --path executor runs without hvactor-run" || fail "--path executor alone: $(tail -3 "$T/alone2.out")"
 check_bad "--peer nccl measures device buffers: add --device gpu" allreduce --peer gloo,nccl
 check_bad "--peer runs its ranks on this machine" allreduce --num-hosts 2 --per-host 1 --peer gloo
 check_bad "--device must be cpu or gpu" allreduce --device tpu

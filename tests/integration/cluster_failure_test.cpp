@@ -25,6 +25,33 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+/// netfault_driver's ranks once each wrote RUNS/running-R ("host pid"):
+/// rank -> (host, pid).
+std::map<int, std::pair<std::string, int>> wait_running(const std::filesystem::path& runs) {
+  std::map<int, std::pair<std::string, int>> running;
+  REQUIRE(wait_until(
+    [&] {
+      for (int r = 0; r < 3; ++r)
+        if (!running.count(r))
+          if (auto w = split_words(read_file(runs / ("running-" + std::to_string(r))));
+              w.size() == 2)
+            running[r] = {w[0], std::stoi(w[1])};
+      return running.size() == 3;
+    },
+    60s));
+  return running;
+}
+
+/// The rank that runs on `node`.
+int rank_on(const std::map<int, std::pair<std::string, int>>& running, const std::string& node) {
+  int rank = -1;
+  for (auto& [r, hp] : running)
+    if (hp.first == node)
+      rank = r;
+  REQUIRE(rank >= 0);
+  return rank;
+}
+
 /// Pids of the ranks on `node`, given a driver's NODES and PIDS lines.
 std::vector<int> pids_on(const std::string& node, const std::vector<std::string>& nodes,
                          const std::vector<int>& pids) {
@@ -160,22 +187,8 @@ TEST_CASE("a node frozen with its worker while the others wait on it inside a ri
   // 3 ranks, one per node, 4 Mi floats each (16 MiB: the ring), no pause.
   auto drv = c.driver_program(HVACTOR_NETFAULT_DRIVER,
                               {"3", "1000000", "4194304", "0", runs.string()});
-  std::map<int, std::pair<std::string, int>> running; // rank -> (host, pid)
-  REQUIRE(wait_until(
-    [&] {
-      for (int r = 0; r < 3; ++r)
-        if (!running.count(r))
-          if (auto w = split_words(read_file(runs / ("running-" + std::to_string(r))));
-              w.size() == 2)
-            running[r] = {w[0], std::stoi(w[1])};
-      return running.size() == 3;
-    },
-    60s));
-  int victim = -1;
-  for (auto& [r, hp] : running)
-    if (hp.first == "node-b")
-      victim = r;
-  REQUIRE(victim >= 0);
+  auto running = wait_running(runs);
+  int victim = rank_on(running, "node-b");
   std::this_thread::sleep_for(200ms);
   auto t0 = clock_type::now();
   c.node("node-b").signal(SIGSTOP);
@@ -214,6 +227,36 @@ TEST_CASE("a node frozen with its worker while the others wait on it inside a ri
   }
   REQUIRE(drv->read_line_with("DONE", 30s));
   CHECK(c.no_workers_within(5s));
+}
+
+TEST_CASE("a worker frozen alone (SIGSTOP; its node answers) fails the job with worker_error "
+          "naming it, not node_lost") {
+  // The driver drops the frozen worker's connection after the heartbeat
+  // timeout and asks its node's colocator, which answers: the worker is
+  // to blame, its node is not lost.
+  cluster c;
+  auto runs = c.dir() / "runs";
+  std::filesystem::create_directories(runs);
+  // 3 ranks, one per node, 4 Mi floats each (16 MiB: the ring), no pause.
+  auto drv = c.driver_program(HVACTOR_NETFAULT_DRIVER,
+                              {"3", "1000000", "4194304", "0", runs.string()});
+  auto running = wait_running(runs);
+  int victim = rank_on(running, "node-b");
+  std::this_thread::sleep_for(200ms);
+  auto t0 = clock_type::now();
+  ::kill(running[victim].second, SIGSTOP);
+  auto error = drv->read_line_with("ERROR ", 20s);
+  auto elapsed = clock_type::now() - t0;
+  ::kill(running[victim].second, SIGKILL);
+  INFO("driver stdout:\n" << drv->stdout_text() << "\nstderr:\n" << drv->stderr_text());
+  REQUIRE(error);
+  CHECK(error->find("worker_error") != std::string::npos);
+  CHECK(error->find("lost the connection to worker rank " + std::to_string(victim))
+        != std::string::npos);
+  CHECK(error->find("node_lost") == std::string::npos);
+  CHECK(elapsed < 12s); // the 5 s timeout, a tick, the exit-report grace, the node's answer
+  REQUIRE(drv->read_line_with("DONE", 30s));
+  CHECK(c.no_workers_within(10s));
 }
 
 TEST_CASE("a node resumed after a long SIGSTOP is back in the registry within 2 s and runs "

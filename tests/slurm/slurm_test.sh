@@ -23,8 +23,9 @@ if [ "$(id -u)" != 0 ] || ! command -v slurmctld >/dev/null || ! command -v mung
 fi
 D=$(mktemp -d /tmp/hvactor-slurm.XXXXXX)
 trap '"$HERE/slurm-down.sh" "$D"; rm -rf "$D"' EXIT
-# Ports of our own, so that a second run on the machine does not collide.
-export SLURM_TEST_CTLD_PORT=$((20000 + RANDOM % 5000)) SLURM_TEST_SLURMD_PORT=$((30000 + RANDOM % 5000))
+# Ports of our own, so that a second run on the machine does not collide;
+# all below 32768, where the kernel's ephemeral ports begin.
+export SLURM_TEST_CTLD_PORT=$((20000 + RANDOM % 5000)) SLURM_TEST_SLURMD_PORT=$((25000 + RANDOM % 5000))
 SLURM_TEST_GPUS=2 "$HERE/slurm-up.sh" "$D" 3 2 || { echo "FAIL: slurm-up"; exit 1; }
 export SLURM_CONF=$D/slurm.conf
 failures=0
@@ -125,8 +126,11 @@ assert d["settings"]["ranks"] == 4 and d["settings"]["num_hosts"] == 2, d["setti
 assert sorted(d["machine"]["node_ids"]) == ["n1", "n1", "n2", "n2"], d["machine"]["node_ids"]
 assert "hierarchical" in d["machine"]["path"], d["machine"]["path"]
 assert d["results"] and all(r["wrong"] == 0 for r in d["results"])
+# The SPMD path, on the same cluster after the workers' rounds.
+assert all(r["peers"]["spmd"]["wrong"] == 0 and r["peers"]["spmd"]["time_us"] > 0
+           for r in d["results"]), [r["peers"] for r in d["results"]]
 PY
-then ok "9: hvactor-bench in salloc -N2 --ntasks-per-node=2: 4 ranks on n1 n2, hierarchical, checked"
+then ok "9: hvactor-bench in salloc -N2 --ntasks-per-node=2: 4 ranks on n1 n2, hierarchical, checked; the SPMD path after them"
 else fail "9: exit $rc: $(tail -5 "$D/9.out") $(tail -5 "$D/9.err")"; fi
 # ... and train (hvactor-bench-train, exec'ed) the same way, where LibTorch is.
 if [ -x "$B/tools/hvactor-bench-train" ]; then

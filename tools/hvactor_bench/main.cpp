@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string{argv[1]} == "__peer-session")
     return hvactor::bench_tool::exec_in_session(argc, argv);
   return hvactor::bench_tool::exit_code_of([&] {
+    // One rank of the SPMD path, under hvactor-run (started by run_peer()).
+    if (argc > 1 && std::string{argv[1]} == "__peer-spmd")
+      return hvactor::bench_tool::run_spmd_peer(argc, argv);
     // One rank of the raw Gloo peer (started by run_peer()).
     if (argc > 1 && std::string{argv[1]} == "__peer-gloo")
       return hvactor::bench_tool::run_gloo_peer(argc, argv);

@@ -65,7 +65,18 @@ std::string mpirun() {
   }
 }
 
-// The peer's processes for one job: mpirun over hvactor-bench-mpi, or one
+// The SPMD path's job: hvactor-run over hvactor-bench __peer-spmd.
+process_spec spmd_process(const peer_request& req, const std::vector<std::string>& method) {
+  process_spec s;
+  s.executable = (self_dir() / "hvactor-run").string();
+  s.args = {s.executable};
+  s.args.insert(s.args.end(), req.launcher_args.begin(), req.launcher_args.end());
+  s.args.insert(s.args.end(), {"--", (self_dir() / "hvactor-bench").string(), "__peer-spmd"});
+  s.args.insert(s.args.end(), method.begin(), method.end());
+  return s;
+}
+
+// The peer's processes for one job: hvactor-run (spmd), mpirun over hvactor-bench-mpi, or one
 // process per rank (raw Gloo, torch.distributed) meeting in `store`.
 std::vector<process_spec> peer_processes(const peer_request& req, const fs::path& store) {
   std::string sizes, iters, warmup;
@@ -80,7 +91,9 @@ std::vector<process_spec> peer_processes(const peer_request& req, const fs::path
   if (req.check)
     method.push_back("--check");
   std::vector<process_spec> specs;
-  if (req.name == "mpi") {
+  if (req.name == "spmd") {
+    specs.push_back(spmd_process(req, method));
+  } else if (req.name == "mpi") {
     process_spec s;
     s.executable = mpirun();
     bool bind = req.bind && req.ranks <= busy_load::usable_cores();
@@ -164,7 +177,10 @@ peer_outcome run_processes(peer_job& job, std::vector<process_spec> specs,
     auto& s = specs[i];
     s.echo_stderr = false;
     s.capture_stdout = true;
-    s.on_line = [st](int stream, const std::string& line) {
+    s.on_line = [st](int stream, const std::string& text) {
+      // hvactor-run tags every line of a rank: "[1,0]<stdout>:point ...".
+      auto tag = text.rfind("[1,", 0) == 0 ? text.find("]<stdout>:") : std::string::npos;
+      auto line = tag == std::string::npos ? text : text.substr(tag + 10);
       if (stream == 1 && line.rfind("point ", 0) == 0) {
         std::lock_guard<std::mutex> guard{st->mtx};
         st->points.push_back(line);
@@ -237,6 +253,12 @@ std::vector<peer_host> netcluster_hosts() {
 std::string peer_missing(const std::string& name) {
   if (name == "gloo")
     return {};
+  if (name == "spmd") {
+    if (::access((self_dir() / "hvactor-run").c_str(), X_OK) != 0)
+      return "--peer spmd runs its ranks through hvactor-run, which is not next to hvactor-bench "
+             "(" + (self_dir() / "hvactor-run").string() + "); --path executor measures without it";
+    return {};
+  }
   if (name == "nccl") {
 #ifdef HVACTOR_BENCH_CUDA
     return {};
@@ -277,7 +299,7 @@ std::string peer_missing(const std::string& name) {
                          python());
     return {};
   }
-  return "--peer " + name + ": not a peer (mpi, gloo, torch, nccl)";
+  return "--peer " + name + ": not a peer (spmd, mpi, gloo, torch, nccl)";
 }
 
 std::vector<peer_point> run_peer(const peer_request& req) {

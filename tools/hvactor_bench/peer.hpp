@@ -1,8 +1,10 @@
 #pragma once
 
-// The peers hvactor-bench measures next to hvactor (--peer
-// mpi|gloo|torch|nccl): the same collective, sizes, calls and timing
-// (bench_method.hpp; options and output: peer_protocol.hpp) through Open
+// The peers hvactor-bench measures next to hvactor's executor workers
+// (--peer spmd|mpi|gloo|torch|nccl): the same collective, sizes, calls and timing
+// (bench_method.hpp; options and output: peer_protocol.hpp) through
+// hvactor itself as an SPMD program under hvactor-run (hvactor-bench
+// __peer-spmd, the path users run), Open
 // MPI (hvactor-bench-mpi under mpirun), raw Gloo (hvactor-bench
 // __peer-gloo), raw NCCL (__peer-nccl) or torch.distributed's gloo backend
 // (hvactor-bench-torch.py on Debian's python3-torch). A peer job is one
@@ -22,7 +24,7 @@ namespace hvactor::bench_tool {
 
 /// The names --peer accepts.
 inline const std::vector<std::string>& peer_names() {
-  static const std::vector<std::string> names{"mpi", "gloo", "torch", "nccl"};
+  static const std::vector<std::string> names{"spmd", "mpi", "gloo", "torch", "nccl"};
   return names;
 }
 
@@ -75,6 +77,9 @@ struct peer_request {
   /// rank on this machine, over loopback.
   std::vector<peer_host> hosts;
   int per_host = 0;
+  /// spmd: hvactor-run's options (cluster, layout, binding, -x), before
+  /// `-- hvactor-bench __peer-spmd ...`.
+  std::vector<std::string> launcher_args;
 };
 
 /// Runs one job of the peer over every size and reaps every process it
@@ -82,6 +87,10 @@ struct peer_request {
 /// the peer, how it ended and its last stderr lines when it fails, misses a
 /// size or runs past the limit.
 std::vector<peer_point> run_peer(const peer_request& req);
+
+/// `hvactor-bench __peer-spmd ...`: one rank of the SPMD path, started by
+/// hvactor-run (peer_spmd.cpp).
+int run_spmd_peer(int argc, char** argv);
 
 /// `hvactor-bench __peer-gloo ...`: one rank of the raw Gloo peer.
 int run_gloo_peer(int argc, char** argv);

@@ -88,6 +88,9 @@ void declare_sweep_options(cxxopts::Options& p) {
                        "hvactor and of the gloo peer", cxxopts::value<std::string>()->default_value("auto"))
     ("device", "cpu | gpu: host or device buffers (gpu: CUDA builds, one GPU or more per node)",
      cxxopts::value<std::string>()->default_value("cpu"))
+    ("path", "both: hvactor's executor workers (the time_us column) and the same calls in an "
+             "SPMD program under hvactor-run, the path users run (the spmd columns) | executor: "
+             "the workers only", cxxopts::value<std::string>()->default_value("both"))
     ("peer", "also measure each size through mpi, gloo and/or torch (host buffers) or nccl "
              "(--device gpu; comma-separated), "
              "interleaved, with their time and ratio columns", cxxopts::value<std::string>())
@@ -164,7 +167,7 @@ void read_peer_hosts(config& c) {
                                 "not --num-hosts > 1, or run inside an emulated cluster "
                                 "(hvactor-netcluster up --nodes N -- hvactor-bench ...)");
   for (auto& name : c.peers)
-    if (name != "mpi" && name != "gloo")
+    if (name != "mpi" && name != "gloo" && name != "spmd")
       throw std::invalid_argument("--peer " + name + " runs on one node: across the nodes of an "
                                   "emulated cluster the peers are mpi and gloo");
   if (static_cast<int>(c.peer_hosts.size()) < c.where.num_hosts)
@@ -189,27 +192,34 @@ void read_device_and_peers(const cxxopts::ParseResult& o, config& c) {
     throw std::invalid_argument("--device gpu: this hvactor-bench was built without CUDA/NCCL");
 #endif
   }
+  auto path = o["path"].as<std::string>();
+  if (path != "both" && path != "executor")
+    throw std::invalid_argument("--path must be both or executor (got '" + path + "')");
+  c.path = path;
+  // The SPMD column first; device buffers are measured in the workers only.
+  if (path == "both" && !c.gpu)
+    c.peers.push_back("spmd");
   if (o.count("peer")) {
     auto list = o["peer"].as<std::string>();
     for (size_t pos = 0; pos <= list.size();) {
       auto comma = std::min(list.find(',', pos), list.size());
       auto name = list.substr(pos, comma - pos);
       if (std::find(peer_names().begin(), peer_names().end(), name) == peer_names().end())
-        throw std::invalid_argument("--peer " + list + ": '" + name + "' is not a peer (mpi, gloo, torch, nccl)");
+        throw std::invalid_argument("--peer " + list + ": '" + name + "' is not a peer (spmd, mpi, gloo, torch, nccl)");
       if (std::find(c.peers.begin(), c.peers.end(), name) == c.peers.end())
         c.peers.push_back(name);
       pos = comma + 1;
     }
     for (auto& name : c.peers)
-      if ((name == "nccl") != c.gpu)
+      if (name == "spmd" && c.gpu)
+        throw std::invalid_argument("--peer spmd measures host buffers: with --device gpu the "
+                                    "SPMD path is not measured");
+      else if ((name == "nccl") != c.gpu && name != "spmd")
         throw std::invalid_argument(c.gpu ? "--device gpu measures device buffers: its peer is "
                                             "nccl (mpi, gloo and torch measure host buffers)"
                                           : "--peer nccl measures device buffers: add --device gpu");
     if (c.where.num_hosts > 1)
       read_peer_hosts(c);
-    for (auto& name : c.peers)
-      if (auto why = peer_missing(name); !why.empty())
-        throw std::invalid_argument(why);
 #ifdef HVACTOR_BENCH_CUDA
     int gpus = collectives::probe_devices().count;
     if (std::find(c.peers.begin(), c.peers.end(), "nccl") != c.peers.end() && c.where.np > gpus)
@@ -218,6 +228,9 @@ void read_device_and_peers(const cxxopts::ParseResult& o, config& c) {
                                               c.where.np, gpus));
 #endif
   }
+  for (auto& name : c.peers)
+    if (auto why = peer_missing(name); !why.empty())
+      throw std::invalid_argument(why);
 }
 
 // --json, --csv, --plot: checked writable before anything runs.
@@ -277,6 +290,37 @@ std::map<std::string, std::string> backend_env(const std::string& backend) {
   return {};
 }
 
+// hvactor-run's options for the spmd peer: the cluster this run measures
+// (joined with the same identity, or an embedded one with a slot per
+// rank), the same layout, binding and environment as the workers'.
+std::vector<std::string> spmd_args(const hvactor::runtime& rt, const config& c,
+                                   const std::map<std::string, std::string>& env) {
+  std::vector<std::string> a;
+  auto& ro = rt.options();
+  const char* env_address = std::getenv("HVACTOR_ADDRESS");
+  auto address = !ro.address.empty() ? ro.address : env_address ? env_address : "";
+  if (!address.empty()) {
+    a = {"--address", address};
+    if (ro.tls.enabled())
+      a.insert(a.end(), {"--tls-cert", ro.tls.certificate, "--tls-key", ro.tls.key, "--tls-ca",
+                         ro.tls.cafile});
+    if (ro.insecure)
+      a.push_back("--insecure");
+  } else {
+    a = {"--num-cpus", std::to_string(std::max(c.where.np, busy_load::usable_cores()))};
+  }
+  if (c.where.num_hosts > 0)
+    a.insert(a.end(), {"--num-hosts", std::to_string(c.where.num_hosts), "--per-host",
+                       std::to_string(c.where.per_host)});
+  else
+    a.insert(a.end(), {"-np", std::to_string(c.where.np)});
+  a.insert(a.end(), {"--bind-to", c.bind, "--timeout", "60"});
+  for (auto& [k, v] : env)
+    if (k != "HVACTOR_BIND_TO") // --bind-to sets it
+      a.insert(a.end(), {"-x", k + "=" + v});
+  return a;
+}
+
 /// The sizes of the sweep; allgather's are whole multiples of ranks x 4 B
 /// (every rank contributes the same count), as nccl-tests rounds them.
 std::vector<size_t> sizes_of(const config& c) {
@@ -293,7 +337,9 @@ std::vector<size_t> sizes_of(const config& c) {
 }
 
 std::string peer_title(const std::string& name) {
-  return name == "mpi" ? "Open MPI (hvactor-bench-mpi under mpirun)"
+  return name == "spmd" ? "hvactor, the same calls in an SPMD program under hvactor-run (the "
+                          "path users run)"
+       : name == "mpi" ? "Open MPI (hvactor-bench-mpi under mpirun)"
        : name == "gloo" ? "raw Gloo (its own context, full mesh over TCP)"
        : name == "nccl" ? "raw NCCL (one process over the ranks' GPUs, ncclCommInitAll; each call "
                           "synchronized)"
@@ -320,10 +366,14 @@ void print_header(const config& c, const busy_load& load) {
   for (auto& p : c.peers)
     fmt::print("# peer {}: {}, {} ranks {}, the same calls per size\n", p, peer_title(p),
                c.where.np,
-               c.peer_hosts.empty() ? std::string{"on this machine"}
-                                    : fmt::format("on {} nodes of emulated cluster {} ({} each)",
-                                                  c.peer_hosts.size(),
-                                                  std::getenv("HVACTOR_NETCLUSTER"), c.where.per_host));
+               p == "spmd" && c.spmd_after
+                 ? std::string{"on the same cluster, its rounds after the workers' (they hold "
+                               "the slots)"}
+               : p == "spmd" ? std::string{"on an embedded cluster of hvactor-run's own"}
+               : c.peer_hosts.empty()
+                 ? std::string{"on this machine"}
+                 : fmt::format("on {} nodes of emulated cluster {} ({} each)", c.peer_hosts.size(),
+                               std::getenv("HVACTOR_NETCLUSTER"), c.where.per_host));
   if (!c.peers.empty())
     fmt::print("# <peer>_us: the peer's time per call; x<peer>: its time / hvactor's (above 1: "
                "hvactor is faster)\n");
@@ -355,6 +405,8 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   opts.extra_env_vars = backend_env(c.backend);
   opts.extra_env_vars["HVACTOR_BIND_TO"] = c.bind;
   opts.extra_env_vars["HVACTOR_GLOO_ALLREDUCE"] = c.gloo_algorithm;
+  c.spmd_args = spmd_args(rt, c, opts.extra_env_vars);
+  c.spmd_after = c.spmd_args.front() == "--address";
   hvactor::executor ex{rt, hvactor::executor::create_settings({.timeout = std::chrono::seconds(60)}),
                        opts};
   ex.start();
@@ -365,7 +417,8 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
   std::vector<double> call_us;
   auto counts = call_counts(ex, c, sizes, line, call_us);
   std::string path_info;
-  auto rows = measure_rounds(ex, c, counts, call_us, line, path_info);
+  auto nodes = ex.worker_nodes();
+  auto rows = measure_rounds(ex, c, counts, call_us, line, path_info, [&] { ex.shutdown(); });
   line.clear();
   int64_t wrong_total = 0;
   for (auto& r : rows) {
@@ -375,7 +428,6 @@ int run_sweep(hvactor::runtime& rt, const std::vector<std::string>& args) {
     print_row(c, r);
   }
   fmt::print("# path: {}\n", path_info);
-  auto nodes = ex.worker_nodes();
   ex.shutdown();
   if (c.backend == "shm" && path_info.find(c.kind + ": shm") == std::string::npos)
     fmt::print(stderr, "hvactor-bench: --backend shm asked, but {} took another path ({})\n",

@@ -32,13 +32,14 @@ void write_json(const config& c, const std::vector<row>& rows, const std::vector
                                "\"type\": \"float\", \"redop\": \"sum\", \"iters\": {}, "
                                "\"warmup\": {}, \"seconds\": {}, \"rounds\": {}, \"check\": {}, "
                                "\"backend\": {}, \"device\": {}, \"peers\": [{}], "
-                               "\"load\": {}, \"load_kind\": \"{}\"}}",
+                               "\"load\": {}, \"load_kind\": \"{}\", \"path\": {}}}",
                                c.where.np, c.where.num_hosts, c.where.per_host,
                                c.iters > 0 ? std::to_string(c.iters) : "\"auto\"",
                                c.warmup >= 0 ? std::to_string(c.warmup) : "\"auto\"", c.seconds,
                                c.rounds,
                                c.check, json_string(c.backend), c.gpu ? "\"gpu\"" : "\"cpu\"",
-                               peers, c.load, c.load_kind == load_type::spin ? "spin" : "fork"));
+                               peers, c.load, c.load_kind == load_type::spin ? "spin" : "fork",
+                               json_string(c.path)));
   for (size_t i = 0; i < rows.size(); ++i) {
     auto& r = rows[i];
     out << fmt::format("    {{\"size\": {}, \"count\": {}, \"type\": \"float\", \"redop\": \"sum\", "
@@ -125,12 +126,14 @@ void plot(const config& c, const std::vector<row>& rows) {
       }
     }
     auto series = [&](int first_col) {
-      std::string s = fmt::format("{} using 1:{} with linespoints title 'hvactor'",
+      std::string s = fmt::format("{} using 1:{} with linespoints title 'hvactor (executor)'",
                                   gnuplot_quoted(data.string()), first_col);
       for (size_t i = 0; i < c.peers.size(); ++i)
         s += fmt::format(", '' using 1:{} with linespoints title '{}'", first_col + 2 + 2 * i,
-                         c.peers[i] == "mpi"    ? "Open MPI"
+                         c.peers[i] == "spmd"   ? "hvactor (SPMD, hvactor-run)"
+                         : c.peers[i] == "mpi"  ? "Open MPI"
                          : c.peers[i] == "gloo" ? "raw Gloo"
+                         : c.peers[i] == "nccl" ? "raw NCCL"
                                                 : "torch.distributed (gloo)");
       return s;
     };

@@ -44,6 +44,7 @@ void peer_round(const config& c, const std::string& name, const std::vector<peer
   req.gloo_algorithm = c.gloo_algorithm;
   req.hosts = c.peer_hosts;
   req.per_host = c.where.per_host;
+  req.launcher_args = c.spmd_args;
   auto points = run_peer(req);
   for (size_t k = 0; k < counts.size(); ++k) {
     auto& pr = rows[k].peers[column];
@@ -110,7 +111,8 @@ std::vector<peer_size> call_counts(hvactor::executor& ex, const config& c,
 std::vector<row> measure_rounds(hvactor::executor& ex, const config& c,
                                 const std::vector<peer_size>& counts,
                                 const std::vector<double>& call_us, progress& line,
-                                std::string& path_info) {
+                                std::string& path_info,
+                                const std::function<void()>& release_workers) {
   std::vector<row> rows(counts.size());
   for (size_t k = 0; k < counts.size(); ++k) {
     rows[k].bytes = counts[k].bytes;
@@ -120,10 +122,18 @@ std::vector<row> measure_rounds(hvactor::executor& ex, const config& c,
     for (auto& name : c.peers)
       rows[k].peers.push_back(peer_row{name});
   }
-  size_t n = c.peers.size() + 1;
+  // Who takes part in the rotation: hvactor (0) and the peers (1..).
+  std::vector<size_t> turn{0};
+  size_t later = 0; // the spmd peer's column + 1 when its rounds come after
+  for (size_t i = 0; i < c.peers.size(); ++i)
+    if (c.spmd_after && c.peers[i] == "spmd")
+      later = i + 1;
+    else
+      turn.push_back(i + 1);
+  size_t n = turn.size();
   for (int r = 0; r < c.rounds; ++r) {
     for (size_t i = 0; i < n; ++i) {
-      size_t who = (i + static_cast<size_t>(r)) % n;
+      size_t who = turn[(i + static_cast<size_t>(r)) % n];
       auto name = who == 0 ? std::string{"hvactor"} : c.peers[who - 1];
       auto step = fmt::format("[{}] round {}/{}", c.kind, r + 1, c.rounds);
       line.show(step + ": " + name);
@@ -131,6 +141,13 @@ std::vector<row> measure_rounds(hvactor::executor& ex, const config& c,
         hvactor_round(ex, c, counts, rows, path_info, line, step);
       else
         peer_round(c, name, counts, call_us, rows, who - 1);
+    }
+  }
+  if (later > 0) {
+    release_workers();
+    for (int r = 0; r < c.rounds; ++r) {
+      line.show(fmt::format("[{}] round {}/{}: spmd (after the workers)", c.kind, r + 1, c.rounds));
+      peer_round(c, "spmd", counts, call_us, rows, later - 1);
     }
   }
   for (auto& r : rows)

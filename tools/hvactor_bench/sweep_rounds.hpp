@@ -5,6 +5,7 @@
 // workers and each peer's one job over every size, the order rotating;
 // the median round per size, with the rounds' range.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,13 @@ std::vector<peer_size> call_counts(hvactor::executor& ex, const config& c,
                                    const std::vector<size_t>& sizes, progress& line,
                                    std::vector<double>& call_us);
 
-/// Every round, then each row's median, range and bandwidths.
+/// Every round, then each row's median, range and bandwidths. With
+/// c.spmd_after, the spmd peer's rounds come after the others' and after
+/// `release_workers()` (which ends the executor's job).
 std::vector<row> measure_rounds(hvactor::executor& ex, const config& c,
                                 const std::vector<peer_size>& counts,
                                 const std::vector<double>& call_us, progress& line,
-                                std::string& path_info);
+                                std::string& path_info,
+                                const std::function<void()>& release_workers);
 
 } // namespace hvactor::bench_tool

@@ -62,6 +62,14 @@ struct config {
   /// --gloo-algorithm: HVACTOR_GLOO_ALLREDUCE for hvactor and the gloo peer.
   std::string gloo_algorithm = "auto";
   std::vector<std::string> peers;
+  /// --path: both (the workers and the spmd peer) or executor.
+  std::string path = "both";
+  /// On a cluster of hvactor-node processes the executor's workers hold
+  /// the slots the SPMD job needs: its rounds run after the workers' end.
+  bool spmd_after = false;
+  /// The spmd peer's hvactor-run options: this run's cluster, layout,
+  /// binding and environment (sweep.cpp).
+  std::vector<std::string> spmd_args;
   /// The nodes of an emulated cluster the peers' ranks run on (--num-hosts
   /// > 1 inside hvactor-netcluster); empty: this machine.
   std::vector<peer_host> peer_hosts;

@@ -48,6 +48,9 @@ void engine::run_in_order(const operation& op, Body& body, void* reduced, bool r
     bool done = op.name.empty() && solo(op, body, reduced, reduce);
     if (done) {
       lk.lock();
+      progress_ = true;
+      idle_rounds_ = 0;
+      last_round_ = solo_ended_;
       release_locked(lk);
       if (solo_error_)
         std::rethrow_exception(std::exchange(solo_error_, nullptr));
@@ -96,11 +99,12 @@ bool engine::solo(const operation& op, Body& body, void* data, bool reduce) {
   auto& header = negotiator_.propose_solo(op);
   auto* tl = opts_.timeline;
   int64_t t0 = tl ? tl->now() : 0;
-  std::vector<int64_t> reduced;
+  // A member, so that a call allocates nothing here.
+  auto& reduced = solo_header_;
   std::exception_ptr transport;
   auto combined = solo_exchange_result::header_only;
   if (topo_.size > 1) {
-    reduced = header;
+    reduced.assign(header.begin(), header.end());
     append_tuning(reduced);
     combined = solo_exchange(op, reduced, data, reduce, transport);
     adopt_tuning(reduced, !transport);
@@ -187,11 +191,9 @@ void engine::solo_run(const operation& op, Body& body, bool reduced, void* data,
     tl->record(e, collectives::timeline_phase::op, t1, tl->now());
   }
   solo_error_ = err;
-  std::lock_guard<std::mutex> lk{mu_};
-  progress_ = true;
-  idle_rounds_ = 0;
-  // The call's end stands for the round's (one clock read less per call).
-  last_round_ = err || tl ? std::chrono::steady_clock::now() : ended;
+  // The call's end stands for the round's (one clock read less per call);
+  // run_in_order records it under the lock it takes anyway.
+  solo_ended_ = err || tl ? std::chrono::steady_clock::now() : ended;
 }
 
 // Queues solo()'s operation as the general path would have, and finishes

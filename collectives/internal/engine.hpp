@@ -267,6 +267,10 @@ private:
   std::unordered_map<uint64_t, std::shared_ptr<pending_op>> outstanding_;
   // solo()'s results for its caller (the busy_ holder).
   std::exception_ptr solo_error_;
+  /// The solo round's end (solo_run) and its header copy (solo), owned by
+  /// the caller that holds busy_.
+  std::chrono::steady_clock::time_point solo_ended_{};
+  std::vector<int64_t> solo_header_;
   std::shared_ptr<pending_op> solo_pending_;
 
   std::mutex mu_;

@@ -20,6 +20,28 @@ size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
 
+// A 64-bit digest of a solo round's header at step `step` (xxHash64's
+// round and finalizer), never 0: equal digests stand for equal headers
+// (a chance of 2^-64 that two different ones collide). The step goes in,
+// so that a digest left from an earlier step never matches this one's.
+uint64_t header_digest(const int64_t* header, size_t words, uint32_t step) {
+  constexpr uint64_t p1 = 0x9E3779B185EBCA87ull, p2 = 0xC2B2AE3D27D4EB4Full,
+                     p3 = 0x165667B19E3779F9ull;
+  uint64_t h = p3 + step + words;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t k = static_cast<uint64_t>(header[i]) * p2;
+    k = (k << 31 | k >> 33) * p1;
+    h ^= k;
+    h = (h << 27 | h >> 37) * p1 + p2;
+  }
+  h ^= h >> 33;
+  h *= p2;
+  h ^= h >> 29;
+  h *= p3;
+  h ^= h >> 32;
+  return h | 1;
+}
+
 } // namespace
 
 communicator::communicator(std::shared_ptr<segment> seg, local_group group,
@@ -207,6 +229,7 @@ void communicator::allreduce_one_step(size_t count, hvd::dtype t, hvd::op o) {
   uint32_t s = next_step();
   int set = static_cast<int>(s & 1);
   view_.gather(0, bytes, seg_->data(set, group_.local_rank));
+  seg_->words(group_.local_rank).digest[set] = 0; // no header digest (allreduce_with_header)
   publish(word::posted, s);
   wait_all(word::posted, s, "hvd::allreduce (shared memory)");
   const void* srcs[256];
@@ -236,23 +259,34 @@ bool communicator::allreduce_with_header(
   uint32_t s = next_step();
   int set = static_cast<int>(s & 1);
   std::byte* mine = seg_->data(set, group_.local_rank);
+  auto& my_words = seg_->words(group_.local_rank);
+  // The header goes to the slot (a peer whose digest differs, or that
+  // sent its header alone, reads it there); its digest and small data go
+  // to this rank's words line, which every waiter reads anyway.
   std::memcpy(mine, header, words * sizeof(int64_t));
-  if (bytes > 0)
+  const bool in_line = bytes <= rank_words::inline_bytes;
+  if (in_line && bytes > 0)
+    std::memcpy(my_words.inline_data[set], data, bytes);
+  else if (bytes > 0)
     std::memcpy(mine + header_bytes, data, bytes);
+  const uint64_t digest = header_digest(header, words, s);
+  my_words.digest[set] = digest;
   publish(word::posted, s);
   wait_all(word::posted, s, "hvd::allreduce (shared memory)");
   const void* srcs[256];
   bool same = true; // every rank's header as this one's: the min is this one
-  for (int k = 0; k < n; ++k) {
-    srcs[k] = seg_->data(set, k);
-    same = same && std::memcmp(srcs[k], header, words * sizeof(int64_t)) == 0;
-  }
-  if (!same)
+  for (int k = 0; k < n && same; ++k)
+    same = k == group_.local_rank || seg_->words(k).digest[set] == digest;
+  if (!same) {
+    for (int k = 0; k < n; ++k)
+      srcs[k] = seg_->data(set, k);
     reduce(header, nullptr, srcs, n, words, hvd::dtype::int64, hvd::op::min);
+  }
   if (!accept(std::span<const int64_t>(header, words)) || header[data_word] != 0)
     return true;
   for (int k = 0; k < n; ++k)
-    srcs[k] = seg_->data(set, k) + header_bytes;
+    srcs[k] = in_line ? static_cast<const void*>(seg_->words(k).inline_data[set])
+                      : seg_->data(set, k) + header_bytes;
   if (bytes > 0)
     reduce(data, nullptr, srcs, n, count, t, o);
   return true;

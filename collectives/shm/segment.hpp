@@ -33,7 +33,16 @@ struct alignas(64) rank_words {
   /// 1 + the CPU this rank last waited on (0: not yet): a waiter that
   /// finds its peer on its own CPU yields to it instead of spinning.
   std::atomic<uint32_t> cpu{0};
+  /// A solo round's exchange (communicator::allreduce_with_header), by
+  /// set: a digest of this rank's header and its step (0: the step sent
+  /// none), and data of up to inline_bytes. Written before `posted`, in
+  /// the line a waiter reads anyway: when every digest matches, a small
+  /// call reads no other line of its peers.
+  uint64_t digest[2] = {0, 0};
+  static constexpr size_t inline_bytes = 16;
+  alignas(16) std::byte inline_data[2][inline_bytes] = {};
 };
+static_assert(sizeof(rank_words) == 64, "a rank's words are one cache line");
 
 /// How many ranks sleep on a rank's words (written by the sleepers); the
 /// owner wakes the futex only when someone sleeps.

@@ -52,6 +52,28 @@ int rank_on(const std::map<int, std::pair<std::string, int>>& running, const std
   return rank;
 }
 
+/// netfault_driver on `c`: 3 ranks, one per node, 4 Mi floats each
+/// (16 MiB: the ring), no pause; returned once every rank ran an allreduce
+/// (and 200 ms more), with the rank on node-b.
+struct ring_job {
+  std::filesystem::path runs;
+  std::unique_ptr<process> drv;
+  std::map<int, std::pair<std::string, int>> running;
+  int victim = -1;
+};
+
+ring_job start_ring_job(cluster& c) {
+  ring_job j;
+  j.runs = c.dir() / "runs";
+  std::filesystem::create_directories(j.runs);
+  j.drv = c.driver_program(HVACTOR_NETFAULT_DRIVER,
+                           {"3", "1000000", "4194304", "0", j.runs.string()});
+  j.running = wait_running(j.runs);
+  j.victim = rank_on(j.running, "node-b");
+  std::this_thread::sleep_for(200ms);
+  return j;
+}
+
 /// Pids of the ranks on `node`, given a driver's NODES and PIDS lines.
 std::vector<int> pids_on(const std::string& node, const std::vector<std::string>& nodes,
                          const std::vector<int>& pids) {
@@ -182,14 +204,7 @@ TEST_CASE("a node frozen with its worker while the others wait on it inside a ri
   // The survivors wait in the ring's reduce-scatter, on Gloo's own scratch
   // buffer; the driver's closed scope (node_lost) must wake that wait too.
   cluster c;
-  auto runs = c.dir() / "runs";
-  std::filesystem::create_directories(runs);
-  // 3 ranks, one per node, 4 Mi floats each (16 MiB: the ring), no pause.
-  auto drv = c.driver_program(HVACTOR_NETFAULT_DRIVER,
-                              {"3", "1000000", "4194304", "0", runs.string()});
-  auto running = wait_running(runs);
-  int victim = rank_on(running, "node-b");
-  std::this_thread::sleep_for(200ms);
+  auto [runs, drv, running, victim] = start_ring_job(c);
   auto t0 = clock_type::now();
   c.node("node-b").signal(SIGSTOP);
   ::kill(running[victim].second, SIGSTOP);
@@ -235,14 +250,7 @@ TEST_CASE("a worker frozen alone (SIGSTOP; its node answers) fails the job with 
   // timeout and asks its node's colocator, which answers: the worker is
   // to blame, its node is not lost.
   cluster c;
-  auto runs = c.dir() / "runs";
-  std::filesystem::create_directories(runs);
-  // 3 ranks, one per node, 4 Mi floats each (16 MiB: the ring), no pause.
-  auto drv = c.driver_program(HVACTOR_NETFAULT_DRIVER,
-                              {"3", "1000000", "4194304", "0", runs.string()});
-  auto running = wait_running(runs);
-  int victim = rank_on(running, "node-b");
-  std::this_thread::sleep_for(200ms);
+  auto [runs, drv, running, victim] = start_ring_job(c);
   auto t0 = clock_type::now();
   ::kill(running[victim].second, SIGSTOP);
   auto error = drv->read_line_with("ERROR ", 20s);

@@ -41,19 +41,22 @@ std::chrono::milliseconds engine::heartbeat() const {
 }
 
 // The heartbeat of a rank that has had nothing to do for a while: it
-// doubles after each round that found this rank without work, up to 8 s
-// (and a quarter of the job's timeout and of the stall warning time, so
-// that a peer waiting in a round still never meets its transport's
-// timeout, and the stall inspector warns in time). Idle ranks met every
-// second before: at 128 ranks those rounds were most of an idle job's CPU.
-// What a submission waits for never depends on it: the submitting rank
-// starts a round at once, and a peer's pending round completes with it.
+// doubles after each round that found this rank without work, up to 16 s,
+// and at most half the job's timeout (a peer waiting in a round for this
+// one then waits at most half its transport's timeout) and a quarter of
+// the stall warning time (so that the stall inspector warns in time): 15 s
+// with Horovod's defaults. Idle ranks met every second before, then every
+// 7.5 s: at 128 ranks each round costs every rank about 1 ms of CPU (a
+// recursive-doubling exchange of 7 steps), and those rounds were most of
+// an idle job's CPU. What a submission waits for never depends on it: the
+// submitting rank starts a round at once, and a peer's pending round
+// completes with it.
 std::chrono::milliseconds engine::idle_heartbeat() const {
   using std::chrono::milliseconds;
-  auto longest = std::min<milliseconds>(idle_heartbeat_max, opts_.timeout / 4);
+  auto longest = std::min<milliseconds>(idle_heartbeat_max, opts_.timeout / 2);
   if (!opts_.stall.disabled)
     longest = std::min<milliseconds>(longest, opts_.stall.warning / 4);
-  auto beat = heartbeat() * (int64_t{1} << std::min(idle_rounds_, 3));
+  auto beat = heartbeat() * (int64_t{1} << std::min(idle_rounds_, 4));
   return std::max(heartbeat(), std::min(beat, longest));
 }
 

@@ -156,13 +156,18 @@ using namespace std::chrono_literals;
 /// setting drops healthy peers. A tick costs a process 3 wake-ups (20-90 us
 /// each) plus one per peer whose heartbeat arrives alone: at 1 s, each
 /// process at its own phase, an idle 32-node cluster with a job of 32 ranks
-/// spent about 3.8 % of a core on them (its driver 10 ms/s); now about 1 %.
-inline constexpr auto heartbeat_interval = 2s;
+/// spent about 3.8 % of a core on them (its driver 10 ms/s). At 128 nodes
+/// with an idle job the whole cluster used 6.1-6.4 % of a core at 2 s, 5.0 %
+/// at 3 s and 3.9 % at 4 s (docs/performance/scale.md).
+inline constexpr auto heartbeat_interval = 4s;
 
-/// A peer silent this long is dropped: a frozen (SIGSTOPped) node leaves the
-/// registry within 7 s (timeout + a tick). With 2 s, a driver starting 64
-/// ranks on 2 cores fell that far behind its own sockets and dropped live nodes.
-inline constexpr auto connection_timeout = 5s;
+/// A peer silent this long is dropped: two missed heartbeats and a second
+/// of slack, so a frozen (SIGSTOPped) node or a cut link is dropped 8-12 s
+/// after it stopped (the timeout, checked at a tick). Ray's health check
+/// takes about 30 s by default, a Gloo op timeout 30 s. At 2 s with a 500 ms
+/// heartbeat, a driver starting 64 ranks on 2 cores fell that far behind
+/// its own sockets and dropped live nodes.
+inline constexpr auto connection_timeout = 9s;
 
 /// Closing a published TLS port: a local request to the OpenSSL middleman,
 /// answered at once unless the multiplexer is stuck.
@@ -183,8 +188,8 @@ inline constexpr auto connect_settle = 1s;
 
 /// The TLS connection watchdog (CAF 0.17's OpenSSL module has no handshake
 /// timeout): a connection that received nothing for this long is shut
-/// down. Live peers send heartbeats every second, so only stalled
-/// handshakes and silent intruders reach it.
+/// down. Live peers send heartbeats every heartbeat_interval (4 s), so only
+/// stalled handshakes and silent intruders reach it.
 inline constexpr auto watchdog_idle_limit = 10s;
 
 /// Between two watchdog scans of /proc/net/tcp and TCP_INFO.

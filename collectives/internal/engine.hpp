@@ -232,7 +232,7 @@ private:
   std::chrono::milliseconds heartbeat() const;
   std::chrono::milliseconds idle_heartbeat() const;
   void heartbeat_round(std::unique_lock<std::mutex>& lk);
-  static constexpr std::chrono::milliseconds idle_heartbeat_max{8000};
+  static constexpr std::chrono::milliseconds idle_heartbeat_max{16000};
   std::chrono::steady_clock::time_point idle_round_due() const;
   bool run_closed() const;
   void apply_timeline_locked();

@@ -169,9 +169,10 @@ TEST_CASE("the connection watchdog lets an authenticated live peer be, and then 
   auto actor = server->spawn(echo);
   auto port = hvactor::transport::publish(*server, actor, 0, "127.0.0.1");
   REQUIRE(port);
-  // Heartbeats every 2 s: an idle limit of 3 s keeps the live peer.
+  // Heartbeats every knobs::heartbeat_interval (4 s): an idle limit of 5 s
+  // keeps the live peer.
   hvactor::connection_watchdog::options o;
-  o.idle_limit = 3s;
+  o.idle_limit = 5s;
   o.period = 200ms;
   hvactor::connection_watchdog dog{o};
   dog.watch(*port);
@@ -180,9 +181,9 @@ TEST_CASE("the connection watchdog lets an authenticated live peer be, and then 
     auto found = hvactor::transport::connect(*client, "127.0.0.1", *port, 5s);
     REQUIRE(found);
     CHECK(dog.scanning()); // an accepted connection: not proven yet
-    // Proven once it received a heartbeat after it was 3 s old.
+    // Proven once it received a heartbeat after it was 5 s old.
     bool slept = false;
-    for (int i = 0; i < 60 && !slept; ++i) {
+    for (int i = 0; i < 100 && !slept; ++i) {
       std::this_thread::sleep_for(100ms);
       slept = !dog.scanning();
     }

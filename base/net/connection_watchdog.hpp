@@ -22,7 +22,7 @@ namespace hvactor {
 ///
 /// Why: CAF 0.17's OpenSSL module has no handshake timeout, and a TCP peer
 /// that connects and sends nothing pins a CAF thread at 100 % CPU for as
-/// long as it stays connected. hvactor enables CAF heartbeats (every 2 s)
+/// long as it stays connected. hvactor enables CAF heartbeats (every 4 s)
 /// on every process, so an authenticated connection receives bytes at least
 /// that often; an accepted connection that received nothing for
 /// `idle_limit` is a stalled or hostile handshake.

@@ -11,7 +11,7 @@ Cases (3 nodes x 1 CPU behind 200mbit links unless said; a cluster each,
 torn down also when the case fails):
   down       n2's link goes down in the middle of a static job's allreduces:
              every surviving rank fails with a collective_error naming the
-             peer (rank, node n2, its address) within BOUND_S (14 s) of the
+             peer (rank, node n2, its address) within BOUND_S (16 s) of the
              cut, the driver with node_lost; nothing hangs.
   elastic    the same cut under an elastic job (elastic_driver, the
              cluster's live nodes): it goes on with n1 and n3 from its last
@@ -43,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netcluster_test as nt  # noqa: E402 (leftovers, assert_clean, can_run)
 
-BOUND_S = 14.0  # docs/guides/network-faults.md: a cut peer fails every survivor within this
+BOUND_S = 16.0  # docs/guides/network-faults.md: a cut peer fails every survivor within this
 
 
 def now_ns():
@@ -289,7 +289,7 @@ def case_elastic(a, c, tmp, times):
     c.link("n2", "down")
     # The connection timeout (9 s, checked at a 4 s heartbeat tick: 8-12 s
     # after the cut) and a new generation.
-    check_resumed(drv, t0, "elastic", times, bound=15.0)
+    check_resumed(drv, t0, "elastic", times, bound=17.0)
     rc = drv.wait(60)
     assert rc == 0, f"elastic_driver exited {rc}:\n{drv.text()[-4000:]}"
     _, m = drv.wait_for(r"^RESULTS (\d+) (.*)", 1)

@@ -98,8 +98,9 @@ stop_mid_peer() { # SIGNAL PEER [CALLS]
   local sig=$1 peer=$2 calls=${3:-1000} tmp="$T/stop-$1-$2" seen=0 rc=
   mkdir -p "$tmp"
   # 1000 calls of 1 MiB: hvactor's round first (0.3 s here), then the
-  # peer's job (mpi 1.1 s, gloo 2.6 s here; spmd takes 5000 calls for
-  # as long): the signal comes mid-flight.
+  # peer's job (mpi 1.1 s, gloo 2.6 s here; spmd takes 20000 calls for
+  # 3-5 s: with 5000 (0.8-1.3 s) a fresh-clone CI run once saw the job end
+  # before the signal): the signal comes mid-flight.
   TMPDIR="$tmp" HVACTOR_BENCH_STOP_MARK="$tmp" "$BENCH" allreduce -np 2 -b 1M -e 1M \
     --iters "$calls" -w 1 --rounds 1 --path executor --peer "$peer" > "$T/stop-$sig.out" 2>&1 &
   local pid=$!
@@ -128,7 +129,7 @@ stop_mid_peer() { # SIGNAL PEER [CALLS]
 }
 if [[ "$peers" == *mpi* ]]; then stop_mid_peer TERM mpi; else echo "skip: SIGTERM during --peer mpi (no Open MPI)"; fi
 stop_mid_peer INT gloo
-stop_mid_peer TERM spmd 5000
+stop_mid_peer TERM spmd 20000
 # --iters auto (the default): the same counts for hvactor and the peer, at
 # least 1000 timed calls for the small sizes (they take under --seconds).
 if timeout 240 "$BENCH" allreduce -np 2 -b 4 -e 64K -f 16 --seconds 0.05 --rounds 1 --peer gloo --path executor \

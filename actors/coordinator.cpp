@@ -139,6 +139,7 @@ void handle_downs(coord_actor self) {
     for (auto& [id, w] : st.workers)
       if (w.registered && w.handle.address() == dm.source) {
         // Give the colocator's exit report (exit code, stderr) time to win.
+        w.down_reason = caf::to_string(dm.reason);
         self->delayed_send(self, knobs::exit_report_grace, worker_lost_atom_v, id);
         return;
       }
@@ -303,10 +304,17 @@ caf::result<bool> on_shutdown(coord_actor self) {
 }
 
 void on_worker_lost(coord_actor self, int32_t id) {
-  if (self->state.elastic())
-    worker_failed(self, id, "lost its connection to the driver");
-  else
+  if (self->state.elastic()) {
+    auto i = self->state.workers.find(id);
+    auto reason = i == self->state.workers.end() ? std::string{} : i->second.down_reason;
+    worker_failed(self, id,
+                  reason.empty() ? std::string{"lost its connection to the driver"}
+                                 : fmt::format("lost its connection to the driver ({}); its "
+                                               "process did not exit within {} ms",
+                                               reason, knobs::exit_report_grace.count()));
+  } else {
     static_worker_lost(self, id);
+  }
 }
 
 coordinator_actor::behavior_type coordinator_impl(coord_actor self, coordinator_config cfg) {

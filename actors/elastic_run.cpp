@@ -195,7 +195,7 @@ void elastic_exited(coord_actor self, const worker_exit& ex) {
   // A worker already given up (its connection dropped first): its exit
   // status still says why it ended.
   if (is_gone(st, w.id) && !ex.expected)
-    log::info("job {}: {} (already given up) exited: {}{}", st.cfg.job_id, worker_name(w),
+    log::warn("job {}: {} (already given up) exited: {}{}", st.cfg.job_id, worker_name(w),
               describe_exit(ex.exit_code, ex.signal),
               ex.stderr_tail.empty() ? std::string{". It wrote nothing to stderr."}
                                      : fmt::format(". Last stderr lines:\n  {}",

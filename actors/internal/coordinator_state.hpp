@@ -78,6 +78,8 @@ struct job_worker {
   proto::horovod_worker handle;
   /// Its pid once known (registration or exit report), else 0.
   int32_t pid = 0;
+  /// Why its actor went down, once it did ("" before).
+  std::string down_reason;
   /// Elastic: its reservation's and colocator's job id "<job>.<id>";
   /// joined a generation that formed (holds the job's state); returned
   /// successfully with `payload`; its seat in the current generation (-1).

@@ -22,6 +22,16 @@ inline constexpr auto idle_wait = std::chrono::milliseconds{5000};
 /// the unregistering thread and the device's destructor wait for a tick.
 inline constexpr auto busy_window = std::chrono::milliseconds{1000};
 
+/// Gloo's loop is back in epoll_wait within this time of a return with
+/// events: it skipped them (a read of one takes longer), their pair's lock
+/// being held by another thread.
+inline constexpr auto spin_gap = std::chrono::microseconds{3};
+
+/// Spinning loops yield the core this many times in a row, then sleep
+/// spin_sleep before each further wait until they handle an event.
+inline constexpr int spin_yields = 8;
+inline constexpr auto spin_sleep = std::chrono::microseconds{20};
+
 /// A socket left epoll set `epfd` (EPOLL_CTL_DEL): wake its loop if it is
 /// Gloo's, and keep it ticking for busy_window.
 void on_epoll_del(int epfd);

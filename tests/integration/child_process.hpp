@@ -34,7 +34,10 @@ public:
       throw std::runtime_error("mkdtemp failed");
     path_ = std::filesystem::canonical(pattern);
   }
+  /// HVACTOR_TEST_KEEP_DIRS=1 keeps it (and its logs) for a post-mortem.
   ~temp_dir() {
+    if (const char* keep = std::getenv("HVACTOR_TEST_KEEP_DIRS"); keep && *keep == '1')
+      return;
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }

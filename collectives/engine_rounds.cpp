@@ -218,7 +218,7 @@ bool engine::round(bool leave) {
     header = negotiator_.propose(stall_.gives_up(), leave, query);
     if (topo_.size > 1) {
       append_tuning(header);
-      backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
+      backend_->exchange_header(header.data(), header.size(), collectives::negotiator::data_word);
       adopt_tuning(header, true);
     }
   } catch (...) {

@@ -148,7 +148,7 @@ engine::solo_exchange_result engine::solo_exchange(const operation& op,
                                                         : solo_exchange_result::agreed_alone;
     }
     if (combined == solo_exchange_result::header_only)
-      backend_->allreduce(header.data(), header.size(), dtype::int64, op::min);
+      backend_->exchange_header(header.data(), header.size(), collectives::negotiator::data_word);
   } catch (...) {
     transport = std::current_exception();
   }

@@ -103,13 +103,24 @@ public:
   bool allreduce_with_header(int64_t* header, size_t words, size_t data_word, void* data,
                              size_t count, hvd::dtype t, hvd::op o,
                              const std::function<bool(std::span<const int64_t>)>& accept) override {
-    if (!paths_.single_node)
+    if (!paths_.single_node && paths_.hierarchical_allreduce)
       return false;
     bool done = false;
     guarded([&] {
-      done = comm_->allreduce_with_header(header, words, data_word, data, count, t, o, accept);
+      done = paths_.single_node
+               ? comm_->allreduce_with_header(header, words, data_word, data, count, t, o, accept)
+               : gloo_->allreduce_with_header(header, words, data_word, data, count, t, o, accept);
     });
     return done;
+  }
+
+  // Across nodes over Gloo alone, a header goes in the same messages as
+  // allreduce_with_header's (a rank that sends data meets one that sends
+  // none); elsewhere on the path allreduce() takes.
+  void exchange_header(int64_t* header, size_t words, size_t data_word) override {
+    if (paths_.single_node || paths_.hierarchical_allreduce)
+      return backend::exchange_header(header, words, data_word);
+    guarded([&] { gloo_->exchange_header(header, words, data_word); });
   }
 
   // One node: the shared-memory reduce-scatter with Horovod's split (each

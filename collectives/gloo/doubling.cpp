@@ -35,24 +35,16 @@ std::vector<int> doubling_peers(int rank, int size) {
   return peers;
 }
 
-void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data, size_t count,
-                        hvd::dtype t, hvd::op o, std::vector<std::byte>& scratch, uint32_t tag,
-                        std::chrono::milliseconds timeout) {
+void doubling_combine(const std::shared_ptr<::gloo::Context>& ctx, void* data, size_t bytes,
+                      const doubling_fold& fold, std::vector<std::byte>& scratch, uint32_t tag,
+                      std::chrono::milliseconds timeout) {
   int n = ctx->size, me = ctx->rank;
   int p = power_of_two_below(n);
-  size_t bytes = count * hvd::size_of(t);
   if (scratch.size() < bytes)
     scratch.resize(bytes);
   auto slot = ::gloo::Slot::build(doubling_slot_prefix, tag);
   auto mine = ctx->createUnboundBuffer(data, bytes);
   auto theirs = ctx->createUnboundBuffer(scratch.data(), bytes);
-  // The peer's copy (in scratch) into data, the lower rank's copy first.
-  auto fold = [&](int peer) {
-    const void* srcs[2] = {data, scratch.data()};
-    if (peer < me)
-      std::swap(srcs[0], srcs[1]);
-    shm::reduce(data, nullptr, srcs, 2, count, t, o);
-  };
   if (me >= p) {
     mine->send(me - p, slot);
     mine->waitSend(timeout);
@@ -63,7 +55,7 @@ void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data,
   if (me + p < n) {
     theirs->recv(me + p, slot);
     theirs->waitRecv(timeout);
-    fold(me + p);
+    fold(scratch.data(), false);
   }
   for (int d = 1; d < p; d *= 2) {
     int peer = me ^ d;
@@ -71,12 +63,54 @@ void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data,
     mine->send(peer, slot);
     mine->waitSend(timeout);
     theirs->waitRecv(timeout);
-    fold(peer);
+    fold(scratch.data(), peer < me);
   }
   if (me + p < n) {
     mine->send(me + p, slot);
     mine->waitSend(timeout);
   }
+}
+
+void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data, size_t count,
+                        hvd::dtype t, hvd::op o, std::vector<std::byte>& scratch, uint32_t tag,
+                        std::chrono::milliseconds timeout) {
+  // The peer's copy into data, the lower rank's copy first.
+  auto fold = [&](const void* theirs, bool theirs_lower) {
+    const void* srcs[2] = {data, theirs};
+    if (theirs_lower)
+      std::swap(srcs[0], srcs[1]);
+    shm::reduce(data, nullptr, srcs, 2, count, t, o);
+  };
+  doubling_combine(ctx, data, count * hvd::size_of(t), fold, scratch, tag, timeout);
+}
+
+void doubling_header_exchange(const std::shared_ptr<::gloo::Context>& ctx, int64_t* header,
+                              size_t words, size_t data_word, const void* data, size_t count,
+                              hvd::dtype t, hvd::op o, std::vector<std::byte>& frame,
+                              std::vector<std::byte>& scratch, uint32_t tag,
+                              std::chrono::milliseconds timeout) {
+  const size_t header_bytes = words * sizeof(int64_t);
+  const size_t bytes = data ? count * hvd::size_of(t) : 0;
+  frame.assign(header_bytes + header_data_bytes, std::byte{0});
+  std::memcpy(frame.data(), header, header_bytes);
+  if (bytes > 0)
+    std::memcpy(frame.data() + header_bytes, data, bytes);
+  auto fold = [&](const void* theirs, bool theirs_lower) {
+    auto* h = reinterpret_cast<int64_t*>(frame.data());
+    const auto* p = static_cast<const int64_t*>(theirs);
+    bool both_carry = h[data_word] == 0 && p[data_word] == 0;
+    for (size_t w = 0; w < words; ++w)
+      h[w] = std::min(h[w], p[w]);
+    if (!both_carry || bytes == 0)
+      return;
+    void* mine = frame.data() + header_bytes;
+    const void* srcs[2] = {mine, static_cast<const std::byte*>(theirs) + header_bytes};
+    if (theirs_lower)
+      std::swap(srcs[0], srcs[1]);
+    shm::reduce(mine, nullptr, srcs, 2, count, t, o);
+  };
+  doubling_combine(ctx, frame.data(), frame.size(), fold, scratch, tag, timeout);
+  std::memcpy(header, frame.data(), header_bytes);
 }
 
 void doubling_allgatherv(const std::shared_ptr<::gloo::Context>& ctx, const void* in, void* out,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -29,6 +30,39 @@ namespace hvactor::collectives {
 void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data, size_t count,
                         hvd::dtype t, hvd::op o, std::vector<std::byte>& scratch, uint32_t tag,
                         std::chrono::milliseconds timeout);
+
+/// Folds the peer's copy (`theirs`, as many bytes) into this rank's;
+/// `theirs_lower`: the peer's rank is below this one's.
+using doubling_fold = std::function<void(const void* theirs, bool theirs_lower)>;
+
+/// doubling_allreduce's steps over `bytes` bytes at `data` with a fold of
+/// the caller's: every rank ends with the same bytes when `fold` gives
+/// the same result on both ends of a step (the lower rank's copy first).
+void doubling_combine(const std::shared_ptr<::gloo::Context>& ctx, void* data, size_t bytes,
+                      const doubling_fold& fold, std::vector<std::byte>& scratch, uint32_t tag,
+                      std::chrono::milliseconds timeout);
+
+/// The data a negotiation header carries across nodes at most: every
+/// header exchange over Gloo sends the header's words and this many bytes
+/// (zeros when it carries none), so that a rank that sends a small
+/// allreduce with its header meets one that sends its header alone in the
+/// same step, as in shared memory (backend::allreduce_with_header).
+inline constexpr size_t header_data_bytes = 1024;
+
+/// The negotiation header's exchange by recursive doubling, with `count`
+/// elements of `data` (at most header_data_bytes; none: nullptr, 0) in the
+/// same messages: `header` (`words` int64, header[data_word] 0 where this
+/// rank sends data, -1 where not) comes back min-reduced, and `frame`
+/// holds the message, the data's reduction with `o` at
+/// frame.data() + words * 8. Two copies' data are reduced when both say
+/// they carry data, so that reduction is every rank's exactly when the
+/// reduced header[data_word] is 0 (and valid when the ranks agree on the
+/// operation, which the reduced header tells).
+void doubling_header_exchange(const std::shared_ptr<::gloo::Context>& ctx, int64_t* header,
+                              size_t words, size_t data_word, const void* data, size_t count,
+                              hvd::dtype t, hvd::op o, std::vector<std::byte>& frame,
+                              std::vector<std::byte>& scratch, uint32_t tag,
+                              std::chrono::milliseconds timeout);
 
 /// Allgathers by recursive doubling: rank r's `bytes[r]` bytes at `in` land
 /// in `out` at the sum of the ranks' before it, on every rank (`in` may be

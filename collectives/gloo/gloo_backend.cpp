@@ -1,6 +1,7 @@
 #include "gloo_backend.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -67,6 +68,26 @@ public:
             });
   }
 
+  // A small allreduce with the negotiation header, both in one doubling
+  // exchange (the header's words and header_data_bytes more, whatever the
+  // data): across 2 nodes a small call was two exchanges.
+  bool allreduce_with_header(int64_t* header, size_t words, size_t data_word, void* data,
+                             size_t count, hvd::dtype t, hvd::op o,
+                             const std::function<bool(std::span<const int64_t>)>& accept) override {
+    const size_t bytes = count * hvd::size_of(t);
+    if (bytes > header_data_bytes)
+      return false;
+    header[data_word] = 0;
+    header_exchange(header, words, data_word, data, count, t, o);
+    if (accept(std::span<const int64_t>(header, words)) && header[data_word] == 0 && bytes > 0)
+      std::memcpy(data, frame_.data() + words * sizeof(int64_t), bytes);
+    return true;
+  }
+
+  void exchange_header(int64_t* header, size_t words, size_t data_word) override {
+    header_exchange(header, words, data_word, nullptr, 0, hvd::dtype::int64, hvd::op::min);
+  }
+
   void allgatherv(const void* in, void* out, std::span<const size_t> counts,
                   hvd::dtype t) override {
     size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
@@ -126,6 +147,16 @@ public:
 private:
   uint32_t next_tag() {
     return tag_++;
+  }
+
+  void header_exchange(int64_t* header, size_t words, size_t data_word, const void* data,
+                       size_t count, hvd::dtype t, hvd::op o) {
+    guarded([] { return std::string{"the negotiation's header exchange"}; },
+            [&] {
+              need(doubling_peers(topo_.rank, topo_.size));
+              doubling_header_exchange(ctx_, header, words, data_word, data, count, t, o, frame_,
+                                       gathered_, next_tag(), timeout_);
+            });
   }
 
   // Every Gloo call goes through here: Gloo's exceptions become one
@@ -438,6 +469,8 @@ private:
   // gather_reduce's copies and their addresses (grown, never shrunk).
   std::vector<std::byte> gathered_;
   std::vector<const void*> sources_;
+  // The header exchange's message: the header, then its data.
+  std::vector<std::byte> frame_;
 };
 
 } // namespace

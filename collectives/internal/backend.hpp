@@ -69,6 +69,16 @@ public:
     return false;
   }
 
+  /// The negotiation header's exchange: min-allreduces `header` (`words`
+  /// int64; header[data_word] as the caller set it). A backend whose
+  /// allreduce_with_header sends other messages than allreduce() sends
+  /// them here too, so that a rank exchanging its header alone meets one
+  /// that sends data with it in the same step.
+  virtual void exchange_header(int64_t* header, size_t words, size_t data_word) {
+    (void)data_word;
+    allreduce(header, words, hvd::dtype::int64, hvd::op::min);
+  }
+
   /// Concatenates every rank's `in` into `out` in rank order; `counts[r]`
   /// is rank r's element count.
   virtual void allgatherv(const void* in, void* out, std::span<const size_t> counts,

@@ -9,6 +9,7 @@
 
 #include "base/net/port_guard.hpp"
 #include "base/net/loop_pacer.hpp"
+#include "base/net/recv_spin.hpp"
 #include "base/net/connection_watchdog.hpp"
 
 #include <arpa/inet.h>
@@ -355,7 +356,9 @@ int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
 }
 
 ssize_t recv(int fd, void* buf, size_t len, int flags) {
-  auto n = libc::recv(fd, buf, len, flags);
+  const auto* spin = hvactor::recv_spin::current();
+  auto n = spin ? hvactor::recv_spin::recv(*spin, fd, buf, len, flags)
+                : libc::recv(fd, buf, len, flags);
   if (n <= 0 || fd < 0 || fd >= max_tracked_fd || (flags & MSG_PEEK) != 0)
     return n;
   auto& slot = slots_[fd];

@@ -35,40 +35,56 @@ std::vector<int> doubling_peers(int rank, int size) {
   return peers;
 }
 
+void doubling_schedule(int n, int me, void* data, void* scratch, const doubling_fold& fold,
+                       const doubling_moves& moves) {
+  int p = power_of_two_below(n);
+  if (me >= p) {
+    moves.send(me - p, data);
+    moves.recv(me - p, data);
+    return;
+  }
+  if (me + p < n) {
+    moves.recv(me + p, scratch);
+    fold(scratch, false);
+  }
+  for (int d = 1; d < p; d *= 2) {
+    int peer = me ^ d;
+    moves.swap(peer, data, scratch);
+    fold(scratch, peer < me);
+  }
+  if (me + p < n)
+    moves.send(me + p, data);
+}
+
 void doubling_combine(const std::shared_ptr<::gloo::Context>& ctx, void* data, size_t bytes,
                       const doubling_fold& fold, std::vector<std::byte>& scratch, uint32_t tag,
                       std::chrono::milliseconds timeout) {
-  int n = ctx->size, me = ctx->rank;
-  int p = power_of_two_below(n);
   if (scratch.size() < bytes)
     scratch.resize(bytes);
   auto slot = ::gloo::Slot::build(doubling_slot_prefix, tag);
   auto mine = ctx->createUnboundBuffer(data, bytes);
   auto theirs = ctx->createUnboundBuffer(scratch.data(), bytes);
-  if (me >= p) {
-    mine->send(me - p, slot);
-    mine->waitSend(timeout);
-    mine->recv(me - p, slot);
-    mine->waitRecv(timeout);
-    return;
-  }
-  if (me + p < n) {
-    theirs->recv(me + p, slot);
-    theirs->waitRecv(timeout);
-    fold(scratch.data(), false);
-  }
-  for (int d = 1; d < p; d *= 2) {
-    int peer = me ^ d;
-    theirs->recv(peer, slot);
-    mine->send(peer, slot);
-    mine->waitSend(timeout);
-    theirs->waitRecv(timeout);
-    fold(scratch.data(), peer < me);
-  }
-  if (me + p < n) {
-    mine->send(me + p, slot);
-    mine->waitSend(timeout);
-  }
+  doubling_moves moves{
+    .send =
+      [&](int peer, const void*) {
+        mine->send(peer, slot);
+        mine->waitSend(timeout);
+      },
+    .recv =
+      [&](int peer, void* into) {
+        auto& buf = into == data ? mine : theirs;
+        buf->recv(peer, slot);
+        buf->waitRecv(timeout);
+      },
+    .swap =
+      [&](int peer, const void*, void*) {
+        theirs->recv(peer, slot);
+        mine->send(peer, slot);
+        mine->waitSend(timeout);
+        theirs->waitRecv(timeout);
+      },
+  };
+  doubling_schedule(ctx->size, ctx->rank, data, scratch.data(), fold, moves);
 }
 
 void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data, size_t count,
@@ -84,14 +100,12 @@ void doubling_allreduce(const std::shared_ptr<::gloo::Context>& ctx, void* data,
   doubling_combine(ctx, data, count * hvd::size_of(t), fold, scratch, tag, timeout);
 }
 
-void doubling_header_exchange(const std::shared_ptr<::gloo::Context>& ctx, int64_t* header,
-                              size_t words, size_t data_word, const void* data, size_t count,
-                              hvd::dtype t, hvd::op o, std::vector<std::byte>& frame,
-                              std::vector<std::byte>& scratch, uint32_t tag,
-                              std::chrono::milliseconds timeout) {
+void doubling_header_exchange(const doubling_combiner& combine, int64_t* header, size_t words,
+                              size_t data_word, const void* data, size_t count, hvd::dtype t,
+                              hvd::op o, std::vector<std::byte>& frame) {
   const size_t header_bytes = words * sizeof(int64_t);
   const size_t bytes = data ? count * hvd::size_of(t) : 0;
-  frame.assign(header_bytes + header_data_bytes, std::byte{0});
+  frame.assign(header_frame_bytes(words), std::byte{0});
   std::memcpy(frame.data(), header, header_bytes);
   if (bytes > 0)
     std::memcpy(frame.data() + header_bytes, data, bytes);
@@ -109,7 +123,11 @@ void doubling_header_exchange(const std::shared_ptr<::gloo::Context>& ctx, int64
       std::swap(srcs[0], srcs[1]);
     shm::reduce(mine, nullptr, srcs, 2, count, t, o);
   };
-  doubling_combine(ctx, frame.data(), frame.size(), fold, scratch, tag, timeout);
+  auto sending = [&] {
+    auto* h = reinterpret_cast<const int64_t*>(frame.data());
+    return header_bytes + (h[data_word] == 0 ? bytes : 0);
+  };
+  combine(frame.data(), frame.size(), fold, sending);
   std::memcpy(header, frame.data(), header_bytes);
 }
 

@@ -19,6 +19,7 @@
 #include "collectives/internal/rendezvous_protocol.hpp"
 #include "peer_abort.hpp"
 #include "peer_addresses.hpp"
+#include "small_lane.hpp"
 #include "base/internal/knobs.hpp"
 #include "collectives/internal/rendezvous_knobs.hpp"
 #include "base/net/net.hpp"
@@ -153,9 +154,21 @@ private:
                        size_t count, hvd::dtype t, hvd::op o) {
     guarded([] { return std::string{"the negotiation's header exchange"}; },
             [&] {
-              need(doubling_peers(topo_.rank, topo_.size));
-              doubling_header_exchange(ctx_, header, words, data_word, data, count, t, o, frame_,
-                                       gathered_, next_tag(), timeout_);
+              auto tag = next_tag();
+              if (!lane_)
+                lane_ = connect_small_lane(
+                  device_, topo_.rank, topo_.size, topo_.host, *client_, prefix_,
+                  lane_capacity, abort_, timeout_, connect_bound(),
+                  [this](int r) { return listened_address(cards_, r, topo_.rank); });
+              auto combine = [&](void* d, size_t bytes, const doubling_fold& fold,
+                                 const std::function<size_t()>& sending) {
+                if (bytes <= lane_->capacity())
+                  return lane_->combine(topo_.size, topo_.rank, d, bytes, fold, sending);
+                need(doubling_peers(topo_.rank, topo_.size));
+                doubling_combine(ctx_, d, bytes, fold, gathered_, tag, timeout_);
+              };
+              doubling_header_exchange(combine, header, words, data_word, data, count, t, o,
+                                       frame_);
             });
   }
 
@@ -261,6 +274,7 @@ private:
     // Closing every connection now makes the ranks that still wait on this
     // one fail at once instead of after their timeout.
     failure_watch_.reset();
+    lane_.reset();
     mesh_.reset();
     ctx_.reset();
     throw collective_error(msg, culprit);
@@ -343,8 +357,7 @@ private:
     }
     ctx_ = std::make_shared<abortable_context>(topo_.rank, topo_.size, abort_);
     ctx_->setTimeout(timeout_);
-    auto bound = timeout_ + topo_.size * std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          knobs::rendezvous_wait_per_rank);
+    auto bound = connect_bound();
     // hvd::init connects the pairs of the ring and of recursive doubling
     // (the negotiation's small allreduce): all of them up to 4 ranks; the
     // rest connect on first use (lazy_mesh).
@@ -367,7 +380,13 @@ private:
                   first.push_back(q);
               need(first, true);
             });
-    watch_failures(client);
+    failure_watch_ = watch_failures(client, prefix_, abort_, topo_.rank, topo_.size);
+  }
+
+  // How long connecting a mesh may take.
+  std::chrono::milliseconds connect_bound() const {
+    return timeout_ + topo_.size * std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     knobs::rendezvous_wait_per_rank);
   }
 
   // Connects the pairs with `peers` not connected yet, and publishes the
@@ -417,35 +436,6 @@ private:
     }
   }
 
-  // The first rank whose call fails announces it under "<prefix>/failed";
-  // every other rank then stops its Gloo waits at once. So does every rank
-  // of an elastic generation that the driver ended because a worker of it
-  // failed (it closes the generation's scope, and announcements with it).
-  void watch_failures(rendezvous_client& client) {
-    auto abort = abort_;
-    int me = topo_.rank;
-    failure_watch_ = client.watch(
-      prefix_ + "/failed",
-      [abort, me, size = topo_.size](const std::vector<char>& v) {
-        int announcer = -1, culprit = -1;
-        if (!parse_announcement(std::string(v.begin(), v.end()), announcer, culprit)
-            || announcer < 0 || announcer >= size || announcer == me)
-          return;
-        abort->raise(announcer, culprit >= 0 && culprit < size ? culprit : -1);
-      },
-      [abort, size = topo_.size](const std::string& why) {
-        if (why.find(proto::superseded_after_failure) != std::string::npos) {
-          abort->raise(why);
-        } else if (auto at = why.find("peer rank ");
-                   at != std::string::npos
-                   && why.find(proto::node_left_the_cluster) != std::string::npos) {
-          // A static job's driver lost a node of the job: its first rank.
-          int culprit = std::atoi(why.c_str() + at + 10);
-          abort->raise(why.substr(at), culprit >= 0 && culprit < size ? culprit : -1);
-        }
-      });
-  }
-
   topology topo_;
   std::chrono::milliseconds timeout_;
   allreduce_algorithm_policy algorithm_;
@@ -471,6 +461,8 @@ private:
   std::vector<const void*> sources_;
   // The header exchange's message: the header, then its data.
   std::vector<std::byte> frame_;
+  // The header exchange's own pairs, made on its first call.
+  std::unique_ptr<small_lane> lane_;
 };
 
 } // namespace

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "collectives/internal/rendezvous_protocol.hpp"
+
 namespace hvactor::collectives {
 
 peer_announced_failure::peer_announced_failure(int announcer, int culprit,
@@ -143,7 +145,7 @@ void peer_abort::raise(const std::string& reason, int culprit) {
 }
 
 void peer_abort::raise(int announcer, int culprit, std::string reason) {
-  std::function<void()> hook;
+  std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock{mutex_};
     if (raised_.load())
@@ -158,9 +160,9 @@ void peer_abort::raise(int announcer, int culprit, std::string reason) {
       b->abortWaitSend();
       b->abortWaitRecv();
     }
-    hook = std::move(hook_);
+    hooks = std::move(hooks_);
   }
-  if (hook)
+  for (auto& hook : hooks)
     hook();
 }
 
@@ -170,7 +172,7 @@ void peer_abort::on_raise(std::function<void()> hook) {
     std::lock_guard<std::mutex> lock{mutex_};
     now = raised_.load();
     if (!now)
-      hook_ = std::move(hook);
+      hooks_.push_back(std::move(hook));
   }
   if (now && hook)
     hook();
@@ -205,6 +207,30 @@ bool parse_announcement(const std::string& text, int& announcer, int& culprit) {
     return false;
   auto c = std::from_chars(a.ptr + 1, end, culprit);
   return c.ec == std::errc{} && c.ptr == end;
+}
+
+std::shared_ptr<void> watch_failures(rendezvous_client& client, const std::string& prefix,
+                                     const std::shared_ptr<peer_abort>& abort, int me, int size) {
+  return client.watch(
+    prefix + "/failed",
+    [abort, me, size](const std::vector<char>& v) {
+      int announcer = -1, culprit = -1;
+      if (!parse_announcement(std::string(v.begin(), v.end()), announcer, culprit)
+          || announcer < 0 || announcer >= size || announcer == me)
+        return;
+      abort->raise(announcer, culprit >= 0 && culprit < size ? culprit : -1);
+    },
+    [abort, size](const std::string& why) {
+      if (why.find(proto::superseded_after_failure) != std::string::npos) {
+        abort->raise(why);
+      } else if (auto at = why.find("peer rank ");
+                 at != std::string::npos
+                 && why.find(proto::node_left_the_cluster) != std::string::npos) {
+        // A static job's driver lost a node of the job: its first rank.
+        int culprit = std::atoi(why.c_str() + at + 10);
+        abort->raise(why.substr(at), culprit >= 0 && culprit < size ? culprit : -1);
+      }
+    });
 }
 
 } // namespace hvactor::collectives

@@ -15,6 +15,8 @@
 #include <gloo/transport/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "collectives/internal/rendezvous_client.hpp"
+
 namespace hvactor::collectives {
 
 /// Thrown out of a Gloo call on this rank when another rank announced that
@@ -61,8 +63,10 @@ public:
   void check() const;
 
   /// `hook` runs once, on the raising thread, after the first raise() (not
-  /// under this object's lock): it stops waits that are not a buffer's (a
-  /// pair that waits for its peer to connect: lazy_mesh).
+  /// under this object's lock), or at once if it was raised already: it
+  /// stops waits that are not a buffer's (a pair that waits for its peer to
+  /// connect: lazy_mesh; the small-message lane's reads: small_lane).
+  /// Hooks add up.
   void on_raise(std::function<void()> hook);
 
 private:
@@ -77,7 +81,7 @@ private:
   std::string reason_;
   mutable std::mutex mutex_;
   std::vector<abortable_buffer*> live_;
-  std::function<void()> hook_;
+  std::vector<std::function<void()>> hooks_;
 };
 
 /// A Gloo context whose every unbound buffer, hvactor's and Gloo's own,
@@ -109,6 +113,16 @@ private:
   std::shared_ptr<peer_abort> abort_;
   std::shared_ptr<::gloo::transport::Context> raw_;
 };
+
+/// The first rank whose call fails announces it under "<prefix>/failed";
+/// every other rank then stops its Gloo waits at once (`abort` of rank
+/// `me` of `size` is raised). So does every rank of an elastic generation
+/// that the driver ended because a worker of it failed (it closes the
+/// generation's scope, and announcements with it), and every rank of a
+/// static job whose driver lost a node. Returns the watch (dropping it
+/// ends it).
+std::shared_ptr<void> watch_failures(rendezvous_client& client, const std::string& prefix,
+                                     const std::shared_ptr<peer_abort>& abort, int me, int size);
 
 /// The value announced under "<prefix>/failed": "<announcer> <culprit>".
 std::string announcement(int announcer, int culprit);

@@ -203,14 +203,15 @@ std::vector<mesh_card> exchange_cards(rendezvous_client& client, const std::stri
   return cards;
 }
 
-mesh_card create_pairs(::gloo::transport::Context& tc, const std::string& host) {
+mesh_card create_pairs(::gloo::transport::Context& tc, const std::string& host,
+                       const std::vector<int>& only) {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0)
     throw std::system_error(errno, std::system_category(), "gethostname");
   mesh_card card{.host = host, .hostname = name, .ip = {}, .ports = {}};
   card.ports.assign(static_cast<size_t>(tc.size), 0);
   for (int r = 0; r < tc.size; ++r) {
-    if (r == tc.rank)
+    if (r == tc.rank || (!only.empty() && std::find(only.begin(), only.end(), r) == only.end()))
       continue;
     auto& ss = tcp_address(*tc.createPair(r)).getSockaddr();
     card.ip = ip_of(ss);

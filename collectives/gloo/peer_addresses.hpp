@@ -50,9 +50,11 @@ mesh_card decode_card(const std::string& text, int size);
 std::vector<mesh_card> exchange_cards(rendezvous_client& client, const std::string& prefix, int me,
                                       const mesh_card& mine, std::chrono::milliseconds bound);
 
-/// Creates this rank's pairs in `tc` (one per peer, each listening) and
-/// returns its card.
-mesh_card create_pairs(::gloo::transport::Context& tc, const std::string& host);
+/// Creates this rank's pairs in `tc` (one per peer, each listening; only
+/// with the ranks in `only` when it is not empty: the others' ports are 0)
+/// and returns its card.
+mesh_card create_pairs(::gloo::transport::Context& tc, const std::string& host,
+                       const std::vector<int>& only = {});
 
 /// A pair that could not be connected: `rank` is the peer.
 class mesh_unreachable : public std::runtime_error {

@@ -25,49 +25,15 @@
 #include "collectives/gloo/doubling.hpp"
 #include "collectives/gloo/peer_abort.hpp"
 #include "collectives/gloo/peer_addresses.hpp"
+#include "gloo_mesh.hpp"
 #include "in_process_ranks.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::collectives;
+using hvactor::test::mesh_of;
 using hvactor::test::on_every_rank;
 namespace hvd = hvactor::hvd;
 
-namespace {
-
-// n connected contexts, built by n threads that swap their cards.
-std::vector<std::shared_ptr<abortable_context>> mesh_of(int n) {
-  std::vector<std::shared_ptr<abortable_context>> ctx;
-  std::vector<std::promise<mesh_card>> card(static_cast<size_t>(n));
-  std::vector<std::shared_future<mesh_card>> seen;
-  for (auto& c : card)
-    seen.push_back(c.get_future().share());
-  for (int r = 0; r < n; ++r) {
-    ctx.push_back(std::make_shared<abortable_context>(r, n, std::make_shared<peer_abort>()));
-    ctx.back()->setTimeout(10s);
-  }
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  std::vector<std::future<void>> done;
-  for (int r = 0; r < n; ++r)
-    done.push_back(std::async(std::launch::async, [&, r] {
-      ::gloo::transport::tcp::attr attr;
-      attr.hostname = "127.0.0.1";
-      std::shared_ptr<::gloo::transport::Device> dev = ::gloo::transport::tcp::CreateDevice(attr);
-      ctx[static_cast<size_t>(r)]->connect(dev, 10s, [&](::gloo::transport::Context& tc) {
-        card[static_cast<size_t>(r)].set_value(create_pairs(tc, "node-" + std::to_string(r)));
-        std::vector<mesh_card> cards;
-        for (auto& s : seen)
-          cards.push_back(s.get());
-        connect_pairs(tc, r, cards, deadline);
-      });
-    }));
-  for (auto& d : done) {
-    REQUIRE(d.wait_for(15s) == std::future_status::ready);
-    d.get();
-  }
-  return ctx;
-}
-
-} // namespace
 
 TEST_SUITE("doubling") {
 
@@ -173,13 +139,16 @@ TEST_CASE("the header exchange min-reduces headers and reduces the data only whe
         headers[i] = {10 - r, r, r == alone ? -1 : 0, 7, -r};
         data[i] = {1.0f + static_cast<float>(r), 0.5f * static_cast<float>(r), 3.0f};
         std::vector<std::byte> scratch;
+        auto combine = [&](void* d, size_t bytes, const doubling_fold& fold,
+                           const std::function<size_t()>&) {
+          doubling_combine(ctx[i], d, bytes, fold, scratch, 5, 5s);
+        };
         if (r == alone)
-          doubling_header_exchange(ctx[i], headers[i].data(), words, data_word, nullptr, 0,
-                                   hvd::dtype::float32, hvd::op::sum, frames[i], scratch, 5, 5s);
+          doubling_header_exchange(combine, headers[i].data(), words, data_word, nullptr, 0,
+                                   hvd::dtype::float32, hvd::op::sum, frames[i]);
         else
-          doubling_header_exchange(ctx[i], headers[i].data(), words, data_word, data[i].data(),
-                                   3, hvd::dtype::float32, hvd::op::sum, frames[i], scratch, 5,
-                                   5s);
+          doubling_header_exchange(combine, headers[i].data(), words, data_word, data[i].data(),
+                                   3, hvd::dtype::float32, hvd::op::sum, frames[i]);
       });
       const int64_t carried = alone < 0 ? 0 : -1;
       for (int r = 0; r < n; ++r) {

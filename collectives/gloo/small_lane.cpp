@@ -1,0 +1,146 @@
+#include "small_lane.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+
+#include <gloo/common/error.h>
+
+#include "base/net/recv_spin.hpp"
+#include "peer_addresses.hpp"
+
+namespace hvactor::collectives {
+
+namespace {
+
+// Every link's two buffers use the same slot: one message each way per
+// step, read in the order sent.
+constexpr int lane_slot = 0x5a1;
+
+} // namespace
+
+struct small_lane::link {
+  int peer = -1;
+  ::gloo::transport::Pair* pair = nullptr;
+  std::vector<std::byte> out, in;
+  std::unique_ptr<::gloo::transport::Buffer> send, recv;
+};
+
+small_lane::small_lane(std::shared_ptr<void> owner,
+                       std::map<int, ::gloo::transport::Pair*> pairs, size_t capacity,
+                       std::shared_ptr<peer_abort> abort, std::chrono::milliseconds timeout,
+                       std::function<std::string(int)> name_of)
+  : owner_(std::move(owner)), capacity_(capacity), abort_(std::move(abort)), timeout_(timeout),
+    name_of_(std::move(name_of)) {
+  int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0)
+    throw std::system_error(errno, std::generic_category(), "small_lane: eventfd");
+  wake_ = std::shared_ptr<int>(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
+  abort_->on_raise([wake = wake_] {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(*wake, &one, sizeof one);
+  });
+  for (auto& [peer, pair] : pairs) {
+    auto l = std::make_unique<link>();
+    l->peer = peer;
+    l->pair = pair;
+    pair->setSync(true, false);
+    l->out.resize(capacity_);
+    l->in.resize(capacity_);
+    l->send = pair->createSendBuffer(lane_slot, l->out.data(), capacity_);
+    l->recv = pair->createRecvBuffer(lane_slot, l->in.data(), capacity_);
+    links_.emplace(peer, std::move(l));
+  }
+}
+
+small_lane::~small_lane() {
+  // The buffers go before the pairs (owner_) they belong to.
+  links_.clear();
+}
+
+small_lane::link& small_lane::of(int peer) {
+  auto found = links_.find(peer);
+  if (found == links_.end())
+    throw ::gloo::Exception("small_lane: no pair with rank " + std::to_string(peer));
+  return *found->second;
+}
+
+void small_lane::send(link& l, const void* data, size_t bytes) {
+  std::memcpy(l.out.data(), data, bytes);
+  l.send->send(0, bytes);
+  l.send->waitSend();
+}
+
+void small_lane::recv(link& l, void* into, size_t bytes) {
+  {
+    recv_spin::scope spin{lane_spin, *wake_, timeout_};
+    l.recv->waitRecv();
+  }
+  std::memcpy(into, l.in.data(), bytes);
+}
+
+void small_lane::combine(int n, int me, void* data, size_t bytes, const doubling_fold& fold,
+                         const std::function<size_t()>& sending) {
+  abort_->check();
+  if (scratch_.size() < bytes)
+    scratch_.resize(bytes);
+  int at = -1; // the peer of the step in progress, for a failure's text
+  doubling_moves moves{
+    .send =
+      [&](int peer, const void* d) {
+        at = peer;
+        send(of(peer), d, sending());
+      },
+    .recv =
+      [&](int peer, void* into) {
+        at = peer;
+        recv(of(peer), into, bytes);
+      },
+    .swap =
+      [&](int peer, const void* d, void* into) {
+        at = peer;
+        auto& l = of(peer);
+        send(l, d, sending());
+        recv(l, into, bytes);
+      },
+  };
+  try {
+    doubling_schedule(n, me, data, scratch_.data(), fold, moves);
+  } catch (const ::gloo::IoException& e) {
+    abort_->check();
+    throw ::gloo::IoException(std::string(e.what()) + " (small-message lane with rank "
+                              + std::to_string(at) + " " + name_of_(at) + ")");
+  }
+}
+
+std::unique_ptr<small_lane> connect_small_lane(
+  const std::shared_ptr<::gloo::transport::Device>& device, int me, int n,
+  const std::string& host, rendezvous_client& client, const std::string& prefix,
+  size_t capacity, const std::shared_ptr<peer_abort>& abort, std::chrono::milliseconds timeout,
+  std::chrono::milliseconds bound, std::function<std::string(int)> name_of) {
+  std::shared_ptr<::gloo::transport::Context> tc = device->createContext(me, n);
+  // As abortable_context::connect: a pair waits for its peer's connect up
+  // to five times the timeout it was made with.
+  tc->setTimeout(std::max(bound / 5, std::chrono::milliseconds{1000}));
+  auto peers = doubling_peers(me, n);
+  auto cards = exchange_cards(client, prefix + "/lane", me, create_pairs(*tc, host, peers), bound);
+  auto mesh = std::make_shared<lazy_mesh>(*tc, tc, me, std::move(cards), bound);
+  abort->on_raise([weak = std::weak_ptr<lazy_mesh>(mesh)] {
+    if (auto m = weak.lock())
+      m->close_unconnected();
+  });
+  mesh->ensure(peers, [&abort] { abort->check(); });
+  std::map<int, ::gloo::transport::Pair*> pairs;
+  for (int peer : peers)
+    pairs[peer] = tc->getPair(peer).get();
+  return std::make_unique<small_lane>(tc, std::move(pairs), capacity, abort, timeout,
+                                      std::move(name_of));
+}
+
+} // namespace hvactor::collectives

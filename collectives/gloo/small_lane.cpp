@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <system_error>
 
 #include <gloo/common/error.h>
@@ -87,6 +88,9 @@ void small_lane::recv(link& l, void* into, size_t bytes) {
 
 void small_lane::combine(int n, int me, void* data, size_t bytes, const doubling_fold& fold,
                          const std::function<size_t()>& sending) {
+  if (bytes > capacity_)
+    throw std::invalid_argument("small_lane: a message of " + std::to_string(bytes)
+                                + " bytes is over the lane's " + std::to_string(capacity_));
   abort_->check();
   if (scratch_.size() < bytes)
     scratch_.resize(bytes);

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <memory>
 #include <string>
 #include <thread>
@@ -215,6 +216,23 @@ TEST_CASE("the lane's header exchange gives what Gloo's ordinary pairs give, for
       }
     }
   }
+}
+
+TEST_CASE("a message over the lane's capacity is refused before anything is sent") {
+  auto ctx = mesh_of(2);
+  lanes l{ctx, 10s};
+  std::vector<std::byte> big(lane_capacity + 1);
+  auto fold = [](const void*, bool) {};
+  auto sending = [&] { return big.size(); };
+  CHECK_THROWS_AS(l.lane[0]->combine(2, 0, big.data(), big.size(), fold, sending),
+                  std::invalid_argument);
+  // The lane still works: nothing went out.
+  on_every_rank(2, [&](int r) {
+    std::vector<int64_t> header{r, 0, -1};
+    std::vector<std::byte> frame;
+    exchange(*l.lane[static_cast<size_t>(r)], 2, r, header, 2, nullptr, frame);
+    CHECK(header == std::vector<int64_t>{0, 0, -1});
+  });
 }
 
 TEST_CASE("a raised abort ends a lane read that waits for an absent rank at once") {

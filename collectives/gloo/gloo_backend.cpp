@@ -155,20 +155,19 @@ private:
     guarded([] { return std::string{"the negotiation's header exchange"}; },
             [&] {
               auto tag = next_tag();
-              if (!lane_)
-                lane_ = connect_small_lane(
-                  device_, topo_.rank, topo_.size, topo_.host, *client_, prefix_,
-                  lane_capacity, abort_, timeout_, connect_bound(),
-                  [this](int r) { return listened_address(cards_, r, topo_.rank); });
               auto combine = [&](void* d, size_t bytes, const doubling_fold& fold,
                                  const std::function<size_t()>& sending) {
-                if (bytes <= lane_->capacity())
+                if (lane_ && bytes <= lane_->capacity())
                   return lane_->combine(topo_.size, topo_.rank, d, bytes, fold, sending);
                 need(doubling_peers(topo_.rank, topo_.size));
                 doubling_combine(ctx_, d, bytes, fold, gathered_, tag, timeout_);
               };
               doubling_header_exchange(combine, header, words, data_word, data, count, t, o,
                                        frame_);
+              // The lane comes after a first exchange over the pairs hvd::init
+              // connected, which finds a peer that died since (its pairs close).
+              if (!lane_)
+                lane_ = connect_lane();
             });
   }
 
@@ -381,6 +380,18 @@ private:
               need(first, true);
             });
     failure_watch_ = watch_failures(client, prefix_, abort_, topo_.rank, topo_.size);
+  }
+
+  // The small-message lane; a rank that never publishes its card fails
+  // the call as a peer that did not answer.
+  std::unique_ptr<small_lane> connect_lane() {
+    try {
+      return connect_small_lane(device_, topo_.rank, topo_.size, topo_.host, *client_, prefix_,
+                                lane_capacity, abort_, timeout_, connect_bound(),
+                                [this](int r) { return listened_address(cards_, r, topo_.rank); });
+    } catch (const rendezvous_timeout& e) {
+      throw ::gloo::IoException(std::string{"the small-message lane's rendezvous: "} + e.what());
+    }
   }
 
   // How long connecting a mesh may take.

@@ -24,8 +24,6 @@ constexpr int lane_slot = 0x5a1;
 } // namespace
 
 struct small_lane::link {
-  int peer = -1;
-  ::gloo::transport::Pair* pair = nullptr;
   std::vector<std::byte> out, in;
   std::unique_ptr<::gloo::transport::Buffer> send, recv;
 };
@@ -49,8 +47,6 @@ small_lane::small_lane(std::shared_ptr<void> owner,
   });
   for (auto& [peer, pair] : pairs) {
     auto l = std::make_unique<link>();
-    l->peer = peer;
-    l->pair = pair;
     pair->setSync(true, false);
     l->out.resize(capacity_);
     l->in.resize(capacity_);

@@ -26,10 +26,12 @@
 #include "collectives/gloo/peer_abort.hpp"
 #include "collectives/gloo/peer_addresses.hpp"
 #include "gloo_mesh.hpp"
+#include "header_exchange_case.hpp"
 #include "in_process_ranks.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::collectives;
+using hvactor::test::check_header_exchange;
 using hvactor::test::mesh_of;
 using hvactor::test::on_every_rank;
 namespace hvd = hvactor::hvd;
@@ -125,48 +127,23 @@ TEST_CASE("every rank gets every rank's block in rank order by doubling_allgathe
 
 TEST_CASE("the header exchange min-reduces headers and reduces the data only when every rank "
           "sent some, for 2 to 9 ranks") {
-  constexpr size_t words = 5, data_word = 2;
   for (int n = 2; n <= 9; ++n) {
     CAPTURE(n);
     auto ctx = mesh_of(n);
     for (int alone : {-1, 0, n - 1}) { // the rank that sends its header alone (-1: none)
       CAPTURE(alone);
-      std::vector<std::vector<int64_t>> headers(static_cast<size_t>(n));
-      std::vector<std::vector<float>> data(static_cast<size_t>(n));
-      std::vector<std::vector<std::byte>> frames(static_cast<size_t>(n));
-      on_every_rank(n, [&](int r) {
-        auto i = static_cast<size_t>(r);
-        headers[i] = {10 - r, r, r == alone ? -1 : 0, 7, -r};
-        data[i] = {1.0f + static_cast<float>(r), 0.5f * static_cast<float>(r), 3.0f};
+      check_header_exchange(n, alone, [&](int r, std::vector<int64_t>& header,
+                                          std::vector<float>* data,
+                                          std::vector<std::byte>& frame) {
         std::vector<std::byte> scratch;
         auto combine = [&](void* d, size_t bytes, const doubling_fold& fold,
                            const std::function<size_t()>&) {
-          doubling_combine(ctx[i], d, bytes, fold, scratch, 5, 5s);
+          doubling_combine(ctx[static_cast<size_t>(r)], d, bytes, fold, scratch, 5, 5s);
         };
-        if (r == alone)
-          doubling_header_exchange(combine, headers[i].data(), words, data_word, nullptr, 0,
-                                   hvd::dtype::float32, hvd::op::sum, frames[i]);
-        else
-          doubling_header_exchange(combine, headers[i].data(), words, data_word, data[i].data(),
-                                   3, hvd::dtype::float32, hvd::op::sum, frames[i]);
+        doubling_header_exchange(combine, header.data(), header.size(), 2,
+                                 data ? data->data() : nullptr, data ? data->size() : 0,
+                                 hvd::dtype::float32, hvd::op::sum, frame);
       });
-      const int64_t carried = alone < 0 ? 0 : -1;
-      for (int r = 0; r < n; ++r) {
-        CAPTURE(r);
-        auto i = static_cast<size_t>(r);
-        CHECK(headers[i] == std::vector<int64_t>{10 - (n - 1), 0, carried, 7, -(n - 1)});
-        // Every rank sends the header's words and header_data_bytes more.
-        CHECK(frames[i].size() == words * sizeof(int64_t) + header_data_bytes);
-        if (alone >= 0)
-          continue; // the data is not every rank's: reduced header[data_word] -1 says so
-        // Every rank's data, the same bits on every rank.
-        CHECK(std::memcmp(frames[i].data(), frames[0].data(), frames[0].size()) == 0);
-        float got[3];
-        std::memcpy(got, frames[i].data() + words * sizeof(int64_t), sizeof got);
-        CHECK(got[0] == doctest::Approx(n + n * (n - 1) / 2.0));
-        CHECK(got[1] == doctest::Approx(0.25 * n * (n - 1)));
-        CHECK(got[2] == doctest::Approx(3.0 * n));
-      }
     }
   }
 }

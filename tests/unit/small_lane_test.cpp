@@ -33,10 +33,12 @@
 #include "collectives/gloo/doubling.hpp"
 #include "collectives/gloo/small_lane.hpp"
 #include "gloo_mesh.hpp"
+#include "header_exchange_case.hpp"
 #include "in_process_ranks.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::collectives;
+using hvactor::test::check_header_exchange;
 using hvactor::test::mesh_of;
 using hvactor::test::on_every_rank;
 namespace hvd = hvactor::hvd;
@@ -183,37 +185,17 @@ TEST_CASE("scopes nest, and a read outside any scope or with MSG_DONTWAIT is lib
 }
 
 TEST_CASE("the lane's header exchange gives what Gloo's ordinary pairs give, for 2 to 9 ranks") {
-  constexpr size_t words = 5, data_word = 2;
   for (int n = 2; n <= 9; ++n) {
     CAPTURE(n);
     auto ctx = mesh_of(n);
     lanes l{ctx, 10s};
     for (int alone : {-1, 0, n - 1, -1}) { // the rank sending its header alone (-1: none)
       CAPTURE(alone);
-      std::vector<std::vector<int64_t>> headers(static_cast<size_t>(n));
-      std::vector<std::vector<float>> data(static_cast<size_t>(n));
-      std::vector<std::vector<std::byte>> frames(static_cast<size_t>(n));
-      on_every_rank(n, [&](int r) {
-        auto i = static_cast<size_t>(r);
-        headers[i] = {10 - r, r, r == alone ? -1 : 0, 7, -r};
-        data[i] = {1.0f + static_cast<float>(r), 0.5f * static_cast<float>(r), 3.0f};
-        exchange(*l.lane[i], n, r, headers[i], data_word, r == alone ? nullptr : &data[i],
-                 frames[i]);
+      check_header_exchange(n, alone, [&](int r, std::vector<int64_t>& header,
+                                          std::vector<float>* data,
+                                          std::vector<std::byte>& frame) {
+        exchange(*l.lane[static_cast<size_t>(r)], n, r, header, 2, data, frame);
       });
-      const int64_t carried = alone < 0 ? 0 : -1;
-      for (int r = 0; r < n; ++r) {
-        CAPTURE(r);
-        auto i = static_cast<size_t>(r);
-        CHECK(headers[i] == std::vector<int64_t>{10 - (n - 1), 0, carried, 7, -(n - 1)});
-        if (alone >= 0)
-          continue;
-        float got[3];
-        std::memcpy(got, frames[i].data() + words * sizeof(int64_t), sizeof got);
-        CHECK(std::memcmp(got, frames[0].data() + words * sizeof(int64_t), sizeof got) == 0);
-        CHECK(got[0] == doctest::Approx(n + n * (n - 1) / 2.0));
-        CHECK(got[1] == doctest::Approx(0.25 * n * (n - 1)));
-        CHECK(got[2] == doctest::Approx(3.0 * n));
-      }
     }
   }
 }

@@ -1,4 +1,4 @@
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
 
 #include <cstdlib>
 #include <limits>

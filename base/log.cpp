@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
 
 namespace hvactor::log {
 

@@ -20,7 +20,7 @@
 
 #include "bench_method.hpp"
 #include "allreduce_worker.hpp"
-#include "collectives/internal/timeline.hpp" // collectives/, internal: the per-event cost below
+#include "collectives/observe/timeline.hpp" // collectives/, internal: the per-event cost below
 
 using namespace hvactor::bench;
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "collectives/internal/algorithm.hpp"
+#include "collectives/backends/allreduce_algorithm.hpp"
 #include <hvactor/hvd.hpp>
 
 

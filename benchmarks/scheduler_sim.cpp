@@ -28,11 +28,11 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "actors/internal/coordinator.hpp"
-#include "actors/internal/interfaces.hpp"
-#include "actors/internal/node_registry.hpp"
-#include "actors/internal/placement.hpp"
-#include "actors/internal/system_config.hpp"
+#include "actors/coordinator/coordinator.hpp"
+#include "actors/protocol/interfaces.hpp"
+#include "actors/node/node_registry.hpp"
+#include "actors/placement/placement.hpp"
+#include "actors/protocol/system_config.hpp"
 
 #include "sim_node_agent.hpp"
 #include "bench_method.hpp"

@@ -10,7 +10,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace hvactor::bench {
 

@@ -9,7 +9,7 @@
 
 #include "driver/internal/executor_access.hpp"
 #include "driver/internal/job_session.hpp"
-#include "actors/internal/system_config.hpp"
+#include "actors/protocol/system_config.hpp"
 
 namespace hvactor {
 

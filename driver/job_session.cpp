@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include "actors/internal/rendezvous_store.hpp"
+#include "actors/coordinator/call_fanin.hpp"
+#include "actors/node/rendezvous_store.hpp"
 #include "base/internal/log.hpp"
-#include "base/internal/knobs.hpp"
-#include "actors/internal/system_config.hpp"
+#include "base/internal/knobs_jobs.hpp"
+#include "base/internal/knobs_net.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "base/net/transport.hpp"
 
 namespace hvactor {
@@ -52,8 +57,13 @@ job_session::job_session(runtime::impl& rt, coordinator_config config)
 }
 
 job_session::job_session(runtime::impl& rt, coordinator_config cfg, int)
-  : rt_(rt), settings_(cfg.settings), start_bound_(start_bound_of(cfg)), direct_(cfg.direct) {
+  : rt_(rt), settings_(cfg.settings), start_bound_(start_bound_of(cfg)) {
   bool registers = !cfg.launch;
+  // The blocking actor of the session's own calls; the coordinator tells
+  // it when the job fails (direct_caller).
+  caller_.emplace(system());
+  call_id_ = (*caller_)->new_request_id(caf::message_priority::normal);
+  cfg.direct = {(*caller_)->ctrl(), call_id_};
   store_ = spawn_rendezvous_store(system());
   cfg.store = store_;
   coord_ = spawn_coordinator(system(), std::move(cfg));
@@ -65,7 +75,6 @@ job_session::job_session(runtime::impl& rt, coordinator_config cfg, int)
     close();
     throw;
   }
-  caller_.emplace(system());
 }
 
 job_session::~job_session() {
@@ -102,146 +111,121 @@ caf::expected<job_info> job_session::start() {
 caf::expected<call_results> job_session::call_all(const call_request& req,
                                                   std::chrono::milliseconds bound) {
   std::unique_lock<std::mutex> lk{caller_mu_, std::try_to_lock};
-  if (lk.owns_lock() && std::this_thread::get_id() == owner_ && !workers_.empty()
-      && !direct_->ended())
-    return call_workers(**caller_, req, bound);
+  if (lk.owns_lock() && std::this_thread::get_id() == owner_ && !workers_.empty() && !ended_)
+    return call_workers(**caller_, req);
   lk = {};
   return hvactor::ask<call_results>(system(), coord_, bound, call_atom_v, req);
-}
-
-void job_session::drain_abandoned(caf::blocking_actor& self) {
-  caf::blocking_actor::accept_one_cond until_one;
-  for (auto& [id, due] : abandoned_) {
-    bool taken = true;
-    while (due > 0 && taken) {
-      taken = false;
-      self.varargs_receive(
-        until_one, id, [&](call_result&) { taken = true; }, [&](caf::error&) { taken = true; },
-        caf::after(std::chrono::seconds{0}) >> [] {});
-      due -= taken ? 1 : 0;
-    }
-  }
-  abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(),
-                                  [](auto& entry) { return entry.second == 0; }),
-                   abandoned_.end());
 }
 
 namespace {
 
 // The rank that has not answered when only one has not, else -1.
-int only_open_rank(const std::vector<std::optional<std::vector<char>>>& answers) {
-  int open = -1;
-  for (size_t r = 0; r < answers.size(); ++r)
-    if (!answers[r]) {
-      if (open >= 0)
-        return -1;
-      open = static_cast<int>(r);
-    }
-  return open;
+int only_open_rank(const std::vector<size_t>& open) {
+  return open.size() == 1 ? static_cast<int>(open.front()) : -1;
 }
 
 // "rank 3 on node 'n1' (pid 4711)", or the ranks that may be meant.
-std::string ranks_label(const std::vector<std::string>& labels,
-                        const std::vector<std::optional<std::vector<char>>>& answers, int rank) {
+std::string ranks_label(const std::vector<std::string>& labels, const std::vector<size_t>& open,
+                        int rank) {
   if (rank >= 0)
     return labels[static_cast<size_t>(rank)];
-  std::vector<std::string> open;
-  for (size_t r = 0; r < answers.size() && open.size() <= 8; ++r)
-    if (!answers[r])
-      open.push_back(open.size() < 8 ? std::to_string(r) : "...");
-  return fmt::format("one of ranks {}", fmt::join(open, ", "));
-}
-
-// Every rank answered: the payloads in rank order.
-call_results results_of(std::vector<std::optional<std::vector<char>>>& answers) {
-  call_results out;
-  out.payloads.reserve(answers.size());
-  for (auto& a : answers)
-    out.payloads.push_back(std::move(*a));
-  return out;
+  std::vector<std::string> ranks;
+  for (size_t r : open) {
+    if (ranks.size() == 8) {
+      ranks.push_back("...");
+      break;
+    }
+    ranks.push_back(std::to_string(r));
+  }
+  return fmt::format("one of ranks {}", fmt::join(ranks, ", "));
 }
 
 } // namespace
 
 caf::expected<call_results> job_session::call_workers(caf::blocking_actor& self,
-                                                      const call_request& req,
-                                                      std::chrono::milliseconds bound) {
-  drain_abandoned(self);
-  // One request id for every rank, as CAF's fan-out requests do: a blocking
-  // actor waits for answers to one id at a time, and so it takes them in
-  // arrival order, a failure the moment it comes. No CAF request timeout:
-  // the receive carries the bound (hvactor::ask explains why).
-  auto id = self.new_request_id(caf::message_priority::normal);
-  if (!direct_->begin(self.ctrl(), id))
-    return hvactor::ask<call_results>(self, coord_, bound, call_atom_v, req);
-  auto msg = caf::make_message(call_atom_v, req);
+                                                      const call_request& req) {
+  // One request id for every direct call (coordinator.hpp, direct_caller),
+  // as CAF's fan-out requests do: a blocking actor waits for answers to one
+  // id at a time, and so it takes them in arrival order, a failure the
+  // moment it comes, and the coordinator's job_failed too. Each call has
+  // its number (seq): answers to an earlier call that failed before every
+  // rank answered are skipped when they come. No CAF request timeout: the
+  // receive carries the bound (hvactor::ask explains why).
+  auto seq = ++seq_;
+  auto numbered = req;
+  numbered.seq = seq;
+  auto msg = caf::make_message(call_atom_v, std::move(numbered));
   for (auto& w : workers_)
-    w->enqueue(caf::make_mailbox_element(self.ctrl(), id, {}, msg), self.context());
+    w->enqueue(caf::make_mailbox_element(self.ctrl(), call_id_, {}, msg), self.context());
   auto deadline = deadline_after(std::chrono::steady_clock::now(), settings_.call_timeout);
-  std::vector<std::optional<std::vector<char>>> answers(workers_.size());
-  size_t due = workers_.size();
+  call_fanin answers{knobs::call_error_grace};
+  answers.open(seq, workers_.size());
   caf::error failure;
+  caf::error job_failure;
+  bool complete = false;
   // The rank whose answer is the current message, or -1 (an answer CAF made
-  // up for a worker it lost, or the coordinator's).
+  // up for a worker it lost).
   auto sender_rank = [&] {
     auto& sender = self.current_sender();
-    if (!sender)
-      return only_open_rank(answers);
-    auto i = rank_of_.find(caf::actor_cast<caf::actor_addr>(sender));
-    return i == rank_of_.end() ? only_open_rank(answers) : i->second;
+    auto i = sender ? rank_of_.find(caf::actor_cast<caf::actor_addr>(sender)) : rank_of_.end();
+    return i != rank_of_.end() ? i->second : only_open_rank(answers.open_slots(seq));
   };
+  auto who = [&](int rank) { return ranks_label(labels_, answers.open_slots(seq), rank); };
   caf::blocking_actor::accept_one_cond until_one;
-  while (due > 0 && !failure) {
+  while (!complete && !failure && !job_failure) {
     self.varargs_receive(
-      until_one, id.response_id(),
+      until_one, call_id_.response_id(),
       [&](call_result& res) {
+        if (res.seq != seq)
+          return; // a late answer to an earlier call
         int rank = sender_rank();
-        --due;
-        if (!res.ok) {
-          failure = make_error(error_kind::worker_error,
-                               fmt::format("remote call on {} raised: {}",
-                                           ranks_label(labels_, answers, rank), res.error),
-                               rank);
-        } else if (rank >= 0 && !answers[static_cast<size_t>(rank)]) {
-          answers[static_cast<size_t>(rank)] = std::move(res.payload);
-        } else {
+        if (!res.ok)
+          failure = call_raised(who(rank), res.error, rank);
+        else if (rank < 0)
           failure = make_error(error_kind::generic, "an answer to a call came from no rank of "
                                                     "the job (internal bug)");
-        }
+        else
+          complete = answers.on_result(seq, static_cast<size_t>(rank), std::move(res.payload))
+                     == call_fanin::next::answer;
       },
+      [&](job_failed& jf) { job_failure = std::move(jf.reason); },
       [&](caf::error& err) {
         int rank = sender_rank();
-        --due;
-        failure = make_error(error_kind::worker_error,
-                             fmt::format("remote call on {} failed: {}",
-                                         ranks_label(labels_, answers, rank), describe(err)),
-                             rank);
+        failure = call_failed(who(rank), err, rank);
       },
       caf::after(time_left(deadline)) >> [&] {
-        int rank = only_open_rank(answers);
-        failure = make_error(error_kind::worker_error,
-                             fmt::format("remote call on {} did not answer within call_timeout "
-                                         "({} ms)",
-                                         ranks_label(labels_, answers, rank),
-                                         settings_.call_timeout.count()),
-                             rank);
+        int rank = only_open_rank(answers.open_slots(seq));
+        failure = call_timed_out(who(rank), settings_.call_timeout, rank);
       });
   }
-  direct_->finish();
-  if (!failure)
-    return results_of(answers);
-  if (due > 0) {
-    abandoned_.emplace_back(id.response_id(), due);
-    if (abandoned_.size() > knobs::max_abandoned_calls)
-      abandoned_.erase(abandoned_.begin());
+  if (complete)
+    return call_results{answers.take_results(seq)};
+  if (job_failure) {
+    ended_ = true;
+    return job_failure;
   }
-  // The coordinator holds the failure for the call error grace, or answers
-  // with the job's failure: when a rank died, its own exit report is the
-  // error the user needs, not its peers' broken collectives.
-  auto held = hvactor::ask<call_results>(self, coord_, bound, call_failed_atom_v, failure);
-  if (held)
-    return failure; // the coordinator never answers with results
-  return held.error();
+  return hold(self, std::move(failure));
+}
+
+// The first failure of a call waits call_error_grace for the job's: when a
+// rank dies, its peers usually fail first (their collective breaks), and
+// the dead rank's own exit report, which the coordinator sends a little
+// later as job_failed, is the error the user needs.
+caf::error job_session::hold(caf::blocking_actor& self, caf::error failure) {
+  auto until = deadline_after(std::chrono::steady_clock::now(), knobs::call_error_grace);
+  caf::error job_failure;
+  bool waiting = true;
+  caf::blocking_actor::accept_one_cond until_one;
+  while (waiting && !job_failure)
+    self.varargs_receive(
+      until_one, call_id_.response_id(), [&](call_result&) {}, [&](caf::error&) {},
+      [&](job_failed& jf) { job_failure = std::move(jf.reason); },
+      caf::after(time_left(until)) >> [&] { waiting = false; });
+  if (job_failure) {
+    ended_ = true;
+    return job_failure;
+  }
+  return failure;
 }
 
 void job_session::launch(std::function<void(caf::expected<job_exit>)> done) {

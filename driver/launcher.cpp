@@ -17,15 +17,15 @@
 #include <fmt/format.h>
 
 #include "driver/internal/output_printer.hpp"
-#include "collectives/internal/timeline_files.hpp"
+#include "collectives/observe/timeline_files.hpp"
 #include "hvactor/event.hpp"
 #include "base/internal/file_digest.hpp"
 #include "base/internal/program_libraries.hpp"
 #include "base/internal/log.hpp"
 #include "base/internal/process.hpp"
 #include "driver/internal/job_session.hpp"
-#include "base/internal/knobs.hpp"
-#include "actors/internal/system_config.hpp"
+#include "base/internal/env_names.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "driver/internal/runtime_impl.hpp"
 
 namespace hvactor {

@@ -14,18 +14,20 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "actors/internal/horovod_worker.hpp"
-#include "actors/internal/node_agent.hpp"
-#include "actors/internal/node_registry.hpp"
-#include "collectives/internal/devices.hpp"
+#include "actors/node/horovod_worker.hpp"
+#include "actors/node/node_agent.hpp"
+#include "actors/node/node_registry.hpp"
+#include "collectives/backends/devices.hpp"
 #include "base/net/transport.hpp"
 #include "base/internal/file_digest.hpp"
 #include "base/internal/program_libraries.hpp"
 #include "base/net/net.hpp"
 #include "hvactor/errors.hpp"
 #include "base/internal/log.hpp"
-#include "base/internal/knobs.hpp"
-#include "actors/internal/system_config.hpp"
+#include "base/internal/env_names.hpp"
+#include "base/internal/knobs_jobs.hpp"
+#include "base/internal/knobs_net.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "base/internal/process_system.hpp"
 #include "driver/internal/runtime_impl.hpp"
 
@@ -42,13 +44,59 @@ std::string self_executable() {
 }
 
 
-// Consumes hvactor's own options; everything else stays for the program,
-// verbatim and in order (cxxopts sees only ours, so that the program's
-// arguments, "-0.5" or "-1000" among them, are never taken for options).
-void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::string>& rest) {
-  static const std::vector<std::string> with_value{"address", "num-cpus", "num-gpus", "gpu-ids",
-                                                   "node-id", "bind",     "tls-cert", "tls-key",
-                                                   "tls-ca"};
+// hvactor's own runtime flags, each named once: the scan below picks them
+// out of the program's arguments by this table, and cxxopts parses what it
+// picked by the same table.
+struct runtime_flag {
+  const char* name;
+  const char* help;
+  /// Takes a value (--name=V or --name V); else a switch.
+  bool valued;
+  /// Its value is an integer (parsed as one, so that "--num-cpus x" fails).
+  bool integer;
+  void (*apply)(runtime_options&, const cxxopts::ParseResult&);
+};
+
+template <class T>
+T value_of(const cxxopts::ParseResult& r, const char* name) {
+  return r[name].as<T>();
+}
+
+const runtime_flag runtime_flags[] = {
+  {"address", "cluster to join (HOST:PORT)", true, false,
+   [](runtime_options& o, auto& r) { o.address = value_of<std::string>(r, "address"); }},
+  {"num-cpus", "CPUs the embedded node offers", true, true,
+   [](runtime_options& o, auto& r) { o.num_cpus = value_of<int>(r, "num-cpus"); }},
+  {"num-gpus", "GPUs the embedded node offers", true, true,
+   [](runtime_options& o, auto& r) { o.num_gpus = value_of<int>(r, "num-gpus"); }},
+  {"gpu-ids", "GPU ids the embedded node offers (comma-separated)", true, false,
+   [](runtime_options& o, auto& r) {
+     o.gpu_ids = parse_gpu_ids(value_of<std::string>(r, "gpu-ids"));
+   }},
+  {"node-id", "id of the embedded node", true, false,
+   [](runtime_options& o, auto& r) { o.node_id = value_of<std::string>(r, "node-id"); }},
+  {"bind", "address the driver publishes on when joining a cluster", true, false,
+   [](runtime_options& o, auto& r) { o.bind = value_of<std::string>(r, "bind"); }},
+  {"tls-cert", "this driver's certificate (PEM)", true, false,
+   [](runtime_options& o, auto& r) { o.tls.certificate = value_of<std::string>(r, "tls-cert"); }},
+  {"tls-key", "this driver's private key (PEM)", true, false,
+   [](runtime_options& o, auto& r) { o.tls.key = value_of<std::string>(r, "tls-key"); }},
+  {"tls-ca", "the cluster CA (PEM)", true, false,
+   [](runtime_options& o, auto& r) { o.tls.cafile = value_of<std::string>(r, "tls-ca"); }},
+  {"insecure", "join a non-loopback cluster without TLS", false, false,
+   [](runtime_options& o, auto&) { o.insecure = true; }},
+};
+
+const runtime_flag* find_flag(const std::string& name) {
+  for (auto& f : runtime_flags)
+    if (name == f.name)
+      return &f;
+  return nullptr;
+}
+
+// Splits argv into hvactor's own flags (with argv[0] first) and the
+// program's arguments, verbatim and in order.
+std::vector<std::string> take_own_flags(int argc, char** argv, std::vector<std::string>& rest) {
   std::vector<std::string> ours{argc > 0 ? argv[0] : "hvactor"};
   rest.clear();
   if (argc > 0)
@@ -65,57 +113,42 @@ void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::s
       rest.push_back(arg);
       continue;
     }
-    auto name = arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos
-                                                                  : arg.find('=') - 2);
-    bool valued = std::find(with_value.begin(), with_value.end(), name) != with_value.end();
-    if (name == "insecure" || (valued && arg.find('=') != std::string::npos)) {
-      ours.push_back(arg);
-    } else if (valued) {
-      ours.push_back(arg);
-      if (i + 1 < argc)
-        ours.emplace_back(argv[++i]);
-    } else {
+    auto eq = arg.find('=');
+    auto* flag = find_flag(arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+    if (flag == nullptr) {
       rest.push_back(arg);
+      continue;
     }
+    ours.push_back(arg);
+    if (flag->valued && eq == std::string::npos && i + 1 < argc)
+      ours.emplace_back(argv[++i]);
   }
+  return ours;
+}
+
+// Consumes hvactor's own options; everything else stays for the program
+// (cxxopts sees only ours, so that the program's arguments, "-0.5" or
+// "-1000" among them, are never taken for options).
+void parse_args(int argc, char** argv, runtime_options& opts, std::vector<std::string>& rest) {
+  auto ours = take_own_flags(argc, argv, rest);
   std::vector<char*> own_argv;
   for (auto& a : ours)
     own_argv.push_back(a.data());
   cxxopts::Options parser{ours[0], "hvactor runtime options"};
-  parser.add_options()("address", "cluster to join (HOST:PORT)", cxxopts::value<std::string>())(
-    "num-cpus", "CPUs the embedded node offers", cxxopts::value<int>())(
-    "num-gpus", "GPUs the embedded node offers", cxxopts::value<int>())(
-    "gpu-ids", "GPU ids the embedded node offers (comma-separated)",
-    cxxopts::value<std::string>())("node-id", "id of the embedded node",
-                                   cxxopts::value<std::string>())(
-    "bind", "address the driver publishes on when joining a cluster",
-    cxxopts::value<std::string>())("tls-cert", "this driver's certificate (PEM)",
-                                   cxxopts::value<std::string>())(
-    "tls-key", "this driver's private key (PEM)", cxxopts::value<std::string>())(
-    "tls-ca", "the cluster CA (PEM)", cxxopts::value<std::string>())(
-    "insecure", "join a non-loopback cluster without TLS");
+  auto add = parser.add_options();
+  for (auto& f : runtime_flags) {
+    if (f.integer)
+      add(f.name, f.help, cxxopts::value<int>());
+    else if (f.valued)
+      add(f.name, f.help, cxxopts::value<std::string>());
+    else
+      add(f.name, f.help);
+  }
   try {
     auto result = parser.parse(static_cast<int>(own_argv.size()), own_argv.data());
-    if (result.count("address"))
-      opts.address = result["address"].as<std::string>();
-    if (result.count("num-cpus"))
-      opts.num_cpus = result["num-cpus"].as<int>();
-    if (result.count("num-gpus"))
-      opts.num_gpus = result["num-gpus"].as<int>();
-    if (result.count("gpu-ids"))
-      opts.gpu_ids = parse_gpu_ids(result["gpu-ids"].as<std::string>());
-    if (result.count("node-id"))
-      opts.node_id = result["node-id"].as<std::string>();
-    if (result.count("bind"))
-      opts.bind = result["bind"].as<std::string>();
-    if (result.count("tls-cert"))
-      opts.tls.certificate = result["tls-cert"].as<std::string>();
-    if (result.count("tls-key"))
-      opts.tls.key = result["tls-key"].as<std::string>();
-    if (result.count("tls-ca"))
-      opts.tls.cafile = result["tls-ca"].as<std::string>();
-    if (result.count("insecure"))
-      opts.insecure = true;
+    for (auto& f : runtime_flags)
+      if (result.count(f.name))
+        f.apply(opts, result);
   } catch (const cxxopts::exceptions::exception& e) {
     throw std::invalid_argument(std::string{"hvactor::runtime: "} + e.what());
   }

@@ -14,7 +14,7 @@ Floors, bottom up:
   tools       hvactor-node, hvactor-run, hvactor-up, hvactor-bench
 A file may include headers of its own floor and of the floors below it,
 never above. Internal headers are included by a path that names their
-floor ("actors/internal/coordinator.hpp", "base/net/tls.hpp"); public ones
+floor ("actors/coordinator/coordinator.hpp", "base/net/tls.hpp"); public ones
 as "hvactor/x.hpp". Prints every upward include, every internal include
 that does not name its floor, and every public (installed) header that
 includes an internal one; exits 1 if there is any.

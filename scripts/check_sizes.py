@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""check_sizes.py: no source file over 500 lines, no function over 80 lines.
+"""check_sizes.py: no source file over 500 lines, no function over 80 lines,
+no folder with more than 20 sources side by side.
 
 Scans every .cpp, .hpp, .cu (and .h, .cc, .cuh) file under ROOT except tests/,
 build*/, hidden folders and CMake's build trees. Prints
 
     path:1: file is N lines (limit 500)
     path:line: function 'name' is N lines (limit 80)
+    folder/: N sources side by side (limit 20)
 
 and exits 1 when anything is over a limit.
 
     python3 scripts/check_sizes.py [--self-test] [--max-file-lines N]
-                                   [--max-function-lines N] [ROOT]
+                                   [--max-function-lines N]
+                                   [--max-folder-sources N] [ROOT]
+
+A source is a .cpp, .cu or .cc file (the units a reader opens to find
+code); a folder past the limit is split into folders that say what they
+hold (issue 56).
 
 --self-test runs the scanner over the snippets embedded below and checks its
 findings; given a ROOT too it then scans ROOT (the ctest entry `sizes` does
@@ -50,6 +57,8 @@ EXTENSIONS = (".cpp", ".hpp", ".cu", ".h", ".cc", ".cuh")
 EXCLUDED_TOP = {"tests"}
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
+MAX_FOLDER_SOURCES = 20
+UNITS = (".cpp", ".cu", ".cc")
 
 CONTROL = {"if", "for", "while", "switch", "catch", "constexpr", "return", "sizeof",
            "alignof", "alignas", "decltype", "noexcept", "requires", "static_assert",
@@ -393,15 +402,29 @@ def check_text(rel, text, max_file, max_function):
     return problems
 
 
-def scan(root, max_file, max_function):
+def check_folders(paths, max_sources):
+    """Folders (relative paths) holding more than max_sources sources."""
+    counts = {}
+    for p in paths:
+        if p.endswith(UNITS):
+            d = os.path.dirname(p)
+            counts[d] = counts.get(d, 0) + 1
+    return [f"{d or '.'}/: {n} sources side by side (limit {max_sources})"
+            for d, n in sorted(counts.items()) if n > max_sources]
+
+
+def scan(root, max_file, max_function, max_folder=MAX_FOLDER_SOURCES):
     problems = []
     files = 0
+    rels = []
     for path in source_files(root):
         files += 1
+        rel = os.path.relpath(path, root)
+        rels.append(rel)
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
-        problems += check_text(os.path.relpath(path, root), text, max_file, max_function)
-    return files, problems
+        problems += check_text(rel, text, max_file, max_function)
+    return files, problems + check_folders(rels, max_folder)
 
 
 # --------------------------------------------------------------- self-test --
@@ -487,7 +510,12 @@ def self_test():
     if check_text("f.cpp", "int x;\n" * 500, MAX_FILE_LINES, MAX_FUNCTION_LINES):
         failures += 1
         print("self-test FAILED: a 500-line file")
-    total = len(cases) + 2
+    crowded = [f"a/{i}.cpp" for i in range(21)] + [f"a/{i}.hpp" for i in range(30)] + \
+        [f"a/b/{i}.cpp" for i in range(20)]
+    if check_folders(crowded, MAX_FOLDER_SOURCES) != ["a/: 21 sources side by side (limit 20)"]:
+        failures += 1
+        print("self-test FAILED: a folder of 21 sources (and one of 20)")
+    total = len(cases) + 3
     print(f"check_sizes self-test: {total - failures} of {total} cases pass")
     return failures == 0
 
@@ -498,6 +526,7 @@ def main():
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--max-file-lines", type=int, default=MAX_FILE_LINES)
     ap.add_argument("--max-function-lines", type=int, default=MAX_FUNCTION_LINES)
+    ap.add_argument("--max-folder-sources", type=int, default=MAX_FOLDER_SOURCES)
     args = ap.parse_args()
     if args.self_test:
         if not self_test():
@@ -505,7 +534,8 @@ def main():
         if args.root is None:
             return 0
     root = os.path.abspath(args.root or os.path.join(os.path.dirname(__file__), ".."))
-    files, problems = scan(root, args.max_file_lines, args.max_function_lines)
+    files, problems = scan(root, args.max_file_lines, args.max_function_lines,
+                           args.max_folder_sources)
     for p in problems:
         print(p)
     print(f"check_sizes: {files} files, {len(problems)} over the limits")

@@ -33,8 +33,8 @@ TOOLS = [
      [("", "tools/hvactor_up/main.cpp")]),
     ("hvactor-bench", "../benchmarks/hvactor-bench.md",
      [("Where the ranks run (every subcommand)", "tools/hvactor_bench/layout.cpp"),
-      ("Collectives: allreduce, allgather, broadcast, ...", "tools/hvactor_bench/sweep.cpp"),
-      ("train", "tools/hvactor_bench/train.cpp"),
+      ("Collectives: allreduce, allgather, broadcast, ...", "tools/hvactor_bench/sweep/sweep.cpp"),
+      ("train", "tools/hvactor_bench/train/train.cpp"),
       ("control-plane", "tools/hvactor_bench/control_plane.cpp")]),
 ]
 

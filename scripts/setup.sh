@@ -35,7 +35,7 @@ packages=(
   libcxxopts-dev
   libssl-dev
   pkg-config
-  # Autotune's Gaussian process (collectives/bayesian_optimization.cpp).
+  # Autotune's Gaussian process (collectives/tuning/bayesian_optimization.cpp).
   libeigen3-dev
   # hvactor::train's TensorBoard event files: protobuf messages, CRC-32C.
   libprotobuf-dev

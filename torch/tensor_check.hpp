@@ -18,7 +18,7 @@
 
 #include <torch/torch.h>
 
-#include "hvactor/collectives/types.hpp"
+#include "hvactor/hvd_types.hpp"
 
 namespace hvactor::hvd::detail {
 

@@ -1,5 +1,6 @@
-// The same machine's route for a checkpoint: the driver copies rank 0's
-// directory (internal/checkpoint_stream.hpp, copy_checkpoint_dir).
+// The same machine's route for a checkpoint (internal/transfer.hpp): the
+// driver copies rank 0's directory, a worker the checkpoint to resume from
+// (internal/checkpoint_stream.hpp, copy_checkpoint_dir).
 
 #include "train/internal/checkpoint_stream.hpp"
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "hvactor/errors.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_jobs.hpp"
 #include "base/internal/log.hpp"
 #include "base/internal/process_system.hpp"
 #include "base/net/transport.hpp"

@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <string_view>
@@ -106,32 +105,6 @@ std::pair<int, uint64_t> open_shard_file(const std::string& dir, uint32_t datase
     throw error(fmt::format("the shard file '{}' is not a regular file", path));
   }
   return {fd, static_cast<uint64_t>(st.st_size)};
-}
-
-std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, uint32_t dataset,
-                                                        int32_t rank, uint64_t offset, size_t max) {
-  auto [fd, size] = open_shard_file(dir, dataset, rank);
-  struct closer {
-    int fd;
-    ~closer() {
-      ::close(fd);
-    }
-  } close_fd{fd};
-  if (offset > size)
-    throw error(fmt::format("offset {} past the {} bytes of shard {} of dataset {}",
-                            offset, size, rank, dataset));
-  std::vector<char> out(static_cast<size_t>(std::min<uint64_t>(max, size - offset)));
-  size_t got = 0;
-  while (got < out.size()) {
-    auto n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      throw error(fmt::format("cannot read shard {} of dataset {}: {}", rank, dataset,
-                              n == 0 ? "it became shorter" : std::strerror(errno)));
-    got += static_cast<size_t>(n);
-  }
-  return {size, std::move(out)};
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // hvactor::train's driver-side record of one attempt: the ranks' reports,
-// rank 0's checkpoints persisted under the run's directory, and what ended
-// the attempt (internal/train_progress.hpp).
+// rank 0's checkpoints taken (internal/transfer.hpp moves the bytes) and
+// persisted under the run's directory, and what ended the attempt
+// (internal/train_progress.hpp).
 
 #include "train/internal/train_progress.hpp"
 #include "train/internal/progress_state.hpp"
@@ -15,15 +16,11 @@
 #include "hvactor/errors.hpp"
 #include "base/internal/actor_system.hpp"
 #include "base/internal/caf_error.hpp"
-#include "base/internal/knobs.hpp"
 #include "base/internal/log.hpp"
 #include "base/internal/process_system.hpp"
 #include "base/net/net.hpp"
-#include "train/internal/checkpoint_stream.hpp"
-#include "train/internal/data_route.hpp"
-#include "train/internal/shard_bytes.hpp"
+#include "train/internal/transfer.hpp"
 #include "train/internal/train_protocol.hpp"
-#include "base/net/transport.hpp"
 
 namespace fs = std::filesystem;
 
@@ -33,6 +30,17 @@ namespace progress {
 
 namespace {
 
+// An error for a refused report or transfer: "train::report: " + what.
+caf::error refused(const std::string& what) {
+  return make_error(error_kind::generic, "train::report: " + what);
+}
+
+// The sender is rank 0's process (unit tests give no workers: anyone).
+bool from_rank0(progress_actor self) {
+  auto& ws = self->state.cfg.workers;
+  auto sender = self->current_sender();
+  return ws.empty() || (sender && sender->node() == ws[0].node());
+}
 
 // The attempt ended: the trainer learns it, and every waiting rank.
 void finish(progress_actor self, train_event end) {
@@ -61,23 +69,16 @@ void complete_report(progress_actor self) {
   ev.index = st.next;
   for (auto& [rank, m] : st.metrics)
     ev.metrics.push_back(std::move(m));
-  if (st.chunk_count > 0) {
+  if (st.with_checkpoint) {
     try {
-      if (!st.sink_error.empty())
-        throw std::runtime_error(st.sink_error);
-      if (st.upload) {
-        // Complete on the data link: the actor owns the directory now.
-        if (auto why = st.upload->claim(); !why.empty())
-          throw std::runtime_error("its upload failed: " + why);
-        fs::rename(st.upload->dir(), st.partial);
-        st.upload.reset();
-        st.copied = true;
-      }
-      bool whole = st.copied || (st.sink && st.sink->complete());
-      if (st.chunks_fed != st.chunk_count || !whole)
-        throw std::runtime_error(fmt::format("{} of its {} chunks came", st.chunks_fed,
-                                             st.chunk_count));
-      st.sink.reset();
+      if (!st.upload)
+        throw std::runtime_error("its checkpoint did not come");
+      // Copied or complete on the data link: the actor owns the directory
+      // now.
+      if (auto why = st.upload->claim(); !why.empty())
+        throw std::runtime_error("its upload failed: " + why);
+      fs::rename(st.upload->dir(), st.partial);
+      st.upload.reset();
       ev.checkpoint_dir = persist_checkpoint(st.cfg, st.partial, st.doomed).string();
       st.partial.clear();
     } catch (const std::exception& e) {
@@ -87,9 +88,8 @@ void complete_report(progress_actor self) {
     }
   }
   st.drop_partial();
-  st.sink_error.clear();
   st.metrics.clear();
-  st.chunk_count = 0;
+  st.with_checkpoint = false;
   st.complete = std::move(ev);
 }
 
@@ -145,7 +145,7 @@ void take(progress_actor self, int32_t rank, std::vector<char> metrics,
 bool keep_early(progress_actor self, train_report& r) {
   auto& st = self->state;
   bool ahead = r.index > st.next || (r.index == st.next && st.complete);
-  if (!ahead || r.chunks != 0 || r.rank < 0 || r.rank >= st.cfg.size
+  if (!ahead || r.checkpoint || r.rank < 0 || r.rank >= st.cfg.size
       || r.index > st.next + reports_sent_ahead || r.metrics.size() > max_metrics_bytes
       || st.early_bytes[r.rank] + r.metrics.size() > report_bytes_in_flight)
     return false;
@@ -183,12 +183,12 @@ caf::result<std::string> on_report(progress_actor self, train_report& r) {
     return st.early[r.index].at(r.rank).second;
   if (r.rank < 0 || r.rank >= st.cfg.size || r.index != st.next || st.complete
       || st.metrics.count(r.rank) || r.metrics.size() > max_metrics_bytes
-      || r.chunks > max_chunks || (r.rank != 0 && r.chunks > 0))
+      || (r.rank != 0 && r.checkpoint))
     return refused(fmt::format("report {} of rank {} refused: the driver collects report {} of "
                                "{} ranks (at most {} bytes of metrics)",
                                r.index + 1, r.rank, st.next + 1, st.cfg.size, max_metrics_bytes));
   if (r.rank == 0)
-    st.chunk_count = r.chunks;
+    st.with_checkpoint = r.checkpoint;
   auto answer = self->make_response_promise<std::string>();
   take(self, r.rank, std::move(r.metrics), answer);
   return answer;
@@ -232,6 +232,69 @@ caf::result<train_event> on_await(progress_actor self, uint64_t index) {
   return answer;
 }
 
+// Whether rank 0's checkpoint of report `index` may come now, `how`
+// ("by path", "upload"): from rank 0's process, for the report being
+// collected, once, and before the attempt ended.
+std::optional<caf::error> refuse_checkpoint(progress_actor self, uint64_t index,
+                                            const char* how) {
+  auto& st = self->state;
+  if (st.end)
+    return refused(fmt::format("a checkpoint {} after the attempt ended", how));
+  if (!from_rank0(self))
+    return refused(fmt::format("a checkpoint {} from a process other than rank 0's", how));
+  if (index != st.next || st.complete || st.upload)
+    return refused(fmt::format("a checkpoint {} for report {} while the driver collects report "
+                               "{}",
+                               how, index + 1, st.next + 1));
+  return std::nullopt;
+}
+
+// Rank 0's checkpoint as a directory on this machine: copied into an
+// upload slot now (internal/transfer.hpp, copy_upload).
+caf::result<bool> on_local(progress_actor self, uint64_t index, const std::string& dir) {
+  auto& st = self->state;
+  if (!st.cfg.local_checkpoints)
+    return refused("a checkpoint by path, which this driver takes only from its own machine");
+  if (auto no = refuse_checkpoint(self, index, "by path"))
+    return *no;
+  try {
+    st.open_partial();
+    st.upload = new_upload_slot(st.cfg.run_dir);
+    copy_upload(*st.upload, dir, index);
+    return true;
+  } catch (const std::exception& e) {
+    return refused(e.what()); // the failed slot fails the report
+  }
+}
+
+// Rank 0's checkpoint on the data link: a ticket for the transfer into an
+// upload slot (internal/transfer.hpp, offer_upload).
+caf::result<std::string> on_upload(progress_actor self, uint64_t index) {
+  auto& st = self->state;
+  if (!st.cfg.data)
+    return refused("a checkpoint upload, which this driver cannot take: it has no data link");
+  if (auto no = refuse_checkpoint(self, index, "upload"))
+    return *no;
+  try {
+    st.open_partial();
+    st.upload = new_upload_slot(st.cfg.run_dir);
+    return offer_upload(*st.cfg.data, st.upload, index, st.cfg.ticket_bound);
+  } catch (const std::exception& e) {
+    st.drop_partial();
+    return refused(e.what());
+  }
+}
+
+// A ticket for a shard or the resume checkpoint on the data link.
+template <class Offer>
+caf::result<std::string> fetch_ticket(const char* what, Offer offer) {
+  try {
+    return offer();
+  } catch (const std::exception& e) {
+    return make_error(error_kind::generic, fmt::format("{}: {}", what, e.what()));
+  }
+}
+
 // A monitored worker went away before its loop returned: its rank failed.
 void on_down(progress_actor self, const caf::down_msg& dm) {
   auto& ws = self->state.cfg.workers;
@@ -242,14 +305,12 @@ void on_down(progress_actor self, const caf::down_msg& dm) {
                     .rank = static_cast<int32_t>(r)});
 }
 
-
 train_progress::behavior_type progress_impl(progress_actor self, progress_config cfg) {
   self->state.cfg = std::move(cfg);
   for (auto& w : self->state.cfg.workers)
     self->monitor(w);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   return {
-    [self](tr_chunk_atom, train_chunk& c) { return on_chunk(self, c); },
     [self](tr_local_atom, uint64_t index, const std::string& dir) {
       return on_local(self, index, dir);
     },
@@ -260,14 +321,14 @@ train_progress::behavior_type progress_impl(progress_actor self, progress_config
                     .failure = fmt::format("rank {} failed: {}", rank, what),
                     .rank = rank});
     },
-    [self](tr_piece_atom, uint32_t dataset, int32_t rank, uint64_t offset) {
-      return on_piece(self, dataset, rank, offset);
-    },
-    [self](tr_resume_atom, int32_t rank, uint32_t no) { return on_resume(self, rank, no); },
     [self](tr_fetch_atom, uint32_t dataset, int32_t rank) {
-      return on_fetch_shard(self, dataset, rank);
+      return fetch_ticket("train::get_dataset_shard",
+                          [&] { return offer_shard_fetch(self->state.cfg, dataset, rank); });
     },
-    [self](tr_fetch_atom, int32_t rank) { return on_fetch_resume(self, rank); },
+    [self](tr_fetch_atom, int32_t rank) {
+      return fetch_ticket("train::get_checkpoint",
+                          [&] { return offer_resume_fetch(self->state.cfg, rank); });
+    },
     [self](tr_upload_atom, uint64_t index) { return on_upload(self, index); },
     [self](tr_await_atom, uint64_t index) { return on_await(self, index); },
   };

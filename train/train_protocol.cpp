@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "train/internal/byte_codec.hpp"
-#include "base/internal/knobs.hpp"
 #include "base/internal/log.hpp"
 
 namespace fs = std::filesystem;

@@ -20,17 +20,16 @@
 #include "base/internal/caf_error.hpp"
 #include "driver/internal/executor_access.hpp"
 #include "driver/internal/job_session.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_elastic.hpp"
 #include "base/internal/log.hpp"
-#include "base/net/net.hpp"
-#include "base/net/port_guard.hpp"
 #include "base/net/transport.hpp"
-#include "train/internal/data_route.hpp"
 #include "train/internal/event_file.hpp"
 #include "train/internal/train_board.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
+#include "train/internal/transfer.hpp"
+#include "base/internal/env_names.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -337,10 +336,7 @@ void trainer::impl::run_attempt(int attempt, const checkpoint& resume) {
   published_progress progress{session.system(), std::move(pc), session.bind_host(),
                               session.tls_identity()};
   spec.progress_port = progress.port();
-  // The bulk bytes across machines take the data link, unless the driver's
-  // environment keeps them on CAF's connection (for comparison).
-  auto link_env = std::getenv(data_link_env);
-  spec.data_port = link_env && std::string_view{link_env} == "0" ? 0 : progress.data_port();
+  spec.data_port = progress.data_port();
   auto calls = ex.run_remote(&run_worker, spec);
   follow(ex, calls, progress.actor(), attempt);
   ex.shutdown();
@@ -356,27 +352,23 @@ train_spec trainer::impl::make_spec(executor& ex, int attempt, const checkpoint&
   train_spec spec;
   spec.loop = loop;
   spec.scope = scope;
-  // The same machine's route: on loopback, without TLS and with the port
-  // guard's same-user rule, every peer of the driver is this user's process
-  // on this machine; checkpoints are copied by the driver and shards are
-  // files.
-  auto env_route = std::getenv(local_route_env);
-  spec.local_checkpoints = net::is_loopback(session.bind_host()) && !transport::secure(sys)
-                           && port_guard::current().same_user
-                           && !(env_route && std::string_view{env_route} == "0");
+  // The same machine's route (internal/transfer.hpp): every peer of the
+  // driver is this user's process on this machine; checkpoints are copied
+  // by the driver and shards are mapped files.
+  spec.local_checkpoints = same_machine_allowed(session.bind_host(), transport::secure(sys));
   for (auto& [name, ds] : opts.datasets)
     spec.datasets.push_back(name);
   if (spec.local_checkpoints)
     spec.machine_view = machine_view();
-  // Shards are files the progress actor serves (tr_piece); a worker that
-  // sees the driver's files maps them instead.
+  // Shards are files the progress actor serves on its data link
+  // (tr_fetch); a worker that sees the driver's files maps them instead.
   if (!opts.datasets.empty()) {
     write_shards(size);
     spec.shard_dir = shard_dir.string();
   }
   // The checkpoint to resume from stays where it is: the progress actor
-  // streams it to each worker that asks (tr_resume), or a worker on the
-  // same route copies it.
+  // streams it on its data link to each worker that asks (tr_fetch), or a
+  // worker on the same machine's route copies it.
   if (resume) {
     checkpoint_source check{resume.path()}; // not a readable directory: fail here
     spec.has_resume = true;

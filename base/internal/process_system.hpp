@@ -12,6 +12,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+
 namespace hvactor::process_system {
 
 /// Adds a layer's message types (or other settings) to the process system.

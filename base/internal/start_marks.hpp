@@ -1,7 +1,7 @@
 #pragma once
 
 // Internal: the moments of a static job's start in this process, for
-// hvactor-bench scale (tools/hvactor_bench/scale.cpp), which splits the
+// hvactor-bench scale (tools/hvactor_bench/scale/scale.cpp), which splits the
 // time from executor::start() to every rank's hvd::init() into phases.
 // Wall-clock nanoseconds since the epoch (every process of an emulated
 // cluster reads the same clock); 0 until noted. The driver's coordinator

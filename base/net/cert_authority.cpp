@@ -1,7 +1,7 @@
 #include "base/net/cert_authority.hpp"
 
 #include "hvactor/errors.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_net.hpp"
 
 #include <cctype>
 #include <chrono>

@@ -13,7 +13,7 @@
 
 #include <sys/types.h>
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_net.hpp"
 
 namespace hvactor {
 

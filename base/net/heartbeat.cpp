@@ -11,7 +11,7 @@
 #include <caf/send.hpp>
 #include <caf/settings.hpp>
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_net.hpp"
 
 namespace hvactor::heartbeat {
 

@@ -16,6 +16,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/timespan.hpp>
 
+
 namespace hvactor::heartbeat {
 
 /// Turns CAF's own ticks off in `cfg` and asks for hvactor's: a tick every

@@ -25,7 +25,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_net.hpp"
 #include "base/net/libc_sockets.hpp"
 #include "base/internal/log.hpp"
 

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <optional>
 
+
 namespace hvactor::port_guard {
 
 struct policy {

@@ -1,7 +1,7 @@
 #pragma once
 
 // Internal: a bounded polling window for the blocking reads of one thread.
-// The small-message lane (collectives/gloo/small_lane.hpp) reads its
+// The small-message lane (collectives/backends/gloo/small_lane.hpp) reads its
 // replies with Gloo pairs in sync mode: Gloo's own thread calls a blocking
 // recv(), which costs a sleep and a wake-up (about 8 us per message
 // across two emulated nodes), and Gloo's busy-poll mode spins until the

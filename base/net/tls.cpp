@@ -1,6 +1,6 @@
 #include "hvactor/tls.hpp"
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -253,7 +253,8 @@ void validate(const config& cfg) {
   if (SSL_CTX_load_verify_locations(ctx.get(), cfg.cafile.c_str(), nullptr) != 1)
     reject(fmt::format("TLS CA file {} does not load: {}", cfg.cafile, openssl_reasons()));
   // The peer checks the purpose the role needs: a server's certificate for
-  // serverAuth, a client's for clientAuth (notes/caf-tls.md cases c3, h).
+  // serverAuth, a client's for clientAuth (docs/development/platform-notes.md,
+  // "CAF TLS: certificate purpose").
   verify_for(ctx.get(), cfg, X509_PURPOSE_SSL_SERVER, "serverAuth");
   verify_for(ctx.get(), cfg, X509_PURPOSE_SSL_CLIENT, "clientAuth");
   ERR_clear_error();

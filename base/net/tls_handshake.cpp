@@ -6,8 +6,9 @@
 // server handshake is queued at accept, the client's at connect) stays
 // registered for EPOLLOUT, epoll reports it writable at once, and the
 // multiplexer thread calls SSL_connect again, at 100 % of a core, until the
-// peer answers (notes/caf-tls.md section 5, CAF issue #1060, fixed upstream
-// in 0.18.4 by dropping the write interest until the handshake is done).
+// peer answers (docs/development/platform-notes.md, "CAF TLS: handshake
+// busy loop"; CAF issue #1060, fixed upstream in 0.18.4 by dropping the
+// write interest until the handshake is done).
 // With tens of processes handshaking at once on a few cores, the spinning
 // starved the very peers whose answers they waited for: at 24 emulated
 // nodes most workers never registered.

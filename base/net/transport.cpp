@@ -13,9 +13,10 @@
 #include <caf/openssl/all.hpp>
 
 #include "base/internal/log.hpp"
+#include "base/internal/ask.hpp"
 #include "hvactor/tls.hpp"
-#include "base/internal/actor_system.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
+#include "base/internal/knobs_net.hpp"
 #include "base/net/heartbeat.hpp"
 #include "base/net/port_guard.hpp"
 

@@ -8,13 +8,15 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
+
 namespace hvactor::tls {
 struct config;
 } // namespace hvactor::tls
 
 /// How hvactor processes open CAF connections: through CAF's OpenSSL module
-/// when the process has a TLS identity (mutual TLS, notes/caf-tls.md), else
-/// through the plain middleman. One process never mixes the two: an
+/// when the process has a TLS identity (mutual TLS,
+/// docs/development/platform-notes.md, "CAF TLS: mutual TLS is enforced"),
+/// else through the plain middleman. One process never mixes the two: an
 /// io::publish beside openssl::publish would open an unauthenticated door.
 namespace hvactor::transport {
 

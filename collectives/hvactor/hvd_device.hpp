@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "hvactor/collectives/types.hpp"
-#include "hvactor/hvd.hpp"
+#include "hvactor/hvd_types.hpp"
+#include "hvactor/hvd_core.hpp"
 
 struct CUstream_st; // cudaStream_t is CUstream_st*
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hvactor/errors.hpp"
-#include "hvactor/hvd.hpp"
+#include "hvactor/hvd_collectives.hpp"
 #include "hvactor/serialization.hpp"
 
 namespace hvactor::hvd {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "hvactor/hvd.hpp"
+#include "hvactor/hvd_collectives.hpp"
 
 namespace hvactor::hvd {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hvactor/executor.hpp"
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace hvactor {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/internal/coordinator.hpp"
+#include "actors/coordinator/coordinator.hpp"
 #include "base/internal/actor_system.hpp"
 #include "driver/internal/runtime_impl.hpp"
 
@@ -114,9 +114,8 @@ private:
   job_session(runtime::impl& rt, coordinator_config cfg, int);
   uint16_t publish(const caf::actor& whom, const char* what);
   caf::expected<proto::call_results> call_workers(caf::blocking_actor& self,
-                                                  const proto::call_request& req,
-                                                  std::chrono::milliseconds bound);
-  void drain_abandoned(caf::blocking_actor& self);
+                                                  const proto::call_request& req);
+  caf::error hold(caf::blocking_actor& self, caf::error failure);
 
   runtime::impl& rt_;
   settings settings_;
@@ -130,17 +129,17 @@ private:
   std::mutex caller_mu_;
   std::optional<caf::scoped_actor> caller_;
   bool closed_ = false;
-  std::shared_ptr<direct_calls> direct_;
+  /// The request id of every direct call, the number of the last one, and
+  /// whether the coordinator said the job failed or shut down (job_failed):
+  /// later calls go through the coordinator.
+  caf::message_id call_id_;
+  uint64_t seq_ = 0;
+  bool ended_ = false;
   /// The workers (by world rank), their ranks by address and their labels
   /// for error messages, once start() succeeded.
   std::vector<proto::horovod_worker> workers_;
   std::unordered_map<caf::actor_addr, int> rank_of_;
   std::vector<std::string> labels_;
-  /// Failed direct calls whose answers did not all come yet (request id,
-  /// answers due): taken out of the blocking actor's mailbox before each
-  /// call, since a blocking actor scans every message left in it on each
-  /// receive.
-  std::vector<std::pair<caf::message_id, size_t>> abandoned_;
 };
 
 } // namespace hvactor

@@ -12,7 +12,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 #include "base/internal/program_libraries.hpp"
 #include "base/net/connection_watchdog.hpp"
 #include "hvactor/runtime.hpp"

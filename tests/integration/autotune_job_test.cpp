@@ -21,7 +21,7 @@
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
 
-#include "collectives/internal/hvd_calls.hpp"
+#include "collectives/api/hvd_calls.hpp"
 #include "hvd_session.hpp"
 #include "test_main.hpp"
 

@@ -110,7 +110,7 @@ int64_t input(int rank, size_t i, hvd::op o) {
 }
 
 /// What allreduce of `input` over `n` ranks gives; integer averages
-/// truncate toward zero (types.hpp).
+/// truncate toward zero (hvd_types.hpp).
 double reference(int n, size_t i, hvd::op o, bool integer) {
   int64_t acc = input(0, i, o);
   for (int r = 1; r < n; ++r) {

@@ -16,7 +16,7 @@
 #include <hvactor/hvactor.hpp>
 
 #include "cluster_support.hpp"
-#include "actors/internal/system_config.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "test_main.hpp"
 
 using namespace std::chrono_literals;

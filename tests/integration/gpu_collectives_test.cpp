@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/internal/devices.hpp"
+#include "collectives/backends/devices.hpp"
 #include <hvactor/hvactor.hpp>
 
 #ifdef HVACTOR_TEST_CUDA

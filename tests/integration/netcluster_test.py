@@ -272,8 +272,9 @@ def can_run():
 def case_train(env, name):
     """hvactor::train across the link: the driver on the head (TLS, so no
     same-machine route), a worker on each node. Shards come from the
-    driver in pieces (tr_piece), 5 MB checkpoints stream to the head; a
-    second fit resumes from the first one's checkpoint through the store."""
+    driver on its data link, 5 MB checkpoints stream to the head on it; a
+    second fit resumes from the first one's checkpoint, which the driver
+    streams on the data link too."""
     if not env.train_driver:
         print("no --train-driver: skipped")
         return

@@ -24,9 +24,9 @@
 #include <hvactor/hvd.hpp>
 
 #include "child_process.hpp"
-#include "actors/internal/rendezvous_store.hpp"
-#include "collectives/internal/rendezvous_client.hpp"
-#include "actors/internal/system_config.hpp"
+#include "actors/node/rendezvous_store.hpp"
+#include "collectives/rendezvous/rendezvous_client.hpp"
+#include "actors/protocol/system_config.hpp"
 
 using namespace std::chrono_literals;
 

@@ -15,7 +15,7 @@
 
 #include <hvactor/errors.hpp>
 
-#include "collectives/internal/rendezvous_client.hpp"
+#include "collectives/rendezvous/rendezvous_client.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 5) {

@@ -21,7 +21,7 @@
 #include "../unit/mini_json.hpp"
 #include "hvd_session.hpp"
 #include "test_main.hpp"
-#include "collectives/internal/timeline.hpp"
+#include "collectives/observe/timeline.hpp"
 
 using namespace std::chrono_literals;
 

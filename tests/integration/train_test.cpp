@@ -80,18 +80,13 @@ std::vector<std::string> worker_scratch_dirs() {
 /// The route the bytes take for the drivers this test starts: "1" the
 /// same machine's (the driver copies checkpoints, workers map the shard
 /// files), "0" the cluster's (HVACTOR_TRAIN_LOCAL_ROUTE=0: everything on
-/// the driver's data link), "caf" the cluster's without the data link
-/// (HVACTOR_TRAIN_DATA_LINK=0: as CAF messages).
+/// the driver's data link).
 struct local_route {
   explicit local_route(const char* value) {
-    std::string v{value};
-    ::setenv("HVACTOR_TRAIN_LOCAL_ROUTE", v == "1" ? "1" : "0", 1);
-    if (v == "caf")
-      ::setenv("HVACTOR_TRAIN_DATA_LINK", "0", 1);
+    ::setenv("HVACTOR_TRAIN_LOCAL_ROUTE", value, 1);
   }
   ~local_route() {
     ::unsetenv("HVACTOR_TRAIN_LOCAL_ROUTE");
-    ::unsetenv("HVACTOR_TRAIN_DATA_LINK");
   }
 };
 
@@ -229,8 +224,8 @@ TEST_CASE("a driver killed with SIGTERM leaves its shard folder; the next fit re
 }
 
 TEST_CASE("dataset_config.equal = false: shards keep every row, sizes within one") {
-  // Shards as files of the driver's machine, on the data link, as messages.
-  for (auto route : {"1", "0", "caf"}) {
+  // Shards as files of the driver's machine, and on the data link.
+  for (auto route : {"1", "0"}) {
     local_route use{route};
     temp_dir dir;
     auto r = train(dir, {"--workers", "3", "--epochs", "1", "--rows", "100", "--equal", "0",
@@ -295,7 +290,8 @@ TEST_CASE("a 4 GiB sparse checkpoint with odd names arrives intact, copied and s
 }
 
 TEST_CASE("rank 0 killed mid-transfer: no partial checkpoint stays, the fit resumes from the last") {
-  for (auto route : {"1", "0", "caf"}) {
+  // Copied by the driver, and uploaded on the data link.
+  for (auto route : {"1", "0"}) {
     local_route use{route};
     INFO("HVACTOR_TRAIN_LOCAL_ROUTE=" << std::string{route});
     temp_dir dir;

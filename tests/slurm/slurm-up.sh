@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # slurm-up.sh DIR [NODES] [CPUS_PER_NODE]: an emulated Slurm cluster on this
-# host (notes/slurm.md 1.2): munged, slurmctld and NODES slurmd (fake nodes
+# host (docs/development/platform-notes.md, "Slurm: an emulated cluster on
+# one host"): munged, slurmctld and NODES slurmd (fake nodes
 # n1..nN, one slurmd each on its own port), every file under DIR.
 # SLURM_TEST_GPUS=G adds G fake GPUs per node; SLURM_TEST_CTLD_PORT and
 # SLURM_TEST_SLURMD_PORT move the ports. Then: export SLURM_CONF=DIR/slurm.conf;

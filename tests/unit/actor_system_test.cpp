@@ -22,6 +22,7 @@
 
 #include "base/internal/actor_system.hpp"
 #include "base/internal/caf_error.hpp"
+#include "base/internal/knobs_net.hpp"
 
 using namespace std::chrono_literals;
 

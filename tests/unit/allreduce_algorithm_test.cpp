@@ -4,7 +4,7 @@
 // algorithms, and the parsing of HVACTOR_GLOO_ALLREDUCE's value at
 // hvd::init.
 
-#include "collectives/internal/algorithm.hpp"
+#include "collectives/backends/allreduce_algorithm.hpp"
 
 #include <stdlib.h>
 

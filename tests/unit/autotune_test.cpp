@@ -14,8 +14,8 @@
 
 #include <doctest/doctest.h>
 
-#include "collectives/internal/autotune.hpp"
-#include "collectives/internal/bayesian_optimization.hpp"
+#include "collectives/tuning/autotune.hpp"
+#include "collectives/tuning/bayesian_optimization.hpp"
 
 using hvactor::collectives::autotune_settings;
 using hvactor::collectives::bayesian_optimization;

@@ -9,7 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/internal/call_fanin.hpp"
+#include "actors/coordinator/call_fanin.hpp"
 #include "base/internal/caf_error.hpp"
 
 using namespace std::chrono_literals;

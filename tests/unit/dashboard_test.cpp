@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "actors/internal/job_board.hpp"
+#include "actors/board/job_board.hpp"
 #include "dashboard/render.hpp"
 
 using namespace hvactor;

@@ -1,8 +1,10 @@
-// hvactor::train's bytes on the driver's data link (train/internal/
-// data_route.hpp) over real loopback sockets: shards, resumes and uploads
-// arrive byte for byte; an upload with a wrong digest, more bytes than it
-// announced, or a sender gone halfway leaves nothing; and the shard folders
-// of drivers that are gone are swept.
+// hvactor::train's bytes on the driver's data link (the link's half of
+// train/internal/transfer.hpp) over real loopback sockets: shards, resumes
+// and uploads arrive byte for byte; an upload with a wrong digest, more
+// bytes than it announced, or a sender gone halfway leaves nothing; and the
+// shard folders of drivers that are gone are swept. train_transfer_test
+// drives the same transfers through the progress actor and a worker's
+// side.
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -22,10 +24,10 @@
 #include "unit_temp_dir.hpp"
 #include <fmt/format.h>
 
-#include "base/internal/knobs.hpp"
 #include "base/net/data_link.hpp"
 #include "train/internal/checkpoint_stream.hpp"
-#include "train/internal/data_route.hpp"
+#include "train/internal/transfer.hpp"
+#include "train_bytes.hpp"
 #include "train/internal/shard_bytes.hpp"
 
 namespace fs = std::filesystem;
@@ -35,20 +37,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using hvactor::test::read_file;
+using hvactor::test::upload_raw;
+using hvactor::test::write_file;
 
-void write_file(const fs::path& p, size_t size, unsigned seed) {
-  fs::create_directories(p.parent_path());
-  std::vector<char> bytes(size);
-  std::mt19937 rng{seed};
-  for (auto& b : bytes)
-    b = static_cast<char>(rng());
-  std::ofstream{p, std::ios::binary}.write(bytes.data(), static_cast<std::streamsize>(size));
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in{p, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
 
 // A checkpoint directory: nested, an empty file, a name with a space and
 // unicode, 9 MiB (three stream chunks).
@@ -80,23 +72,6 @@ dl::server::options plain() {
 
 // Sends the frames of `dir`'s stream, `tamper`ed, and returns the
 // driver's answer ("" when it kept the checkpoint).
-template <class Tamper>
-std::string upload_raw(const dl::server& srv, const dl::ticket& t, const fs::path& dir,
-                       Tamper tamper) {
-  auto s = dl::connect("127.0.0.1", srv.port(), {}, t, 5s);
-  train::checkpoint_source source{dir};
-  std::vector<std::vector<char>> chunks;
-  while (auto c = source.next())
-    chunks.push_back(std::move(*c));
-  tamper(chunks);
-  for (auto& c : chunks)
-    s->write_frame(c.data(), c.size());
-  s->write_u64(0);
-  std::vector<char> why;
-  s->read_frame(why, 1 << 16);
-  return {why.begin(), why.end()};
-}
-
 } // namespace
 
 TEST_SUITE("data_route") {
@@ -137,7 +112,8 @@ TEST_CASE("an upload is kept whole, or refused with nothing left: wrong digest, 
   }
   SUBCASE("a flipped byte: the digest does not match") {
     auto slot = slot_at("flipped");
-    auto why = upload_raw(srv, train::offer_upload(srv, slot, 4, 10s), tmp.path / "ckpt",
+    auto t = train::offer_upload(srv, slot, 4, 10s);
+    auto why = upload_raw("127.0.0.1", srv.port(), t, tmp.path / "ckpt",
                           [](auto& chunks) { chunks[1][1000] ^= 1; });
     CHECK(why.find("checkpoint of report 5 refused") != std::string::npos);
     CHECK(why.find("digest") != std::string::npos);
@@ -146,7 +122,8 @@ TEST_CASE("an upload is kept whole, or refused with nothing left: wrong digest, 
   }
   SUBCASE("more bytes than the file announced") {
     auto slot = slot_at("longer");
-    auto why = upload_raw(srv, train::offer_upload(srv, slot, 0, 10s), tmp.path / "ckpt",
+    auto t = train::offer_upload(srv, slot, 0, 10s);
+    auto why = upload_raw("127.0.0.1", srv.port(), t, tmp.path / "ckpt",
                           [](auto& chunks) {
                             // A data record of 4 bytes after the last file ended.
                             auto& last = chunks.back();

@@ -14,7 +14,7 @@
 #include <doctest/doctest.h>
 
 #include "hvactor/errors.hpp"
-#include "actors/internal/discovery_script.hpp"
+#include "actors/placement/discovery_script.hpp"
 
 using hvactor::discovery;
 using hvactor::host_slots;

@@ -1,4 +1,4 @@
-// Recursive doubling (collectives/gloo/doubling.hpp), the allreduce and
+// Recursive doubling (collectives/backends/gloo/doubling.hpp), the allreduce and
 // allgather of small messages among many ranks: n in-process ranks on loopback, each with its
 // own Gloo device and hvactor's mesh. Every rank ends with the exact sum of
 // integers, the same min, and the same bits of a float sum whose order of
@@ -22,9 +22,9 @@
 #include <doctest/doctest.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "collectives/gloo/doubling.hpp"
-#include "collectives/gloo/peer_abort.hpp"
-#include "collectives/gloo/peer_addresses.hpp"
+#include "collectives/backends/gloo/doubling.hpp"
+#include "collectives/backends/gloo/peer_abort.hpp"
+#include "collectives/backends/gloo/peer_addresses.hpp"
 #include "gloo_mesh.hpp"
 #include "header_exchange_case.hpp"
 #include "in_process_ranks.hpp"

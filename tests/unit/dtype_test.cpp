@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/shm/reduce.hpp"
+#include "collectives/backends/shm/reduce.hpp"
 #include <hvactor/hvd.hpp>
 
 namespace hvd = hvactor::hvd;

@@ -1,4 +1,4 @@
-// The elastic assignment's codec (collectives/internal/elastic_assignment.hpp):
+// The elastic assignment's codec (collectives/elastic/elastic_assignment.hpp):
 // what the driver writes for a worker's place in a generation and what
 // hvd::init reads back, one declaration for both sides.
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hvactor/errors.hpp"
-#include "collectives/internal/elastic_assignment.hpp"
+#include "collectives/elastic/elastic_assignment.hpp"
 
 using namespace hvactor::elastic_protocol;
 
@@ -33,13 +33,13 @@ TEST_CASE("every valid place round-trips, and removed is one byte") {
     CHECK(b.cross_rank == a.cross_rank);
     CHECK(b.cross_size == a.cross_size);
   }
-  auto removed = encode({.removed = true});
+  auto removed = encode(removal());
   CHECK(removed.size() == 1);
   CHECK(decode(removed).removed);
 }
 
 TEST_CASE("a wrong length or tag, and a rank outside its size, are errors naming it") {
-  auto good = encode({.rank = 1, .size = 2, .local_rank = 1, .local_size = 2});
+  auto good = encode(assignment{{.rank = 1, .size = 2, .local_rank = 1, .local_size = 2}});
   auto shorter = good;
   shorter.pop_back();
   CHECK_THROWS_WITH_AS(decode(shorter), doctest::Contains("malformed elastic assignment (24 bytes"),
@@ -51,11 +51,13 @@ TEST_CASE("a wrong length or tag, and a rank outside its size, are errors naming
   // The old text form is refused, not misread.
   std::string text = "0 2 0 2 0 1";
   CHECK_THROWS_AS(decode(std::vector<char>(text.begin(), text.end())), hvactor::error);
-  CHECK_THROWS_WITH_AS(decode(encode({.rank = 2, .size = 2})),
+  CHECK_THROWS_WITH_AS(decode(encode(assignment{{.rank = 2, .size = 2}})),
                        doctest::Contains("out of range: rank 2 of 2"), hvactor::error);
-  CHECK_THROWS_AS(decode(encode({.rank = 0, .size = 2, .local_rank = -1})), hvactor::error);
-  CHECK_THROWS_AS(decode(encode({.rank = 0, .size = 2, .local_size = 3})), hvactor::error);
-  CHECK_THROWS_AS(decode(encode({.rank = 0, .size = 0})), hvactor::error);
+  CHECK_THROWS_AS(decode(encode(assignment{{.rank = 0, .size = 2, .local_rank = -1}})),
+                  hvactor::error);
+  CHECK_THROWS_AS(decode(encode(assignment{{.rank = 0, .size = 2, .local_size = 3}})),
+                  hvactor::error);
+  CHECK_THROWS_AS(decode(encode(assignment{{.rank = 0, .size = 0}})), hvactor::error);
 }
 
 TEST_CASE("300 random byte strings decode or throw hvactor::error, nothing else") {

@@ -1,4 +1,4 @@
-#include "actors/internal/elastic_policy.hpp"
+#include "actors/elastic/elastic_policy.hpp"
 
 #include <chrono>
 #include <cstdint>

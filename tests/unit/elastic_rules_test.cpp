@@ -8,7 +8,7 @@
 #include <chrono>
 #include <random>
 
-#include "actors/internal/elastic_rules.hpp"
+#include "actors/elastic/elastic_rules.hpp"
 
 using namespace hvactor::elastic;
 using action = decision::action;

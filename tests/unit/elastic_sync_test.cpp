@@ -4,7 +4,6 @@
 // each reset (docs/guides/elastic.md, "Elastic at scale").
 
 #include <cstdlib>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -12,7 +11,7 @@
 #include <hvactor/elastic.hpp>
 #include <hvactor/hvd.hpp>
 
-#include "collectives/internal/op_stats.hpp"
+#include "collectives/observe/op_stats.hpp"
 
 namespace hvd = hvactor::hvd;
 
@@ -20,11 +19,10 @@ namespace {
 
 // Broadcasts counted so far in this process (every path).
 long broadcasts() {
-  auto text = hvactor::collectives::encode_op_stats();
-  static const std::regex item{R"(broadcast/[^=]*=(\d+),)"};
   long n = 0;
-  for (std::sregex_iterator i{text.begin(), text.end(), item}, end; i != end; ++i)
-    n += std::stol((*i)[1].str());
+  for (auto& t : hvactor::collectives::op_totals())
+    if (t.op == "broadcast")
+      n += static_cast<long>(t.count);
   return n;
 }
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "actors/internal/elastic_workers.hpp"
+#include "actors/elastic/elastic_workers.hpp"
 
 using namespace hvactor::elastic;
 

@@ -28,7 +28,7 @@
 
 #include <hvactor/serialization.hpp>
 
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// hvactor's Gloo full mesh (collectives/gloo/peer_addresses.hpp): a card
+// hvactor's Gloo full mesh (collectives/backends/gloo/peer_addresses.hpp): a card
 // reads back; a connect refused at first (the peer's node not reachable
 // yet) is retried until it succeeds, and the mesh then carries an
 // allreduce; a peer that never becomes reachable fails by the deadline,
@@ -23,8 +23,8 @@
 #include <gloo/allreduce.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "collectives/gloo/peer_abort.hpp"
-#include "collectives/gloo/peer_addresses.hpp"
+#include "collectives/backends/gloo/peer_abort.hpp"
+#include "collectives/backends/gloo/peer_addresses.hpp"
 
 using namespace std::chrono_literals;
 using namespace hvactor::collectives;

@@ -9,9 +9,9 @@
 
 #include <doctest/doctest.h>
 
-#include "collectives/internal/backend.hpp"
+#include "collectives/backends/backend.hpp"
 
-#include "collectives/internal/fusion_executor.hpp"
+#include "collectives/engine/fusion_executor.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

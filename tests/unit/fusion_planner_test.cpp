@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-#include "collectives/internal/fusion_planner.hpp"
+#include "collectives/engine/fusion_planner.hpp"
 
 using hvactor::collectives::fusion_entry;
 using hvactor::collectives::fusion_planner;

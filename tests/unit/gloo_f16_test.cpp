@@ -14,7 +14,7 @@
 #include <limits>
 #include <vector>
 
-#include "collectives/gloo/gloo_types.hpp"
+#include "collectives/backends/gloo/gloo_types.hpp"
 
 namespace gt = hvactor::collectives::gloo_types;
 

@@ -13,8 +13,8 @@
 #include <doctest/doctest.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "collectives/gloo/peer_abort.hpp"
-#include "collectives/gloo/peer_addresses.hpp"
+#include "collectives/backends/gloo/peer_abort.hpp"
+#include "collectives/backends/gloo/peer_addresses.hpp"
 
 namespace hvactor::test {
 

@@ -12,7 +12,7 @@
 
 #include <doctest/doctest.h>
 
-#include "collectives/gloo/doubling.hpp"
+#include "collectives/backends/gloo/doubling.hpp"
 #include "in_process_ranks.hpp"
 
 namespace hvactor::test {

@@ -21,10 +21,10 @@
 #include <gloo/allreduce.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "collectives/gloo/doubling.hpp"
-#include "collectives/gloo/mesh_peers.hpp"
-#include "collectives/gloo/peer_abort.hpp"
-#include "collectives/gloo/peer_addresses.hpp"
+#include "collectives/backends/gloo/doubling.hpp"
+#include "collectives/backends/gloo/mesh_peers.hpp"
+#include "collectives/backends/gloo/peer_abort.hpp"
+#include "collectives/backends/gloo/peer_addresses.hpp"
 #include "in_process_ranks.hpp"
 
 using namespace std::chrono_literals;

@@ -9,8 +9,8 @@
 
 #include <hvactor/errors.hpp>
 
-#include "collectives/internal/name_check.hpp"
-#include "collectives/internal/operation.hpp"
+#include "collectives/engine/name_check.hpp"
+#include "collectives/engine/operation.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -15,7 +15,7 @@
 
 #include <hvactor/errors.hpp>
 
-#include "collectives/internal/negotiator.hpp"
+#include "collectives/engine/negotiator.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

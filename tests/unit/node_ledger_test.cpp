@@ -1,4 +1,4 @@
-#include "actors/internal/node_ledger.hpp"
+#include "actors/node/node_ledger.hpp"
 
 #include <algorithm>
 #include <map>
@@ -11,7 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <hvactor/errors.hpp>
-#include "actors/internal/system_config.hpp"
+#include "actors/protocol/system_config.hpp"
 
 using hvactor::error_kind;
 using hvactor::node_ledger;

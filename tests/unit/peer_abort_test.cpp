@@ -1,5 +1,5 @@
 // The announcement that stops every rank's Gloo waits once one rank's call
-// failed (collectives/gloo/peer_abort.hpp): its text, the first
+// failed (collectives/backends/gloo/peer_abort.hpp): its text, the first
 // announcement winning, and raise() waking a ring allreduce that waits on
 // Gloo's own scratch buffer (two in-process ranks over loopback TCP). Its
 // effect on whole jobs is in collectives_failure_test and
@@ -20,7 +20,7 @@
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "collectives/gloo/peer_abort.hpp"
+#include "collectives/backends/gloo/peer_abort.hpp"
 
 using hvactor::collectives::abortable_context;
 using hvactor::collectives::announcement;

@@ -8,7 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "hvactor/errors.hpp"
-#include "collectives/internal/peer_counts.hpp"
+#include "collectives/engine/peer_counts.hpp"
 
 using hvactor::collective_error;
 using hvactor::collectives::check_allgather_counts;

@@ -1,4 +1,4 @@
-#include "actors/internal/placement.hpp"
+#include "actors/placement/placement.hpp"
 
 #include <cstdint>
 #include <map>

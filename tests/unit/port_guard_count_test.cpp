@@ -9,9 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
+#include <utility>
+
 #include <doctest/doctest.h>
 
-#include "base/internal/knobs.hpp"
 #include "base/net/port_guard.hpp"
 
 namespace guard = hvactor::port_guard;

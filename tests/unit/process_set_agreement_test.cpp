@@ -14,7 +14,7 @@
 
 #include <hvactor/errors.hpp>
 
-#include "collectives/internal/process_set_agreement.hpp"
+#include "collectives/engine/process_set_agreement.hpp"
 
 namespace co = hvactor::collectives;
 

@@ -1,4 +1,4 @@
-#include "actors/internal/rank_planner.hpp"
+#include "actors/placement/rank_planner.hpp"
 
 #include <algorithm>
 #include <map>
@@ -60,7 +60,6 @@ TEST_SUITE("rank_planner") {
 
 TEST_CASE("nothing registered plans an empty layout") {
   rank_planner planner;
-  CHECK(planner.registered() == 0);
   CHECK(planner.plan().empty());
 }
 
@@ -240,7 +239,6 @@ TEST_CASE("a rank registered twice is rejected naming the rank and both nodes") 
   planner.add(0, "a");
   planner.add(1, "a");
   planner.add(1, "b");
-  CHECK(planner.registered() == 3);
   const auto msg = plan_error(planner);
   CHECK(msg.find("registered twice: 1 (nodes 'a' and 'b')") != std::string::npos);
   CHECK(msg.find("missing: 2") != std::string::npos);

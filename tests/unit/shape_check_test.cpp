@@ -10,9 +10,9 @@
 
 #include <hvactor/errors.hpp>
 
-#include "collectives/internal/name_check.hpp"
-#include "collectives/internal/operation.hpp"
-#include "collectives/internal/shape_check.hpp"
+#include "collectives/engine/name_check.hpp"
+#include "collectives/engine/operation.hpp"
+#include "collectives/engine/shape_check.hpp"
 
 namespace co = hvactor::collectives;
 namespace hvd = hvactor::hvd;

@@ -17,8 +17,8 @@
 
 #include <doctest/doctest.h>
 
-#include "collectives/shm/communicator.hpp"
-#include "collectives/shm/segment.hpp"
+#include "collectives/backends/shm/communicator.hpp"
+#include "collectives/backends/shm/segment.hpp"
 
 namespace shm = hvactor::collectives::shm;
 namespace hvd = hvactor::hvd;

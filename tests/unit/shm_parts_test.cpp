@@ -11,8 +11,8 @@
 
 #include <doctest/doctest.h>
 
-#include "collectives/internal/host_paths.hpp"
-#include "collectives/shm/parts_view.hpp"
+#include "collectives/backends/host_paths.hpp"
+#include "collectives/backends/shm/parts_view.hpp"
 
 namespace co = hvactor::collectives;
 

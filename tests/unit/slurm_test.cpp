@@ -1,6 +1,7 @@
 // Slurm's environment read without scontrol: host lists and compressed
 // counts, with the cases `scontrol show hostnames` gave on this machine
-// (notes/slurm.md 4.4), and the allocation hvactor-run derives from them.
+// (docs/development/platform-notes.md, "Slurm: host lists as scontrol
+// expands them"), and the allocation hvactor-run derives from them.
 
 #include <cstdlib>
 #include <stdexcept>

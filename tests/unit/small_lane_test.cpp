@@ -1,4 +1,4 @@
-// The small-message lane (issue 55, collectives/gloo/small_lane.hpp): the
+// The small-message lane (issue 55, collectives/backends/gloo/small_lane.hpp): the
 // negotiation header's exchange across nodes over Gloo pairs in sync mode,
 // read on the calling thread with a polling window (base/net/recv_spin.hpp).
 // The window itself over a socket pair: a message that comes during it or
@@ -30,8 +30,8 @@
 #include <gloo/common/error.h>
 
 #include "base/net/recv_spin.hpp"
-#include "collectives/gloo/doubling.hpp"
-#include "collectives/gloo/small_lane.hpp"
+#include "collectives/backends/gloo/doubling.hpp"
+#include "collectives/backends/gloo/small_lane.hpp"
 #include "gloo_mesh.hpp"
 #include "header_exchange_case.hpp"
 #include "in_process_ranks.hpp"

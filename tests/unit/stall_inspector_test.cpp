@@ -7,7 +7,7 @@
 
 #include <doctest/doctest.h>
 
-#include "collectives/internal/stall_inspector.hpp"
+#include "collectives/observe/stall_inspector.hpp"
 
 namespace co = hvactor::collectives;
 using namespace std::chrono_literals;

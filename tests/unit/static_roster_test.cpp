@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/internal/interfaces.hpp"
-#include "actors/internal/static_roster.hpp"
+#include "actors/protocol/interfaces.hpp"
+#include "actors/coordinator/static_roster.hpp"
 
 using hvactor::detail::static_roster;
 using registration = static_roster::registration;

@@ -20,9 +20,9 @@
 #include <hvactor/errors.hpp>
 #include <hvactor/hvd.hpp>
 
-#include "collectives/internal/engine.hpp"
+#include "collectives/engine/engine.hpp"
 #include "mini_json.hpp"
-#include "collectives/internal/timeline.hpp"
+#include "collectives/observe/timeline.hpp"
 
 namespace fs = std::filesystem;
 using hvactor::collectives::timeline;

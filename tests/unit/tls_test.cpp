@@ -27,7 +27,7 @@
 #include <caf/actor_system_config.hpp>
 #include <doctest/doctest.h>
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>

@@ -19,7 +19,6 @@
 #include <doctest/doctest.h>
 
 #include "hvactor/train.hpp"
-#include "base/internal/knobs.hpp"
 #include "train/internal/byte_codec.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_protocol.hpp"
@@ -355,7 +354,7 @@ TEST_CASE("a shard's byte form: columns 64-byte aligned and shared with the buff
                        hvactor::error);
 }
 
-TEST_CASE("shard files: pieces as the driver serves them, mapped as a worker on its machine "
+TEST_CASE("shard files: opened as the driver serves them, mapped as a worker on its machine "
           "maps them, clear errors") {
   scratch dir;
   fs::create_directories(dir.path / "0");
@@ -365,25 +364,30 @@ TEST_CASE("shard files: pieces as the driver serves them, mapped as a worker on 
   std::ofstream{dir.path / "0" / "1", std::ios::binary}.write(value.data(),
                                                                static_cast<std::streamsize>(value.size()));
   auto root = dir.path.string();
-  size_t piece = 4 << 20;
-  std::vector<char> joined;
-  for (uint64_t at = 0; at < value.size(); at += piece) {
-    auto [size, bytes] = train::read_shard_piece(root, 0, 1, at, piece);
+  {
+    auto [fd, size] = train::open_shard_file(root, 0, 1);
     CHECK(size == value.size());
-    CHECK(bytes.size() == std::min<size_t>(piece, value.size() - at));
-    joined.insert(joined.end(), bytes.begin(), bytes.end());
+    std::vector<char> back(value.size());
+    size_t got = 0;
+    while (got < back.size()) {
+      auto n = ::pread(fd, back.data() + got, back.size() - got, static_cast<off_t>(got));
+      REQUIRE(n > 0);
+      got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    CHECK(back == value);
   }
-  CHECK(joined == value);
-  CHECK(train::read_shard_piece(root, 0, 1, value.size(), piece).second.empty());
-  CHECK_THROWS_WITH_AS(train::read_shard_piece(root, 0, 1, value.size() + 1, piece),
-                       doctest::Contains("past the"), hvactor::error);
-  CHECK_THROWS_WITH_AS(train::read_shard_piece(root, 0, 2, 0, piece),
+  CHECK_THROWS_WITH_AS(train::open_shard_file(root, 0, 2),
                        doctest::Contains("no shard 2 of dataset 0"), hvactor::error);
-  CHECK_THROWS_AS(train::read_shard_piece(root, 0, -1, 0, piece), hvactor::error);
-  CHECK_THROWS_AS(train::read_shard_piece(root, 7, 0, 0, piece), hvactor::error);
-  // A link in the file's place is not followed.
+  CHECK_THROWS_AS(train::open_shard_file(root, 0, -1), hvactor::error);
+  CHECK_THROWS_AS(train::open_shard_file(root, 7, 0), hvactor::error);
+  CHECK_THROWS_AS(train::open_shard_file("", 0, 1), hvactor::error);
+  // A link in the file's place is not followed; a directory is refused.
   fs::create_symlink(dir.path / "0" / "1", dir.path / "0" / "3");
-  CHECK_THROWS_AS(train::read_shard_piece(root, 0, 3, 0, piece), hvactor::error);
+  CHECK_THROWS_AS(train::open_shard_file(root, 0, 3), hvactor::error);
+  fs::create_directories(dir.path / "0" / "4");
+  CHECK_THROWS_WITH_AS(train::open_shard_file(root, 0, 4),
+                       doctest::Contains("not a regular file"), hvactor::error);
 
   auto mapped = train::map_file((dir.path / "0" / "1").string());
   REQUIRE(mapped.size == value.size());

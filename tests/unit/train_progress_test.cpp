@@ -1,43 +1,97 @@
 // The driver's train_progress actor in a real actor system (the process's
-// one, process_system): reports answered once the trainer takes them,
-// checkpoints persisted, what a peer may not make it hold, and what ends an
-// attempt. And the process system itself: one per process, shared.
+// one, process_system), with a plain data link on loopback: reports
+// answered once the trainer takes them, checkpoints copied or uploaded and
+// persisted, the resume checkpoint and shards handed out, what a peer may
+// not make it hold, and what ends an attempt. And the process system
+// itself: one per process, shared.
 
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
+#include <thread>
 
 #include <caf/scoped_actor.hpp>
 #include <doctest/doctest.h>
 
 #include "base/internal/actor_system.hpp"
 #include "base/internal/caf_error.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_jobs.hpp"
 #include "base/internal/process_system.hpp"
+#include "base/net/data_link.hpp"
 #include "train/internal/checkpoint_stream.hpp"
 #include "train/internal/report_pipe.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
+#include "train/internal/transfer.hpp"
+#include "train_bytes.hpp"
 
 namespace fs = std::filesystem;
 namespace train = hvactor::train;
+namespace dl = hvactor::data_link;
 using namespace std::chrono_literals;
 
 namespace {
 
+using hvactor::test::upload_raw;
+
 struct run_fixture {
   hvactor::process_system::share sys = hvactor::process_system::acquire();
   fs::path dir;
+  /// The attempt's data link: plain, loopback peers of this user only.
+  std::shared_ptr<dl::server> link;
   train::train_progress progress;
 
   explicit run_fixture(int size, std::optional<int> keep = std::nullopt, bool local = false) {
     char pattern[] = "/tmp/hvactor-progress-test-XXXXXX";
     REQUIRE(::mkdtemp(pattern) != nullptr);
     dir = pattern;
-    progress = train::spawn_train_progress(*sys, {size, dir, keep, {}, local});
+    dl::server::options o;
+    o.host = "127.0.0.1";
+    o.io_timeout = 5s;
+    link = std::make_shared<dl::server>(std::move(o));
+    progress = spawn(config(size, keep, local));
+  }
+
+  /// The attempt's configuration as the trainer makes it.
+  train::progress_config config(int size, std::optional<int> keep = std::nullopt,
+                                bool local = false) {
+    train::progress_config cfg{size, dir, keep, {}, local};
+    cfg.data = link;
+    cfg.ticket_bound = 10s;
+    return cfg;
+  }
+
+  train::train_progress spawn(train::progress_config cfg) {
+    return train::spawn_train_progress(*sys, std::move(cfg));
+  }
+
+  /// Where a worker finds the data link.
+  train::link_target target() const {
+    return {"127.0.0.1", link->port(), {}, 5s};
+  }
+
+  /// A ticket for rank 0's checkpoint of report `index` (tr_upload).
+  caf::expected<std::string> upload_ticket(uint64_t index) {
+    return hvactor::ask<std::string>(*sys, progress, 5s, train::tr_upload_atom_v, index);
+  }
+
+  /// What the run's directory holds, by name.
+  std::set<std::string> entries() const {
+    std::set<std::string> out;
+    for (auto& e : fs::directory_iterator{dir})
+      out.insert(e.path().filename().string());
+    return out;
+  }
+
+  /// Waits up to 5 s for the run's directory to hold just `want`.
+  bool settles_to(const std::set<std::string>& want) const {
+    for (int i = 0; i < 500 && entries() != want; ++i)
+      std::this_thread::sleep_for(10ms);
+    return entries() == want;
   }
 
   ~run_fixture() {
@@ -68,10 +122,12 @@ struct run_fixture {
   }
 };
 
-train::train_report report_of(int rank, uint64_t index, uint32_t chunks = 0) {
-  return {rank, index, train::encode_report({{"loss", 0.5}}, chunks > 0), chunks};
+train::train_report report_of(int rank, uint64_t index, bool checkpoint = false) {
+  return {rank, index, train::encode_report({{"loss", 0.5}}, checkpoint), checkpoint};
 }
 
+// Sends `dir`'s stream on ticket `t`, its chunks `tamper`ed, and returns
+// the driver's answer ("" when it kept the checkpoint).
 } // namespace
 
 TEST_SUITE("train_progress") {
@@ -79,20 +135,15 @@ TEST_SUITE("train_progress") {
 TEST_CASE("every rank is answered when the trainer takes the report, its checkpoint persisted") {
   run_fixture run{2};
   caf::scoped_actor self{*run.sys};
-  // A checkpoint of two chunks: one file of 1.5 chunks, streamed.
+  // One file of 1.5 stream chunks, uploaded on the data link.
   fs::path src = run.dir / "src";
   fs::create_directories(src);
   std::string body(hvactor::knobs::ship_chunk_bytes * 3 / 2, 'x');
   std::ofstream{src / "model.pt"} << body;
-  train::checkpoint_source stream{src};
-  uint32_t no = 0;
-  while (auto part = stream.next()) {
-    auto ok = hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v,
-                                 train::train_chunk{0, no++, std::move(*part)});
-    REQUIRE(ok);
-  }
-  REQUIRE(no == 2);
-  auto a0 = run.send(self, report_of(0, 0, 2));
+  auto t = run.upload_ticket(0);
+  REQUIRE(t);
+  CHECK(train::upload_by_link(run.target(), *t, src).empty());
+  auto a0 = run.send(self, report_of(0, 0, true));
   auto a1 = run.send(self, report_of(1, 0));
   auto ev = run.await(0);
   REQUIRE(ev);
@@ -105,6 +156,8 @@ TEST_CASE("every rank is answered when the trainer takes the report, its checkpo
   CHECK(back == body);
   CHECK(run.answer(self, a0).empty());
   CHECK(run.answer(self, a1).empty());
+  // The upload's own directory became the checkpoint: nothing else stays.
+  CHECK(run.entries() == std::set<std::string>{"checkpoint_000000", "src"});
   // A trainer whose wait timed out just as it was answered gets it again.
   auto again = run.await(0);
   REQUIRE(again);
@@ -123,19 +176,27 @@ TEST_CASE("a peer cannot make the driver hold oversized or unexpected messages")
   CHECK(refused(big));
   // Beyond what a worker sends ahead of the report being collected.
   CHECK(refused(report_of(1, train::reports_sent_ahead + 1)));
-  CHECK(refused(report_of(2, 0)));    // no such rank
-  CHECK(refused(report_of(1, 0, 4))); // only rank 0 sends a checkpoint
-  auto chunk = [&](train::train_chunk c) {
-    return hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v, std::move(c));
-  };
-  fs::path src = run.dir / "src";
-  fs::create_directories(src);
-  std::ofstream{src / "w.bin"} << std::string(100, 'w');
-  auto first_chunk = *train::checkpoint_source{src}.next();
-  CHECK_FALSE(chunk({5, 0, first_chunk})); // not the report being collected
-  CHECK(chunk({0, 0, first_chunk}));
-  CHECK_FALSE(chunk({0, 0, first_chunk})); // repeated
-  CHECK_FALSE(chunk({0, 1, std::vector<char>(hvactor::knobs::ship_chunk_bytes + 1)}));
+  CHECK(refused(report_of(2, 0))); // no such rank
+  CHECK(refused(report_of(1, 0, true))); // only rank 0 sends a checkpoint
+  CHECK_FALSE(run.upload_ticket(5)); // not the report being collected
+  auto t = run.upload_ticket(0);
+  REQUIRE(t);
+  auto again = run.upload_ticket(0); // one per report
+  REQUIRE_FALSE(again);
+  CHECK(run.sys->render(again.error()).find("a checkpoint upload for report 1") != std::string::npos);
+  // A frame over the chunk bound is refused before anything is allocated,
+  // and nothing of the upload stays.
+  {
+    auto s = dl::connect("127.0.0.1", run.link->port(), {}, *t, 5s);
+    s->write_u64(hvactor::knobs::ship_chunk_bytes + 1);
+    s->finish();
+    std::vector<char> why;
+    s->read_frame(why, 1 << 16);
+    auto text = std::string{why.begin(), why.end()};
+    CHECK(text.find("checkpoint of report 1 refused") != std::string::npos);
+    CHECK(text.find("announced 4194305 bytes") != std::string::npos);
+  }
+  CHECK(run.entries().empty());
   // Rank 1's report stays waiting; a second one of it is refused.
   auto first = run.send(self, report_of(1, 0));
   CHECK(refused(report_of(1, 0)));
@@ -148,23 +209,49 @@ TEST_CASE("a refused checkpoint stream fails the report on every rank and leaves
   fs::path src = run.dir / "src";
   fs::create_directories(src);
   std::ofstream{src / "w.bin"} << std::string(1000, 'w');
-  auto bytes = *train::checkpoint_source{src}.next();
-  bytes[bytes.size() - 90] ^= 1; // a byte of w.bin: the digest no longer matches
-  auto refused = hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v,
-                                    train::train_chunk{0, 0, std::move(bytes)});
-  REQUIRE_FALSE(refused);
-  CHECK(run.sys->render(refused.error()).find("digest") != std::string::npos);
-  auto a0 = run.send(self, report_of(0, 0, 1));
+  auto t = run.upload_ticket(0);
+  REQUIRE(t);
+  // A byte of w.bin flipped: the digest no longer matches.
+  auto why = upload_raw(run.target().host, run.target().port, *t, src,
+                        [](auto& chunks) { chunks[0][chunks[0].size() - 90] ^= 1; });
+  CHECK(why.find("checkpoint of report 1 refused") != std::string::npos);
+  CHECK(why.find("digest") != std::string::npos);
+  auto a0 = run.send(self, report_of(0, 0, true));
   auto a1 = run.send(self, report_of(1, 0));
   auto ev = run.await(0);
   REQUIRE(ev);
   CHECK(ev->checkpoint_dir.empty());
-  CHECK(ev->failure.find("could not persist the checkpoint of report 1") != std::string::npos);
+  CHECK(ev->failure.find("could not persist the checkpoint of report 1: its upload failed: "
+                         "checkpoint of report 1 refused")
+        != std::string::npos);
   CHECK(ev->failure.find("digest") != std::string::npos);
   CHECK(run.answer(self, a0) == ev->failure);
   CHECK(run.answer(self, a1) == ev->failure);
-  for (auto& e : fs::directory_iterator{run.dir})
-    CHECK(e.path().filename() == "src"); // no checkpoint, no partial one
+  CHECK(run.entries() == std::set<std::string>{"src"}); // no checkpoint, no partial one
+}
+
+TEST_CASE("rank 0 gone mid-upload: the attempt ends and nothing of its checkpoint stays") {
+  run_fixture run{2};
+  fs::path src = run.dir / "src";
+  fs::create_directories(src);
+  std::ofstream{src / "w.bin"} << std::string(3 << 20, 'w');
+  auto t = run.upload_ticket(0);
+  REQUIRE(t);
+  {
+    auto s = dl::connect("127.0.0.1", run.link->port(), {}, *t, 5s);
+    train::checkpoint_source source{src, 1 << 20};
+    auto first = source.next();
+    s->write_frame(first->data(), first->size());
+  } // the process died: closed without the rest
+  caf::anon_send(run.progress, train::tr_fail_atom_v, int32_t{0}, std::string{"killed"});
+  auto ev = run.await(0);
+  REQUIRE(ev);
+  CHECK(ev->kind == train::train_event::rank_failed);
+  CHECK(run.settles_to({"src"}));
+  // The attempt is over: no more uploads.
+  auto late = run.upload_ticket(0);
+  REQUIRE_FALSE(late);
+  CHECK(run.sys->render(late.error()).find("after the attempt ended") != std::string::npos);
 }
 
 TEST_CASE("tr_local: the driver copies a directory of its own machine, only when allowed") {
@@ -183,6 +270,7 @@ TEST_CASE("tr_local: the driver copies a directory of its own machine, only when
     auto refused = local(run, src);
     REQUIRE_FALSE(refused);
     CHECK(run.sys->render(refused.error()).find("only from its own machine") != std::string::npos);
+    CHECK(run.entries() == std::set<std::string>{"src"});
   }
   { // Allowed: copied, then persisted with the report.
     run_fixture run{1, std::nullopt, true};
@@ -197,22 +285,42 @@ TEST_CASE("tr_local: the driver copies a directory of its own machine, only when
     std::ifstream in{fs::path{ev->checkpoint_dir} / "sub" / "w.bin"};
     CHECK(std::string{std::istreambuf_iterator<char>{in}, {}} == std::string(100'000, 'w'));
     CHECK(run.answer(self, a0).empty());
+    // Copied into the same upload slot as an upload, then persisted.
+    CHECK(run.entries() == std::set<std::string>{"checkpoint_000000", "src"});
   }
-  { // A chunk after a copy is refused, and fails the report (it once
-    // reached a sink that did not exist and crashed the driver).
+  { // An upload after a copy is refused; the copy stays the report's
+    // checkpoint (one per report, whichever route it took).
     run_fixture run{1, std::nullopt, true};
     auto src = make_src(run.dir);
     REQUIRE(local(run, src));
-    auto chunk = hvactor::ask<bool>(*run.sys, run.progress, 5s, train::tr_chunk_atom_v,
-                                    train::train_chunk{0, 1, {'x'}});
-    REQUIRE_FALSE(chunk);
-    CHECK(run.sys->render(chunk.error()).find("the checkpoint was copied") != std::string::npos);
+    auto upload = run.upload_ticket(0);
+    REQUIRE_FALSE(upload);
+    CHECK(run.sys->render(upload.error()).find("a checkpoint upload for report 1")
+          != std::string::npos);
     caf::scoped_actor self{*run.sys};
-    auto a0 = run.send(self, report_of(0, 0, 1));
+    auto a0 = run.send(self, report_of(0, 0, true));
+    auto ev = run.await(0);
+    REQUIRE(ev);
+    CHECK(ev->failure.empty());
+    CHECK(fs::exists(fs::path{ev->checkpoint_dir} / "sub" / "w.bin"));
+    CHECK(run.answer(self, a0).empty());
+    CHECK(run.entries() == std::set<std::string>{"checkpoint_000000", "src"});
+  }
+  { // A copy that fails is refused naming the report, fails it, and
+    // leaves nothing.
+    run_fixture run{1, std::nullopt, true};
+    auto refused = local(run, run.dir / "missing");
+    REQUIRE_FALSE(refused);
+    CHECK(run.sys->render(refused.error()).find("checkpoint of report 1 refused") != std::string::npos);
+    CHECK_FALSE(local(run, make_src(run.dir))); // the report had its one
+    caf::scoped_actor self{*run.sys};
+    auto a0 = run.send(self, report_of(0, 0, true));
     auto ev = run.await(0);
     REQUIRE(ev);
     CHECK(ev->checkpoint_dir.empty());
+    CHECK(ev->failure.find("its upload failed: checkpoint of report 1 refused") != std::string::npos);
     CHECK(run.answer(self, a0) == ev->failure);
+    CHECK(run.entries() == std::set<std::string>{"src"});
   }
   if (::geteuid() == 0) { // A file of another user is never copied.
     run_fixture run{1, std::nullopt, true};
@@ -221,9 +329,85 @@ TEST_CASE("tr_local: the driver copies a directory of its own machine, only when
     auto refused = local(run, src);
     REQUIRE_FALSE(refused);
     CHECK(run.sys->render(refused.error()).find("belongs to uid 65534") != std::string::npos);
-    for (auto& e : fs::directory_iterator{run.dir})
-      CHECK(e.path().filename() == "src"); // no partial checkpoint
+    CHECK(run.entries() == std::set<std::string>{"src"}); // no partial checkpoint
   }
+}
+
+TEST_CASE("tr_fetch: the checkpoint to resume from on the data link, per rank, byte for byte; "
+          "only for ranks of an attempt that has one") {
+  run_fixture run{2};
+  auto src = run.dir / "resume-src";
+  fs::create_directories(src / "a" / "b");
+  fs::create_directories(src / "empty");
+  std::ofstream{src / "top.txt"} << "top";
+  std::string big(5'000'000, 'z');
+  std::ofstream{src / "a" / "b" / "big.bin", std::ios::binary} << big;
+  auto cfg = run.config(2);
+  cfg.resume_dir = src;
+  auto progress = run.spawn(cfg);
+  auto ticket = [&](const train::train_progress& p, int32_t rank) {
+    return hvactor::ask<std::string>(*run.sys, p, 5s, train::tr_fetch_atom_v, rank);
+  };
+  // Both ranks' tickets first, then their streams: each has its own.
+  auto t0 = ticket(progress, 0);
+  auto t1 = ticket(progress, 1);
+  REQUIRE(t0);
+  REQUIRE(t1);
+  CHECK(*t0 != *t1);
+  train::fetch_resume_by_link(run.target(), *t1, run.dir / "out1");
+  train::fetch_resume_by_link(run.target(), *t0, run.dir / "out0");
+  for (auto* out : {"out0", "out1"}) {
+    CHECK(fs::is_directory(run.dir / out / "empty"));
+    std::ifstream in{run.dir / out / "a" / "b" / "big.bin", std::ios::binary};
+    CHECK(std::string{std::istreambuf_iterator<char>{in}, {}} == big);
+  }
+  // A ticket is good once.
+  CHECK_THROWS_AS(train::fetch_resume_by_link(run.target(), *t0, run.dir / "out2"),
+                  hvactor::error);
+  // No such rank: refused, naming the call.
+  for (int32_t rank : {2, -1}) {
+    auto no = ticket(progress, rank);
+    REQUIRE_FALSE(no);
+    CHECK(run.sys->render(no.error()).find("train::get_checkpoint: this attempt has no "
+                                           "checkpoint to resume from for that rank")
+          != std::string::npos);
+  }
+  // An attempt without a checkpoint to resume from refuses.
+  CHECK_FALSE(ticket(run.progress, 0));
+  // So does a driver without a data link.
+  cfg.data.reset();
+  auto unlinked = run.spawn(cfg);
+  auto none = ticket(unlinked, 0);
+  REQUIRE_FALSE(none);
+  CHECK(run.sys->render(none.error()).find("has no data link") != std::string::npos);
+  caf::anon_send_exit(progress, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(unlinked, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("tr_fetch: a rank's shard on the data link; a missing one refused naming it") {
+  run_fixture run{2};
+  auto shards = run.dir / "shards";
+  fs::create_directories(shards / "0");
+  std::string bytes(3'000'003, 's');
+  std::ofstream{shards / "0" / "1", std::ios::binary} << bytes;
+  auto cfg = run.config(2);
+  cfg.shard_dir = shards;
+  auto progress = run.spawn(cfg);
+  auto ticket = [&](uint32_t dataset, int32_t rank) {
+    return hvactor::ask<std::string>(*run.sys, progress, 5s, train::tr_fetch_atom_v, dataset,
+                                     rank);
+  };
+  auto t = ticket(0, 1);
+  REQUIRE(t);
+  auto got = train::fetch_shard_by_link(run.target(), *t);
+  REQUIRE(got.size == bytes.size());
+  CHECK(std::string(reinterpret_cast<const char*>(got.data.get()), got.size) == bytes);
+  auto missing = ticket(0, 0);
+  REQUIRE_FALSE(missing);
+  CHECK(run.sys->render(missing.error()).find("train::get_dataset_shard: no shard 0 of dataset 0")
+        != std::string::npos);
+  CHECK_FALSE(ticket(3, 1));
+  caf::anon_send_exit(progress, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("a rank that returned after fewer reports: the await names both ranks") {
@@ -296,55 +480,6 @@ TEST_CASE("one system per process: shared while held, a new one after the last s
 } // TEST_SUITE
 
 TEST_SUITE("report_pipe") {
-
-TEST_CASE("tr_resume: the checkpoint to resume from streams from the driver's disk, per rank, in "
-          "order") {
-  run_fixture run{2};
-  auto src = run.dir / "resume-src";
-  fs::create_directories(src / "a" / "b");
-  fs::create_directories(src / "empty");
-  std::ofstream{src / "top.txt"} << "top";
-  std::string big(5'000'000, 'z');
-  std::ofstream{src / "a" / "b" / "big.bin", std::ios::binary} << big;
-  auto progress = train::spawn_train_progress(*run.sys, {2, run.dir, {}, {}, false, {}, src});
-  auto chunk = [&](int32_t rank, uint32_t no) {
-    return hvactor::ask<std::vector<char>>(*run.sys, progress, 5s, train::tr_resume_atom_v, rank,
-                                           no);
-  };
-  // Ranks 0 and 1 interleaved: each has its own stream.
-  train::checkpoint_sink sink0{run.dir / "out0"}, sink1{run.dir / "out1"};
-  uint32_t no = 0;
-  for (; !sink0.complete(); ++no) {
-    auto c0 = chunk(0, no);
-    auto c1 = chunk(1, no);
-    REQUIRE(c0);
-    REQUIRE(c1);
-    REQUIRE_FALSE(c0->empty());
-    sink0.feed(*c0);
-    sink1.feed(*c1);
-  }
-  CHECK(no == 2); // 5 MB: two chunks of at most 4 MiB
-  CHECK(sink1.complete());
-  for (auto* out : {"out0", "out1"}) {
-    CHECK(fs::is_directory(run.dir / out / "empty"));
-    CHECK(fs::file_size(run.dir / out / "a" / "b" / "big.bin") == big.size());
-  }
-  // Past the end: empty. Out of order or for no such rank: an error.
-  auto end = chunk(0, no);
-  REQUIRE(end);
-  CHECK(end->empty());
-  CHECK_FALSE(chunk(1, 5));
-  CHECK_FALSE(chunk(2, 0));
-  CHECK_FALSE(chunk(-1, 0));
-  // Starting over works after an error.
-  auto again = chunk(1, 0);
-  REQUIRE(again);
-  CHECK_FALSE(again->empty());
-  // An attempt without a checkpoint to resume from refuses.
-  CHECK_FALSE(hvactor::ask<std::vector<char>>(*run.sys, run.progress, 5s, train::tr_resume_atom_v,
-                                              int32_t{0}, uint32_t{0}));
-  caf::anon_send_exit(progress, caf::exit_reason::user_shutdown);
-}
 
 TEST_CASE("reports ahead of their turn wait at the driver and are answered in turn, bounded") {
   run_fixture run{2};

@@ -1,8 +1,8 @@
-// usage_pacer (actors/internal/usage_pacer.hpp): a colocator sends its
+// usage_pacer (actors/board/usage_pacer.hpp): a colocator sends its
 // workers' usage to the dashboard only when it changed visibly, and looks
 // less often while it does not.
 
-#include "actors/internal/usage_pacer.hpp"
+#include "actors/board/usage_pacer.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // The env table of DESIGN.md ("Worker env"), one case per row.
 
-#include "actors/internal/worker_env.hpp"
+#include "actors/node/worker_env.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -12,7 +12,7 @@
 
 #include "tools/cluster/slurm_step.hpp"
 #include "hvactor/settings.hpp"
-#include "collectives/internal/devices.hpp"
+#include "collectives/backends/devices.hpp"
 
 namespace hvactor::cluster {
 

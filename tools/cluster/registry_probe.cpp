@@ -8,7 +8,7 @@
 #include "base/internal/actor_system.hpp"
 #include "base/internal/caf_error.hpp"
 #include "base/net/net.hpp"
-#include "actors/internal/system_config.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "base/net/transport.hpp"
 
 namespace hvactor::cluster {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hvactor/tls.hpp"
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace hvactor::cluster {
 

@@ -21,7 +21,6 @@
 #include "base/internal/log.hpp"
 #include "base/net/net.hpp"
 #include "base/internal/owned_dir.hpp"
-#include "base/internal/knobs.hpp"
 #include "tools/cluster/head_address.hpp"
 #include "tools/cluster/node_options.hpp"
 #include "tools/cluster/readiness.hpp"
@@ -177,7 +176,8 @@ void slurm_cluster::start_nodes(const slurm::allocation& alloc) {
   process_spec spec;
   spec.executable = find_program("srun");
   // An explicit --ntasks: srun must not take the job's SLURM_NTASKS
-  // (notes/slurm.md 1.7). --overlap: the user's own steps share the nodes.
+  // (docs/development/platform-notes.md, "Slurm: srun inherits the job's
+  // task count"). --overlap: the user's own steps share the nodes.
   spec.args = {"srun", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--overlap",
                "--kill-on-bad-exit=0", "--job-name=hvactor-node"};
   if (!alloc.cpus.empty())

@@ -1,6 +1,7 @@
 #pragma once
 
-// hvactor-run inside a Slurm allocation (notes/slurm.md 4.1): the head runs
+// hvactor-run inside a Slurm allocation (docs/development/platform-notes.md,
+// "Slurm: hvactor-run inside an allocation"): the head runs
 // beside hvactor-run (an hvactor-node --head child offering no resources),
 // one `srun` step starts an hvactor-node on every allocated node, and
 // hvactor-run waits until each has joined before it places the ranks.

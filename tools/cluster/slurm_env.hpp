@@ -1,8 +1,10 @@
 #pragma once
 
 // Reading a Slurm allocation from the environment Slurm gives a job, without
-// scontrol (which needs slurm.conf even to expand a host list; notes/slurm.md
-// 1.7): host lists ("n[1-3],gpu[08-11]") and compressed counts ("2(x3),1").
+// scontrol (which needs slurm.conf even to expand a host list;
+// docs/development/platform-notes.md, "Slurm: scontrol needs a
+// configuration"): host lists ("n[1-3],gpu[08-11]") and compressed counts
+// ("2(x3),1").
 
 #include <cstddef>
 #include <optional>

@@ -1,7 +1,9 @@
 #pragma once
 
 // What hvactor-run takes from a Slurm allocation: whether it runs in one
-// (--launcher), and the launch's defaults from it (notes/slurm.md 4.1).
+// (--launcher), and the launch's defaults from it
+// (docs/development/platform-notes.md, "Slurm: hvactor-run inside an
+// allocation").
 
 #include <optional>
 #include <string>

@@ -1,5 +1,6 @@
 // hvactor-node inside a Slurm step: the node's identity and resources from
-// the step's environment (notes/slurm.md 4.2). Every choice is printed with
+// the step's environment (docs/development/platform-notes.md, "Slurm:
+// hvactor-node inside a step"). Every choice is printed with
 // its source, so that a wrong one is visible in the step's output.
 
 #include "tools/cluster/slurm_step.hpp"

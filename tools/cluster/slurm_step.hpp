@@ -1,6 +1,7 @@
 #pragma once
 
-// hvactor-node inside a Slurm step (notes/slurm.md 4.2): the node's
+// hvactor-node inside a Slurm step (docs/development/platform-notes.md,
+// "Slurm: hvactor-node inside a step"): the node's
 // identity and resources from the step's environment. The job's side (the
 // allocation hvactor-run reads) is runtime/internal/slurm.hpp.
 

@@ -2,8 +2,8 @@
 
 // The measurement method of hvactor's benchmarks, one place for
 // hvactor-bench (its collectives and its peers: Open MPI, raw Gloo; the
-// torch.distributed script mirrors it) and for benchmarks/ (notes/
-// collectives.md, section 2):
+// torch.distributed script mirrors it) and for benchmarks/
+// (docs/development/platform-notes.md, "Collectives: benchmark method"):
 //
 //   per size: with a check, one call on data whose result is known
 //   (fill_check/count_wrong); warm-up calls; a barrier; one more call (it

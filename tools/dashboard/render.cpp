@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "actors/internal/job_board.hpp"
-#include "collectives/internal/timeline.hpp"
+#include "actors/board/job_board.hpp"
+#include "collectives/observe/timeline.hpp"
 
 namespace hvactor::dashboard {
 

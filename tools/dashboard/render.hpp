@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace hvactor::dashboard {
 

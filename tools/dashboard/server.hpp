@@ -3,7 +3,7 @@
 // The head's dashboard (hvactor-node --head): a read-only web page, its JSON
 // API and Prometheus' /metrics, from the head's registry (the nodes, and the
 // jobs and training runs the drivers send it:
-// actors/internal/board_types.hpp). cpp-httplib (Debian's
+// actors/board/board_types.hpp). cpp-httplib (Debian's
 // libcpp-httplib-dev) parses and routes the requests; the connections are
 // front.hpp's, which bounds what each may cost before it is authenticated
 // (a 16 KiB request head sent within 10 s, 256 connections).
@@ -35,7 +35,7 @@
 #include <caf/actor_system.hpp>
 
 #include "hvactor/tls.hpp"
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace hvactor::dashboard {
 

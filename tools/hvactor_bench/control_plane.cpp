@@ -3,7 +3,7 @@
 // another process: the transport and actor kind hvactor's calls ride on) as
 // the peer, interleaved in rounds (--peer caf).
 
-#include "control_plane.hpp"
+#include "tools/hvactor_bench/control_plane.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -24,9 +24,9 @@
 #include <hvactor/hvactor.hpp>
 
 #include "base/net/port_guard.hpp"
-#include "actors/internal/system_config.hpp"
-#include "layout.hpp"
-#include "report.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "tools/hvactor_bench/layout.hpp"
+#include "tools/hvactor_bench/report.hpp"
 
 namespace hvactor::bench_tool {
 
@@ -106,7 +106,7 @@ public:
   /// One round trip. No request timeout, a bounded receive: CAF 0.17
   /// leaves a request's timeout message in a blocking actor's mailbox after
   /// the answer, and thousands of them slow every later receive (the way
-  /// hvactor's own calls wait, notes/caf-0.17.md).
+  /// hvactor's own calls wait: ask() in base/internal/ask.hpp).
   void call() {
     caf::blocking_actor::accept_one_cond until_one;
     auto id = self_->request(echo_, caf::infinite, int32_t{1}).id();

@@ -1,4 +1,4 @@
-#include "layout.hpp"
+#include "tools/hvactor_bench/layout.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "load.hpp"
+#include "tools/hvactor_bench/load.hpp"
 
 #include <pthread.h>
 #include <sched.h>

@@ -27,13 +27,13 @@
 
 #include <hvactor/hvactor.hpp>
 
-#include "control_plane.hpp"
+#include "tools/hvactor_bench/control_plane.hpp"
 #include "tools/cluster/slurm_env.hpp"
-#include "layout.hpp"
-#include "peer.hpp"
-#include "peer_session.hpp"
-#include "scale.hpp"
-#include "sweep.hpp"
+#include "tools/hvactor_bench/layout.hpp"
+#include "tools/hvactor_bench/peers/peer.hpp"
+#include "tools/hvactor_bench/peers/peer_session.hpp"
+#include "tools/hvactor_bench/scale/scale.hpp"
+#include "tools/hvactor_bench/sweep/sweep.hpp"
 
 namespace {
 

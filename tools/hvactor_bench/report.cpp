@@ -1,4 +1,4 @@
-#include "report.hpp"
+#include "tools/hvactor_bench/report.hpp"
 
 #include <ifaddrs.h>
 #include <net/if.h>

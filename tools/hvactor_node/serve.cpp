@@ -23,16 +23,17 @@
 
 #include "hvactor/settings.hpp"
 
-#include "actors/internal/node_agent.hpp"
-#include "actors/internal/node_registry.hpp"
+#include "actors/node/node_agent.hpp"
+#include "actors/node/node_registry.hpp"
 #include "base/net/transport.hpp"
 #include "base/net/connection_watchdog.hpp"
 #include "hvactor/errors.hpp"
 #include "base/internal/log.hpp"
 #include "base/net/net.hpp"
 #include "base/internal/owned_dir.hpp"
-#include "base/internal/knobs.hpp"
-#include "actors/internal/system_config.hpp"
+#include "base/internal/knobs_jobs.hpp"
+#include "base/internal/knobs_net.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "commands.hpp"
 #include "tools/dashboard/server.hpp"
 
@@ -262,7 +263,8 @@ int serve(node_options o) {
   configure_system(cfg, 0, o.tls);
   auto sys = std::make_unique<caf::actor_system>(cfg);
   if (o.tls.enabled() && !sys->openssl_manager().authentication_enabled()) {
-    // CAF would silently fall back to anonymous TLS (notes/caf-tls.md).
+    // CAF would silently fall back to anonymous TLS
+    // (docs/development/platform-notes.md, "CAF TLS: anonymous fallback").
     log::error("TLS is configured but CAF's OpenSSL module is not authenticating; refusing");
     std::fflush(nullptr);
     run_dir.remove();

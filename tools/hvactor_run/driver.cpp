@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
 #include "base/internal/process.hpp"
 
 namespace hvactor::run_tool {

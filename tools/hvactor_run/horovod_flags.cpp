@@ -17,7 +17,8 @@
 
 #include <fmt/format.h>
 
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
+#include "base/internal/knobs_collectives.hpp"
 #include "run_options.hpp"
 #include "text_file.hpp"
 

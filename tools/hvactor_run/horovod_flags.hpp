@@ -11,6 +11,7 @@
 
 #include <cxxopts.hpp>
 
+
 namespace hvactor::run_tool {
 
 struct run_request;

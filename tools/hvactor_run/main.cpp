@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "base/internal/actor_system.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_jobs.hpp"
 #include "tools/cluster/node_options.hpp"
 #include "tools/cluster/slurm_cluster.hpp"
 #include "driver.hpp"

@@ -15,7 +15,7 @@
 #include "horovod_flags.hpp"
 #include "options.hpp"
 #include "tools/cluster/slurm_launch.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/env_names.hpp"
 
 namespace hvactor::run_tool {
 

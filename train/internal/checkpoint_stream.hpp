@@ -32,7 +32,7 @@
 
 #include "base/internal/bulk_bytes.hpp"
 #include "base/internal/file_digest.hpp"
-#include "base/internal/knobs.hpp"
+#include "base/internal/knobs_jobs.hpp"
 
 namespace hvactor::train {
 

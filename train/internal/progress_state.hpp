@@ -1,9 +1,9 @@
 #pragma once
 
 // Internal: the state of the driver's train_progress actor
-// (internal/train_progress.hpp), shared by its two halves: the reports
-// (train_progress.cpp) and the bytes it takes and gives, checkpoints,
-// shards and the resume checkpoint (progress_transfers.cpp).
+// (internal/train_progress.hpp, train_progress.cpp): the report being
+// collected, rank 0's checkpoint as it arrives (internal/transfer.hpp),
+// the reports that came early and what ended the attempt.
 
 #include <filesystem>
 #include <map>
@@ -15,39 +15,26 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "base/internal/knobs.hpp"
-#include "train/internal/checkpoint_stream.hpp"
-#include "train/internal/data_route.hpp"
+#include "train/internal/transfer.hpp"
 #include "train/internal/train_progress.hpp"
 
 namespace hvactor::train::progress {
 
 namespace fs = std::filesystem;
 
-// A checkpoint's chunks, at most: as many as the store accepts for a
-// chunked value (get_stream).
-constexpr uint32_t max_chunks = knobs::max_message_bytes / knobs::ship_chunk_bytes * 64;
-
 struct progress_state {
   progress_config cfg;
-  /// The resume checkpoint's stream per rank that asks for it, and the
-  /// chunk it is at.
-  std::map<int32_t, std::pair<std::unique_ptr<checkpoint_source>, uint32_t>> resumes;
   /// The report being collected, its ranks' metrics and waiting answers.
   uint64_t next = 0;
   std::map<int32_t, std::vector<char>> metrics;
   std::map<int32_t, caf::typed_response_promise<std::string>> answers;
-  uint32_t chunk_count = 0;
-  /// Rank 0's checkpoint of report `next` as it streams in: written under
-  /// `partial` chunk by chunk (chunks_fed so far), or why it was refused.
-  std::unique_ptr<checkpoint_sink> sink;
-  fs::path partial;
-  uint32_t chunks_fed = 0;
-  std::string sink_error;
-  /// The checkpoint came by tr_local and was copied whole.
-  bool copied = false;
-  /// The checkpoint comes on the data link (tr_upload).
+  /// Rank 0's report of `next` says it handed over a checkpoint.
+  bool with_checkpoint = false;
+  /// Rank 0's checkpoint of report `next`, copied (tr_local) or arriving
+  /// on the data link (tr_upload) into a hidden directory of its own; when
+  /// the report completes it becomes `partial`, then the checkpoint.
   std::shared_ptr<upload_slot> upload;
+  fs::path partial;
   /// Checkpoints past num_to_keep, renamed, to remove after the answers.
   std::vector<fs::path> doomed;
 
@@ -79,14 +66,11 @@ struct progress_state {
 
   /// Drops a checkpoint that did not complete: nothing of it stays.
   void drop_partial() {
-    sink.reset();
     if (!partial.empty()) {
       std::error_code ec;
       fs::remove_all(partial, ec);
       partial.clear();
     }
-    chunks_fed = 0;
-    copied = false;
     if (upload)
       upload->cancel();
     upload.reset();
@@ -107,21 +91,5 @@ struct progress_state {
 };
 
 using progress_actor = train_progress::stateful_pointer<progress_state>;
-
-/// An error for a refused report or transfer: "train::report: " + what.
-caf::error refused(const std::string& what);
-
-/// The sender is rank 0's process (unit tests give no workers: anyone).
-bool from_rank0(progress_actor self);
-
-/// The transfers' handlers (progress_transfers.cpp).
-caf::result<bool> on_chunk(progress_actor self, train_chunk& c);
-caf::result<bool> on_local(progress_actor self, uint64_t index, const std::string& dir);
-caf::result<std::string> on_upload(progress_actor self, uint64_t index);
-caf::result<uint64_t, std::vector<char>> on_piece(progress_actor self, uint32_t dataset,
-                                                 int32_t rank, uint64_t offset);
-caf::result<std::vector<char>> on_resume(progress_actor self, int32_t rank, uint32_t no);
-caf::result<std::string> on_fetch_shard(progress_actor self, uint32_t dataset, int32_t rank);
-caf::result<std::string> on_fetch_resume(progress_actor self, int32_t rank);
 
 } // namespace hvactor::train::progress

@@ -2,9 +2,9 @@
 
 // Internal: where a dataset shard's bytes live in a worker. The columns of
 // a fetched shard share one buffer (dataset::from_bytes over shared bytes),
-// so the bytes are written once: into fresh memory as they arrive from the
-// store, or not at all when the shard is a file of the driver's machine
-// (mapped).
+// so the bytes are written once: into fresh memory as they arrive on the
+// driver's data link, or not at all when the shard is a file of the
+// driver's machine (mapped).
 
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,6 @@
 #include <memory>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace hvactor::train {
 
@@ -43,15 +42,9 @@ std::filesystem::path make_shard_dir(const std::filesystem::path& root);
 size_t sweep_shard_dirs(const std::filesystem::path& root);
 
 /// The shard file `dir`/`dataset`/`rank` opened for reading (not through a
-/// symbolic link) and its size; the caller closes it. hvactor::error when
-/// there is no such regular file.
+/// symbolic link) and its size, as the driver serves it on its data link;
+/// the caller closes it. hvactor::error when there is no such regular
+/// file.
 std::pair<int, uint64_t> open_shard_file(const std::string& dir, uint32_t dataset, int32_t rank);
-
-/// The piece of the shard file `dir`/`dataset`/`rank` from `offset` on (at
-/// most `max` bytes) and the file's size: what the driver answers a
-/// tr_piece with. hvactor::error when the file cannot be read or `offset`
-/// is past its end.
-std::pair<uint64_t, std::vector<char>> read_shard_piece(const std::string& dir, uint32_t dataset,
-                                                        int32_t rank, uint64_t offset, size_t max);
 
 } // namespace hvactor::train

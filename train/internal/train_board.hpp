@@ -1,14 +1,14 @@
 #pragma once
 
 // Internal: a report of hvactor::train as the head's dashboard gets it
-// (proto::train_point, actors/internal/board_types.hpp).
+// (proto::train_point, actors/board/board_types.hpp).
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
 
 #include "hvactor/train.hpp"
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace hvactor::train {
 

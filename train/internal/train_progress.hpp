@@ -7,11 +7,11 @@
 // process's one actor system.
 //
 //  1. Each rank sends `tr_report(train_report)` for report i = 0, 1, ... and
-//     waits for the answer; rank 0 first sends its checkpoint as a stream
-//     of `tr_chunk` messages (internal/checkpoint_stream.hpp;
-//     knobs::ship_chunk_bytes each, knobs::train_chunks_in_flight
-//     unanswered), or, on the driver's own machine, `tr_local` with the
-//     directory's path, which the actor copies.
+//     waits for the answer; rank 0 first hands over its checkpoint
+//     (internal/transfer.hpp): on the driver's own machine `tr_local` with
+//     the directory's path, which the actor copies, elsewhere as a
+//     checkpoint stream on the driver's data link (`tr_upload` gives the
+//     ticket).
 //  2. Once every rank reported i, the actor persists rank 0's checkpoint
 //     under the run's directory and holds the answers until the trainer
 //     asks `tr_await(i)`: it gets the ranks' metrics and the checkpoint's
@@ -25,12 +25,13 @@
 //     differ (the message names both ranks).
 //
 // A peer cannot make the driver hold more than a bounded amount: a
-// report's metrics are capped at max_metrics_bytes, chunks are refused
-// above knobs::ship_chunk_bytes (after CAF decoded them: the port guard
-// caps what a plain port decodes at HVACTOR_MAX_MESSAGE_BYTES), only rank
-// 0's process may send chunks or a path, only for the report being
-// collected and never after the attempt ended, and each chunk goes to disk
-// before the next is answered.
+// report's metrics are capped at max_metrics_bytes (after CAF decoded them:
+// the port guard caps what a plain port decodes at
+// HVACTOR_MAX_MESSAGE_BYTES); only rank 0's process may send a path or get
+// an upload ticket, only for the report being collected, once, and never
+// after the attempt ended; on the data link a frame over
+// knobs::ship_chunk_bytes is refused before anything is allocated, and
+// each chunk goes to disk as the next ones arrive (at most four held).
 
 #include <chrono>
 #include <cstddef>
@@ -51,7 +52,7 @@
 #include "hvactor/settings.hpp"
 #include "base/net/connection_watchdog.hpp"
 #include "base/net/data_link.hpp"
-#include "actors/internal/interfaces.hpp"
+#include "actors/protocol/interfaces.hpp"
 
 namespace hvactor::train {
 
@@ -66,29 +67,18 @@ inline constexpr size_t reports_sent_ahead = 16;
 inline constexpr size_t report_bytes_in_flight = size_t{64} << 20;
 
 /// One rank's report `index`: its encoded metrics (encode_values) and, for
-/// rank 0, how many checkpoint chunks it sent before (0: no checkpoint).
+/// rank 0, whether it handed the driver a checkpoint before (tr_local or
+/// tr_upload).
 struct train_report {
   int32_t rank = 0;
   uint64_t index = 0;
   std::vector<char> metrics;
-  uint32_t chunks = 0;
+  bool checkpoint = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_report& x) {
-  return f(caf::meta::type_name("train_report"), x.rank, x.index, x.metrics, x.chunks);
-}
-
-/// Chunk `no` of rank 0's checkpoint archive for report `index`.
-struct train_chunk {
-  uint64_t index = 0;
-  uint32_t no = 0;
-  std::vector<char> bytes;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, train_chunk& x) {
-  return f(caf::meta::type_name("train_chunk"), x.index, x.no, x.bytes);
+  return f(caf::meta::type_name("train_report"), x.rank, x.index, x.metrics, x.checkpoint);
 }
 
 /// What tr_await answers (in the driver's process only).
@@ -117,17 +107,13 @@ typename Inspector::result_type inspect(Inspector& f, train_event& x) {
 
 CAF_BEGIN_TYPE_ID_BLOCK(hvactor_train, caf::id_block::hvactor_handles::end)
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_report_atom, "tr_report")
-  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_chunk_atom, "tr_chunk")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_done_atom, "tr_done")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_fail_atom, "tr_fail")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_await_atom, "tr_await")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_local_atom, "tr_local")
-  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_piece_atom, "tr_piece")
-  CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_resume_atom, "tr_resume")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_fetch_atom, "tr_fetch")
   CAF_ADD_ATOM(hvactor_train, hvactor::train, tr_upload_atom, "tr_upload")
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_report))
-  CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_chunk))
   CAF_ADD_TYPE_ID(hvactor_train, (hvactor::train::train_event))
 CAF_END_TYPE_ID_BLOCK(hvactor_train)
 
@@ -135,10 +121,9 @@ namespace hvactor::train {
 
 /// The driver's actor that owns one attempt's reports and checkpoints.
 using train_progress = caf::typed_actor<
-  caf::replies_to<tr_chunk_atom, train_chunk>::with<bool>,
   // Rank 0's checkpoint of report `index` is the directory at this path on
   // the driver's machine: the actor copies it (only with
-  // progress_config::local_checkpoints); then tr_report with 1 chunk.
+  // progress_config::local_checkpoints); then tr_report with a checkpoint.
   caf::replies_to<tr_local_atom, uint64_t, std::string>::with<bool>,
   // Answered once report `index` is recorded: empty, or why it failed.
   caf::replies_to<tr_report_atom, train_report>::with<std::string>,
@@ -146,19 +131,10 @@ using train_progress = caf::typed_actor<
   caf::replies_to<tr_done_atom, int32_t, uint64_t>::with<bool>,
   // The rank's loop threw.
   caf::reacts_to<tr_fail_atom, int32_t, std::string>,
-  // Bytes of rank `rank`'s shard of dataset `index` (train_spec::datasets)
-  // from `offset` on, at most knobs::ship_chunk_bytes, and the shard's
-  // size: the shard files the driver wrote (progress_config::shard_dir).
-  caf::replies_to<tr_piece_atom, uint32_t, int32_t, uint64_t>::with<uint64_t, std::vector<char>>,
-  // Chunk `no` of the checkpoint to resume from as a stream
-  // (internal/checkpoint_stream.hpp) for rank `rank`, read from the
-  // driver's disk as asked (no = 0 starts over; then in order); empty past
-  // the end.
-  caf::replies_to<tr_resume_atom, int32_t, uint32_t>::with<std::vector<char>>,
-  // A ticket for the driver's data link (internal/data_route.hpp): rank
-  // `rank`'s shard of dataset `index`, or (one argument) the checkpoint to
-  // resume from, or (tr_upload) rank 0's checkpoint of report `index`,
-  // whose tr_report then counts 1 chunk.
+  // A ticket for the driver's data link (internal/transfer.hpp): rank
+  // `rank`'s shard of dataset `index` (train_spec::datasets), or (one
+  // argument) the checkpoint to resume from, or (tr_upload) rank 0's
+  // checkpoint of report `index`, whose tr_report then says it has one.
   caf::replies_to<tr_fetch_atom, uint32_t, int32_t>::with<std::string>,
   caf::replies_to<tr_fetch_atom, int32_t>::with<std::string>,
   caf::replies_to<tr_upload_atom, uint64_t>::with<std::string>,
@@ -174,10 +150,11 @@ struct progress_config {
   std::vector<caf::actor> workers;
   /// Accept tr_local: every peer is this user's process on this machine.
   bool local_checkpoints = false;
-  /// Where the shard files are ("<dataset index>/<rank>"), served by
-  /// tr_piece; empty: no datasets.
+  /// Where the shard files are ("<dataset index>/<rank>"), served on the
+  /// data link (tr_fetch); empty: no datasets.
   std::filesystem::path shard_dir;
-  /// The checkpoint to resume from, served by tr_resume; empty: none.
+  /// The checkpoint to resume from, served on the data link (tr_fetch);
+  /// empty: none.
   std::filesystem::path resume_dir;
   /// The driver's data link (tr_fetch, tr_upload); none: refused. Shared
   /// with published_progress: whichever lets go last closes it, so that an

@@ -2,13 +2,12 @@
 
 // Internal: how hvactor::train's driver and workers talk. The dataset
 // shards are files the driver writes before the loop begins
-// (train_spec::shard_dir): a worker on the driver's machine maps its file,
-// any other fetches it from the driver's train_progress actor in pieces
-// (tr_piece). The checkpoint to resume from stays on the driver's disk: a
-// worker on the same route copies it, any other gets it as a checkpoint
-// stream (internal/checkpoint_stream.hpp) from the same actor
-// (tr_resume). Reports go the other way as typed messages to that actor
-// (internal/train_progress.hpp).
+// (train_spec::shard_dir); the checkpoint to resume from stays on the
+// driver's disk. A worker gets both, and hands over rank 0's checkpoints,
+// on one of two routes (internal/transfer.hpp): on the driver's own
+// machine it maps the shard files and copies the checkpoints, elsewhere
+// the bytes go on the driver's data link. Reports go to the driver's
+// train_progress actor as typed messages (internal/train_progress.hpp).
 
 #include <cstdint>
 #include <filesystem>
@@ -32,7 +31,7 @@ struct train_spec {
   std::vector<std::string> datasets;
   bool has_resume = false;
   /// Directory name the resumed checkpoint had on the driver, and its path
-  /// there (on the same route a worker copies it from there).
+  /// there (on the same machine's route a worker copies it from there).
   std::string resume_name;
   std::string resume_path;
   /// encode_values(config).
@@ -42,24 +41,26 @@ struct train_spec {
   /// Bound on one report's wait for the other ranks and the driver.
   int64_t report_limit_ms = 0;
   /// Bound on everything else with the driver (settings.timeout): reaching
-  /// it, each shard piece and resume chunk.
+  /// it, each ticket and each read and write on the data link.
   int64_t timeout_ms = 0;
   /// The port of the driver's train_progress actor, on the store's host
   /// (internal/train_progress.hpp): report() goes there.
   uint16_t progress_port = 0;
-  /// The driver copies rank 0's checkpoint directory itself (tr_local):
-  /// it is on this machine's loopback, where only this user's processes
-  /// can reach it (the port guard).
+  /// The same machine's route is allowed (same_machine_allowed): the
+  /// driver copies rank 0's checkpoint directory itself (tr_local); it is
+  /// on this machine's loopback, where only this user's processes can
+  /// reach it (the port guard).
   bool local_checkpoints = false;
   /// The shard files: "<shard_dir>/<index in datasets>/<rank>" (a 0700
   /// directory of the driver's, removed when the attempt ends); on the
-  /// same route a worker maps its file, otherwise it asks tr_piece.
+  /// same machine's route a worker maps its file, otherwise it fetches it
+  /// on the data link.
   std::string shard_dir;
   /// machine_view() of the driver: a worker uses the route above only
   /// where its own is the same (one machine, one mount namespace).
   std::string machine_view;
-  /// The driver's data link (internal/data_route.hpp), on the progress
-  /// actor's host; 0: the bulk bytes go as CAF messages.
+  /// The driver's data link (internal/transfer.hpp), on the progress
+  /// actor's host.
   uint16_t data_port = 0;
 };
 
@@ -77,11 +78,6 @@ typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
 
 /// The entry point every worker runs: serves the loop's session.
 void run_worker(train_spec spec);
-
-/// "0" turns the same machine's route off (the driver's environment):
-/// checkpoints, shards and the resume checkpoint then stream from and to
-/// the driver's progress actor, as on a cluster.
-inline constexpr const char* local_route_env = "HVACTOR_TRAIN_LOCAL_ROUTE";
 
 /// This process's view of files: the machine's boot id and its mount
 /// namespace. Two processes with the same view see the same paths.

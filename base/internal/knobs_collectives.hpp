@@ -1,0 +1,131 @@
+#pragma once
+
+// Internal: the collectives' thresholds, sizes and waits; one of the knob files
+// (base/internal/knobs.hpp lists them), each value named once with the reason
+// for it.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/internal/knobs_net.hpp"
+
+namespace hvactor::knobs {
+
+using namespace std::chrono_literals;
+
+// -- collectives ---------------------------------------------------------------------
+
+/// Horovod's tensor fusion defaults (HOROVOD_FUSION_THRESHOLD,
+/// HOROVOD_CYCLE_TIME): one Gloo call for up to 128 MiB of gradients, a
+/// batch waits at most 1 ms to grow.
+inline constexpr size_t default_fusion_threshold = size_t{128} << 20;
+inline constexpr auto default_cycle_time = 1ms;
+
+/// HOROVOD_GLOO_TIMEOUT_SECONDS when unset (Horovod's 30 s), and the
+/// largest value accepted: longest_wait, beyond which waits are clamped.
+inline constexpr int64_t default_gloo_timeout_seconds = 30;
+/// A rank with no collective pending joins a negotiation round this often
+/// (at most a quarter of the job's timeout), so that peers waiting in one
+/// never reach the transport's timeout.
+inline constexpr auto negotiation_heartbeat = std::chrono::milliseconds{1000};
+/// HOROVOD_CACHE_CAPACITY's default and bound (a round sends a word per slot).
+inline constexpr uint64_t default_cache_capacity = 1024;
+inline constexpr uint64_t max_cache_capacity = 1u << 20;
+inline constexpr int64_t max_gloo_timeout_seconds =
+  std::chrono::duration_cast<std::chrono::seconds>(longest_wait).count();
+
+/// A waiter gives up on the engine after twice the job's timeout plus this:
+/// every transfer under it has its own timeout, so reaching it means the
+/// engine is stuck (reported as a bug, never a hang).
+inline constexpr auto engine_wait_slack = 10s;
+
+/// The rendezvous store answers a timed get/wait itself; the client waits
+/// this much longer so that the store's clearer error wins.
+inline constexpr auto store_round_trip = 1s;
+
+/// A watch on a rendezvous key (rank 0's wait for the driver's host
+/// updates) asks again this often: the store holds a wait this long.
+inline constexpr auto store_watch_period = 60s;
+
+/// Shared-memory collectives (collectives/backends/shm/): each local rank owns two
+/// slots of this many bytes in its node's segment (one written while the
+/// other is read). Smaller when the job's fusion threshold is (never below
+/// the minimum); the segment's pages are only backed once touched.
+inline constexpr size_t shm_slot_bytes = size_t{2} << 20;
+inline constexpr size_t shm_min_slot_bytes = size_t{64} << 10;
+
+/// A collective moves its data in chunks of this much (at most a slot),
+/// two synchronisation points each for an allreduce: small enough that 4
+/// ranks' chunks stay in the caches of this VM (2 MiB chunks made a quiet
+/// 64 MiB allreduce of 4 ranks 1.6-1.8x slower). An allreduce whose ranks
+/// saw their cores taken (the loaded waits) moves whole slots instead:
+/// every synchronisation point may then cost a wake-up behind a busy
+/// thread, and 4 times fewer of them pay more than the caches lose.
+inline constexpr size_t shm_chunk_bytes = size_t{512} << 10;
+
+/// A waiting rank spins this long on a sequence word before it sleeps on
+/// the word's futex (when every local rank has a core of its own; with
+/// more ranks than cores it yields instead: the rank it waits for needs
+/// the core). Longer than a sleeping core's wake-up: with 50 us, two ranks
+/// fell into a convoy on this VM, each waking the other ~55 us late, every
+/// small allreduce 50-100 us instead of 0.4 (hvactor-bench found it).
+inline constexpr auto shm_spin = std::chrono::microseconds{1000};
+
+/// The most a rank spins after short waits that had to sleep (the spin
+/// grows while they do): on this VM a sleeping rank sometimes wakes ~1 ms
+/// late, and two ranks then fell into a convoy at 1 ms per step, each
+/// spinning out just before the other woke (hvactor-bench --peer mpi
+/// found it: allreduce p50 1 ms instead of 1 us at some sizes).
+inline constexpr auto shm_spin_max = std::chrono::microseconds{16000};
+
+/// A gap this long between two clock reads of a spinning rank (or a long
+/// sched_yield) means a busy thread took its core: the machine is loaded.
+inline constexpr auto shm_preempted = std::chrono::microseconds{200};
+
+/// The same with more local ranks than cores, where ranks take each
+/// other's cores all the time: only a gap this long says a foreign thread
+/// ran (a busy thread's slice; a local rank's share of a step, up to a
+/// 2 MiB slot, takes less). With 200 us, 4 quiet ranks on 2 cores took
+/// each other for busy threads and moved to the loaded waits and chunks,
+/// a quiet 4 MiB allreduce then 0.9-3.5 ms instead of about 1.
+inline constexpr auto shm_preempted_oversubscribed = std::chrono::microseconds{1000};
+
+/// After such a gap, waits take the loaded strategy for this long (spin
+/// shm_spin_loaded, then sleep); a later gap extends it.
+inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};
+
+/// How long a waiting rank spins on a loaded machine before it sleeps:
+/// long enough for a peer that runs at the same time to answer, short
+/// enough that a rank whose peer waits for a core keeps its share of its
+/// own (a ping-pong between two processes pinned to the 2 cores of this
+/// VM, each core with two busy threads: spin 20 us then sleep 0.3 us per
+/// step; spin without sleeping, as Open MPI does, 1.4-2.8 us; yield
+/// instead of spinning, over 1 ms).
+inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
+
+/// With more local ranks than cores, a quiet wait yields (to the local
+/// rank that needs the core) for up to this long before it sleeps: a step
+/// of a large allreduce takes milliseconds there, and a futex wake-up per
+/// step doubled a 64 MiB allreduce of 4 ranks on 2 cores (22 to 70 ms).
+inline constexpr auto shm_yield = std::chrono::milliseconds{50};
+
+/// While a rank sleeps on a peer's word, its thread asks the scheduler for
+/// slices this short (Linux 6.12+ EEVDF: sched_attr's sched_runtime, 100 us
+/// the least; older kernels ignore it): woken, it may preempt the running
+/// thread instead of waiting out its 1.4 ms slice, with the same share of
+/// the core. 4 ranks, 64 MiB, one busy thread per core: 74 against 105 ms
+/// per allreduce; two: 75-121 against 242-252 ms.
+inline constexpr auto shm_wake_slice = std::chrono::microseconds{100};
+
+/// A sleeping rank wakes this often to check the abort word and its peer.
+inline constexpr auto shm_sleep_slice = 20ms;
+
+/// Allreduces up to this size (per rank) take the one-step path: every
+/// rank copies all of its data in and reduces every rank's copy; larger
+/// ones reduce-scatter then allgather (each rank reduces one slice).
+inline constexpr size_t shm_small_bytes = size_t{16} << 10;
+
+} // namespace hvactor::knobs

@@ -1,0 +1,240 @@
+// The shared-memory communicator's waits (communicator.hpp): publishing a
+// step, waiting for a peer's (spin, yield or sleep on its futex word, as the
+// machine's load and the peer's CPU suggest), and failing a wait with the
+// peer named.
+#include "collectives/backends/shm/communicator.hpp"
+
+#include <immintrin.h>
+#include <sched.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+#include <fmt/format.h>
+
+#include "hvactor/errors.hpp"
+#include "base/internal/knobs_collectives.hpp"
+#include "collectives/backends/shm/short_slice.hpp"
+
+namespace hvactor::collectives::shm {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4,
+              "futex words must be plain 32-bit atomics");
+
+} // namespace
+
+void communicator::publish(word w, uint32_t step) {
+  auto& mine = seg_->words(group_.local_rank);
+  auto& sleepers = seg_->sleepers(group_.local_rank);
+  auto& value = w == word::posted ? mine.posted : mine.reduced;
+  auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
+  // seq_cst on both sides (here and in wait_one): either the sleeper sees
+  // the new value or this sees the sleeper, never neither.
+  value.store(step, std::memory_order_seq_cst);
+  if (waiting.load(std::memory_order_seq_cst) != 0)
+    futex_wake(value, INT_MAX);
+}
+
+void communicator::wait_all(word w, uint32_t step, const char* what) {
+  for (int k = 0; k < group_.local_size; ++k)
+    if (k != group_.local_rank)
+      wait_one(k, w, step, what);
+}
+
+// A number that changes whenever any local rank publishes a step.
+uint32_t communicator::progress() const {
+  uint32_t sum = 0;
+  for (int k = 0; k < group_.local_size; ++k)
+    sum += seg_->words(k).posted.load(std::memory_order_relaxed)
+         + seg_->words(k).reduced.load(std::memory_order_relaxed);
+  return sum;
+}
+
+void communicator::saw_preemption(clock_type::time_point now) {
+  loaded_until_ = now + knobs::shm_load_memory;
+}
+
+// Spins until `value` reaches `step` (true) or for `budget` (false),
+// yielding instead when `yielding` (more ranks than cores: the awaited rank
+// may need this core). A gap between clock reads (or a yield that long
+// during which no local rank moved on) means this thread lost its core to
+// another thread meanwhile: the machine is loaded, and the wait goes on
+// spinning for the loaded budget only.
+bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
+                            std::chrono::nanoseconds budget, bool yielding, const char* what) {
+  auto last = clock_type::now();
+  auto end = last + budget;
+  for (;;) {
+    uint32_t before = 0;
+    if (yielding) {
+      before = progress();
+      ::sched_yield();
+      if (reached(value.load(std::memory_order_acquire), step))
+        return true;
+    } else {
+      for (int i = 0; i < 64; ++i) {
+        _mm_pause();
+        if (reached(value.load(std::memory_order_acquire), step))
+          return true;
+      }
+    }
+    check_abort(what);
+    auto now = clock_type::now();
+    // A long yield that let another local rank move on gave the core to
+    // that rank (the point of yielding), not to a busy thread.
+    if (now - last > (oversubscribed_ ? knobs::shm_preempted_oversubscribed
+                                      : knobs::shm_preempted)
+        && (!yielding || progress() == before)) {
+      saw_preemption(now);
+      end = std::min(end, now + knobs::shm_spin_loaded);
+      yielding = false;
+    }
+    if (now >= end)
+      return false;
+    last = now;
+  }
+}
+
+// Notes the CPU this rank waits on; whether rank `k` last waited there
+// too. Two unbound ranks that wake each other end up on one CPU (the
+// waker's: wake-affine), each step then a sleep and a wake-up there (2
+// ranks under a load that forks short processes: 30-35 us a small call). If so, and at most every shm_move_interval, this rank moves to
+// another CPU it may run on (its affinity without this CPU for a moment,
+// then as it was): two ranks that yield to each other on one CPU stay
+// there, every step a context switch, while the other CPUs run the load.
+bool communicator::shares_cpu_with(int k) {
+  int cpu = ::sched_getcpu();
+  if (cpu < 0)
+    return false;
+  auto mine = static_cast<uint32_t>(cpu) + 1;
+  seg_->words(group_.local_rank).cpu.store(mine, std::memory_order_relaxed);
+  if (seg_->words(k).cpu.load(std::memory_order_relaxed) != mine)
+    return false;
+  auto now = clock_type::now();
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (now - last_move_ > std::chrono::milliseconds{10}
+      && ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 1
+      && CPU_ISSET(cpu, &allowed)) {
+    last_move_ = now;
+    cpu_set_t elsewhere = allowed;
+    CPU_CLR(cpu, &elsewhere);
+    if (::sched_setaffinity(0, sizeof(elsewhere), &elsewhere) == 0) {
+      ::sched_setaffinity(0, sizeof(allowed), &allowed);
+      return false;
+    }
+  }
+  return true;
+}
+
+void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
+  auto& words = seg_->words(k);
+  auto& value = w == word::posted ? words.posted : words.reduced;
+  if (reached(value.load(std::memory_order_acquire), step))
+    return;
+  // A peer one core away posts within a few hundred nanoseconds in a loop
+  // of small synchronous calls: look again before the first clock read
+  // (two reads were a tenth of such a call). Not when the peer may need
+  // this core: then yielding at once is what lets it post.
+  if (!oversubscribed_)
+    for (int i = 0; i < 16; ++i) {
+      _mm_pause();
+      if (reached(value.load(std::memory_order_acquire), step))
+        return;
+    }
+  auto start = clock_type::now();
+  bool loaded = start < loaded_until_;
+  // On a peer's CPU, spinning keeps it off: yield (shares_cpu_with). Only
+  // when loaded: the CPU number costs a third of a quiet 4-byte call.
+  bool yielding = oversubscribed_ || (loaded && shares_cpu_with(k));
+  if (loaded && !yielding) {
+    if (spin_for(value, step, knobs::shm_spin_loaded, false, what))
+      return;
+  } else {
+    // Yielding costs nothing while only local ranks want the cores (they
+    // are who gets them): yield for as long as the peer may take to post.
+    auto budget = yielding ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield) : spin_;
+    if (spin_for(value, step, budget, yielding, what)) {
+      if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
+        spin_ -= spin_ / 64;
+      return;
+    }
+    loaded = start < loaded_until_;
+  }
+  auto& sleepers = seg_->sleepers(k);
+  auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
+  auto deadline = start + timeout_;
+  auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(knobs::shm_sleep_slice);
+  short_slice wake_soon;
+  for (int round = 1;; ++round) {
+    waiting.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t seen = value.load(std::memory_order_seq_cst);
+    if (!reached(seen, step))
+      futex_wait(value, seen, slice.count());
+    waiting.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(value.load(std::memory_order_acquire), step)) {
+      // Slept, but not for long: the peer was late by about a wake-up, not
+      // busy elsewhere. Spin longer next time so that one of us stays awake.
+      if (!loaded && clock_type::now() - start < 4 * spin_)
+        spin_ = std::min<std::chrono::nanoseconds>(2 * spin_, knobs::shm_spin_max);
+      return;
+    }
+    check_abort(what);
+    // The colocator normally raises the abort word; a process gone
+    // without it (no colocator) is found here.
+    if (round % 5 == 0 && ::kill(group_.pids[static_cast<size_t>(k)], 0) != 0 && errno == ESRCH) {
+      // Said in the abort word as the colocator would (a set's own segment
+      // has none), so that the other local peers name the dead rank, not
+      // this one, which leaves next.
+      seg_->raise_abort(group_.pids[static_cast<size_t>(k)], abort_reason::exited);
+      fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node no "
+                       "longer exists [shared memory]. The collectives stay unusable until "
+                       "hvd::shutdown() and hvd::init()",
+                       what, group_.rank, group_.size, group_.host, group_.ranks[k],
+                       group_.pids[k]),
+           k);
+    }
+    if (clock_type::now() >= deadline)
+      fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node did "
+                       "not take part within {:g} s [shared memory]; it stalls or runs a "
+                       "different collective. The collectives stay unusable until "
+                       "hvd::shutdown() and hvd::init()",
+                       what, group_.rank, group_.size, group_.host, group_.ranks[k],
+                       group_.pids[k], static_cast<double>(timeout_.count()) / 1000.0),
+           k);
+  }
+}
+
+void communicator::check_abort(const char* what) {
+  auto& h = seg_->header();
+  uint32_t pid = h.abort_pid.load(std::memory_order_acquire);
+  if (pid == 0 || pid == foreign_abort_)
+    return;
+  for (int k = 0; k < group_.local_size; ++k) {
+    if (k == group_.local_rank || static_cast<uint32_t>(group_.pids[k]) != pid)
+      continue;
+    bool exited = h.abort_why.load() == static_cast<uint32_t>(abort_reason::exited);
+    fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node {} "
+                     "[shared memory]. The collectives stay unusable until hvd::shutdown() and "
+                     "hvd::init()",
+                     what, group_.rank, group_.size, group_.host, group_.ranks[k], pid,
+                     exited ? "died (its node saw it exit)"
+                            : "left the collective: its own operation failed (see its error)"),
+         k);
+  }
+  foreign_abort_ = pid;
+}
+
+void communicator::fail(const std::string& msg, int peer_local) {
+  broken_ = msg;
+  leave();
+  throw collective_error(msg, group_.ranks[static_cast<size_t>(peer_local)]);
+}
+
+} // namespace hvactor::collectives::shm

@@ -16,6 +16,7 @@
 #include "base/internal/knobs_jobs.hpp"
 #include "base/internal/log.hpp"
 #include "actors/coordinator/output_window.hpp"
+#include "actors/node/worker_env.hpp"
 #include "actors/protocol/system_config.hpp"
 
 namespace hvactor::detail {
@@ -362,6 +363,7 @@ spawn_request spawn_request_for(const coordinator_state& st, const std::string& 
   req.rank_env = std::move(rank_env);
   req.stderr_tail_lines = st.cfg.settings.stderr_tail_lines;
   req.output = st.cfg.output;
+  plan_shm(st.cfg.options.extra_env_vars, req);
   return req;
 }
 

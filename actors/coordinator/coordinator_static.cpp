@@ -47,15 +47,10 @@ std::vector<env_list> horovod_envs(const coordinator_state& st,
   return worker_envs(spec);
 }
 
-// What every worker of a node starts with: how to reach this coordinator,
-// and the variables the node sizes (or skips) the job's shared-memory
-// segment by before the workers get the rest of their environment.
+// What every worker of a node starts with: how to reach this coordinator
+// (the job's shared-memory segment is planned in its spawn request).
 env_list bootstrap_env(const coordinator_state& st) {
-  auto env = worker_bootstrap_env(st.endpoint, st.cfg.job_id, st.cfg.settings.timeout);
-  for (auto& [key, value] : st.cfg.options.extra_env_vars)
-    if (key == env::shm || key == env::fusion_threshold)
-      env.entries.emplace_back(key, value);
-  return env;
+  return worker_bootstrap_env(st.endpoint, st.cfg.job_id, st.cfg.settings.timeout);
 }
 
 // hvactor-run: every node started its processes (no registration).

@@ -152,33 +152,20 @@ void begin_stop(colocator_actor self, int sig) {
   finish_if_done(self);
 }
 
-// The setting `name` as the job's workers will see it: the request's env,
-// else this node's.
-std::optional<std::string> job_setting(const spawn_request& req, const char* name) {
-  for (auto& list : req.rank_env)
-    for (auto& [k, v] : list.entries)
-      if (k == name)
-        return v;
-  for (auto& [k, v] : req.env.entries)
-    if (k == name)
-      return v;
-  if (const char* v = std::getenv(name))
-    return std::string{v};
-  return std::nullopt;
-}
-
 // The job's shared-memory segment on this node (collectives/backends/shm/): one slot
 // per worker started here (two or more; elastic jobs start workers one by
 // one and use Gloo), inherited by each as HVACTOR_SHM_FD; the memory
 // goes away with the last process that maps it. nullptr when the job turned
 // it off or the node cannot make one (the workers then use Gloo's TCP).
 std::shared_ptr<collectives::shm::segment> make_segment(const spawn_request& req) {
-  if (req.ranks.size() < 2 || job_setting(req, env::shm).value_or("1") == "0")
+  // What the job did not say (spawn_request::shm), this node's settings say.
+  bool wanted = req.shm >= 0 ? req.shm == 1 : env::get(env::shm).value_or("1") != "0";
+  if (req.ranks.size() < 2 || !wanted)
     return nullptr;
-  size_t slot = knobs::shm_slot_bytes;
-  if (auto t = job_setting(req, env::fusion_threshold))
-    slot = std::clamp<size_t>(std::strtoull(t->c_str(), nullptr, 10), knobs::shm_min_slot_bytes,
-                              knobs::shm_slot_bytes);
+  uint64_t slot = req.shm_slot_bytes;
+  if (slot == 0)
+    slot = shm_slot_bytes_for(env::get(env::fusion_threshold)
+                                .value_or(std::to_string(knobs::shm_slot_bytes)));
   try {
     return collectives::shm::segment::create(static_cast<uint32_t>(req.ranks.size()), slot);
   } catch (const std::exception& e) {

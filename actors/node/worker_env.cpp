@@ -1,6 +1,7 @@
 #include "actors/node/worker_env.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "base/internal/env_names.hpp"
+#include "base/internal/knobs_collectives.hpp"
 #include "actors/placement/rank_planner.hpp"
 
 namespace hvactor {
@@ -131,6 +133,18 @@ proto::env_list worker_bootstrap_env(const std::string& coordinator_endpoint,
     {env::worker_timeout_ms, std::to_string(timeout.count())},
   };
   return env;
+}
+
+void plan_shm(const std::map<std::string, std::string>& job_env, proto::spawn_request& req) {
+  if (auto i = job_env.find(env::shm); i != job_env.end())
+    req.shm = i->second == "0" ? 0 : 1;
+  if (auto i = job_env.find(env::fusion_threshold); i != job_env.end())
+    req.shm_slot_bytes = shm_slot_bytes_for(i->second);
+}
+
+uint64_t shm_slot_bytes_for(const std::string& fusion_threshold) {
+  return std::clamp<uint64_t>(std::strtoull(fusion_threshold.c_str(), nullptr, 10),
+                              knobs::shm_min_slot_bytes, knobs::shm_slot_bytes);
 }
 
 } // namespace hvactor

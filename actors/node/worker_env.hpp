@@ -75,4 +75,15 @@ proto::env_list worker_bootstrap_env(const std::string& coordinator_endpoint,
                                      const std::string& job_id,
                                      std::chrono::milliseconds timeout);
 
+/// A job's shared-memory segment as its settings ask for it: HVACTOR_SHM
+/// and HOROVOD_FUSION_THRESHOLD from `job_env` (the executor's
+/// extra_env_vars) into spawn_request::shm and shm_slot_bytes; what the job
+/// does not set stays "not said" (-1, 0), for the node's own settings.
+void plan_shm(const std::map<std::string, std::string>& job_env, proto::spawn_request& req);
+
+/// The slot size a fusion threshold asks for (HOROVOD_FUSION_THRESHOLD's
+/// text; not a number: 0), clamped to the segment's bounds
+/// (knobs::shm_min_slot_bytes .. knobs::shm_slot_bytes).
+uint64_t shm_slot_bytes_for(const std::string& fusion_threshold);
+
 } // namespace hvactor

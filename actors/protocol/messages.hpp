@@ -109,6 +109,13 @@ struct spawn_request {
   /// captured line by line and sent to the coordinator (output_forward) or
   /// dropped (output_drop; the stderr tail for errors is kept).
   int32_t output = 0;
+  /// The job's word on its shared-memory segment (the colocator makes one
+  /// per node when it runs two or more of the job's ranks): HVACTOR_SHM as
+  /// 1 (on), 0 (off) or -1 (the job did not say: the node's own
+  /// HVACTOR_SHM decides, on by default); the slot size from
+  /// HOROVOD_FUSION_THRESHOLD, clamped (0: the job did not say).
+  int32_t shm = -1;
+  uint64_t shm_slot_bytes = 0;
 };
 
 inline constexpr int32_t output_inherit = 0;
@@ -119,7 +126,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
   return f(caf::meta::type_name("spawn_request"), x.job_id, x.executable, x.binary_hash,
            x.libraries, x.args, x.ranks, x.env, x.stderr_tail_lines, x.launch, x.rank_env,
-           x.output);
+           x.output, x.shm, x.shm_slot_bytes);
 }
 
 /// First message of a worker process to its coordinator.

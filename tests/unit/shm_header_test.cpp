@@ -5,20 +5,15 @@
 // that both sets of the line and of the slots are used. Threads check with
 // CHECK (a REQUIRE would leave the other ranks waiting for their peer).
 
-#include <unistd.h>
-
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <random>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
 
 #include "collectives/backends/shm/communicator.hpp"
-#include "collectives/backends/shm/segment.hpp"
+#include "shm_group.hpp"
 
 namespace shm = hvactor::collectives::shm;
 namespace hvd = hvactor::hvd;
@@ -28,36 +23,6 @@ namespace {
 
 constexpr size_t words = 14, data_word = 9;
 
-/// `n` communicators on one new segment, local rank k in [k].
-std::vector<std::unique_ptr<shm::communicator>> group_of(int n) {
-  auto seg = shm::segment::create(static_cast<uint32_t>(n), size_t{1} << 20);
-  std::vector<std::unique_ptr<shm::communicator>> out;
-  for (int k = 0; k < n; ++k) {
-    shm::local_group g;
-    g.local_rank = k;
-    g.local_size = n;
-    for (int r = 0; r < n; ++r) {
-      g.ranks.push_back(r);
-      g.pids.push_back(::getpid());
-    }
-    g.rank = k;
-    g.size = n;
-    g.host = "test";
-    out.push_back(std::make_unique<shm::communicator>(seg, std::move(g), 10000ms));
-  }
-  out[0]->reset();
-  return out;
-}
-
-/// Runs body(k) on a thread per rank and joins them.
-void on_every_rank(int n, const std::function<void(int)>& body) {
-  std::vector<std::thread> ts;
-  for (int k = 0; k < n; ++k)
-    ts.emplace_back(body, k);
-  for (auto& t : ts)
-    t.join();
-}
-
 } // namespace
 
 TEST_SUITE("shared-memory solo round") {
@@ -66,8 +31,8 @@ TEST_CASE("equal headers: every rank keeps its header and gets the sum, inline (
           "from the slots (larger), step after step") {
   for (int n : {2, 3, 4}) {
     for (size_t count : {size_t{1}, size_t{4}, size_t{5}, size_t{300}}) {
-      auto comms = group_of(n);
-      on_every_rank(n, [&](int k) {
+      auto comms = hvactor::test::shm_group(n);
+      hvactor::test::on_every_rank(n, [&](int k) {
         for (int step = 0; step < 200; ++step) {
           std::vector<int64_t> header(words, step);
           header[data_word] = -1;
@@ -96,12 +61,12 @@ TEST_CASE("equal headers: every rank keeps its header and gets the sum, inline (
 
 TEST_CASE("headers that differ are min-reduced on every rank; data not accepted stays as it was") {
   const int n = 3;
-  auto comms = group_of(n);
+  auto comms = hvactor::test::shm_group(n);
   std::mt19937_64 seed{11};
   std::vector<uint64_t> seeds(200);
   for (auto& s : seeds)
     s = seed();
-  on_every_rank(n, [&](int k) {
+  hvactor::test::on_every_rank(n, [&](int k) {
     for (size_t step = 0; step < seeds.size(); ++step) {
       // The same random headers on every rank, but rank step % n lowers one
       // word (every other step): the min must be that rank's.
@@ -135,8 +100,8 @@ TEST_CASE("headers that differ are min-reduced on every rank; data not accepted 
 TEST_CASE("a rank that exchanges its header alone (a plain min allreduce) meets the others' "
           "solo round in the same step: all get the min, nobody takes the data") {
   const int n = 3;
-  auto comms = group_of(n);
-  on_every_rank(n, [&](int k) {
+  auto comms = hvactor::test::shm_group(n);
+  hvactor::test::on_every_rank(n, [&](int k) {
     for (int step = 0; step < 100; ++step) {
       std::vector<int64_t> header(words, 50 + step);
       header[data_word] = -1;

@@ -232,4 +232,22 @@ TEST_CASE("the bootstrap env tells a worker process where its coordinator is") {
           {"HVACTOR_WORKER_TIMEOUT_MS", "2500"}});
 }
 
+TEST_CASE("a job's shared-memory segment is planned from its settings; what it does not say stays "
+          "the node's") {
+  hvactor::proto::spawn_request req;
+  hvactor::plan_shm({{"OTHER", "1"}}, req);
+  CHECK(req.shm == -1);
+  CHECK(req.shm_slot_bytes == 0);
+  hvactor::plan_shm({{"HVACTOR_SHM", "0"}, {"HOROVOD_FUSION_THRESHOLD", "1048576"}}, req);
+  CHECK(req.shm == 0);
+  CHECK(req.shm_slot_bytes == 1048576);
+  hvactor::plan_shm({{"HVACTOR_SHM", "1"}}, req);
+  CHECK(req.shm == 1);
+  // Clamped to the segment's bounds; not a number is the smallest slot.
+  CHECK(hvactor::shm_slot_bytes_for("1") == 64u << 10);
+  CHECK(hvactor::shm_slot_bytes_for("999999999999999") == 2u << 20);
+  CHECK(hvactor::shm_slot_bytes_for("junk") == 64u << 10);
+  CHECK(hvactor::shm_slot_bytes_for("") == 64u << 10);
+}
+
 } // TEST_SUITE

@@ -1,6 +1,7 @@
 #include "collectives/backends/shm/communicator.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -15,6 +16,9 @@ namespace hvactor::collectives::shm {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+// A cache line: the most a step's data is shifted into its slot.
+constexpr size_t line = 64;
 
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
@@ -50,7 +54,8 @@ communicator::communicator(std::shared_ptr<segment> seg, local_group group,
     group_(std::move(group)),
     timeout_(timeout),
     slot_bytes_(seg_->header().slot_bytes),
-    chunk_bytes_(std::min<size_t>(slot_bytes_, knobs::shm_chunk_bytes)),
+    room_(slot_bytes_ - line),
+    chunk_bytes_(std::min<size_t>(room_, knobs::shm_chunk_bytes)),
     oversubscribed_(group_.local_size > first_core_count()),
     spin_(knobs::shm_spin) {
 }
@@ -59,7 +64,8 @@ void communicator::reset() {
   for (int k = 0; k < group_.local_size; ++k) {
     seg_->words(k).posted.store(0);
     seg_->words(k).reduced.store(0);
-    seg_->words(k).loaded.store(0);
+    for (int set : {0, 1})
+      seg_->words(k).loaded[set] = seg_->words(k).offset[set] = 0;
     seg_->sleepers(k).posted.store(0);
     seg_->sleepers(k).reduced.store(0);
   }
@@ -105,6 +111,8 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   // (allgather); the next chunk goes to the other set meanwhile. A chunk is
   // chunk_bytes_, or a whole slot after a step at which some rank's waits
   // were loaded (every rank reads the same words: the same next chunk).
+  // Each rank's data sits in its slot at its buffer's offset from a line
+  // (rank_words::offset).
   const char* what = "hvd::allreduce (shared memory)";
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const size_t align = 64 / esz;
@@ -117,8 +125,8 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
     auto len = [&](int k) { return std::min(static_cast<size_t>(k + 1) * part, m) * esz - lo(k); };
     uint32_t s = next_step();
     int set = static_cast<int>(s & 1);
-    std::byte* mine = seg_->data(set, me);
     const size_t base = off * esz;
+    std::byte* mine = my_data(set, view_.line_offset(base));
     for (int k = 0; k < n; ++k)
       if (k != me && len(k) > 0)
         view_.gather(base + lo(k), len(k), mine + lo(k));
@@ -126,13 +134,12 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
     std::byte* own = view_.contiguous(base + lo(me), len(me));
     if (own == nullptr && len(me) > 0)
       view_.gather(base + lo(me), len(me), mine + lo(me));
-    my_words.loaded.store(clock_type::now() < loaded_until_ ? 1 : 0, std::memory_order_relaxed);
+    my_words.loaded[set] = clock_type::now() < loaded_until_ ? 1 : 0;
     publish(word::posted, s);
     wait_all(word::posted, s, what);
-    chunk = (any_loaded() ? slot_bytes_ : chunk_bytes_) / esz;
+    chunk = (any_loaded(set) ? room_ : chunk_bytes_) / esz;
     for (int k = 0; k < n; ++k)
-      srcs[static_cast<size_t>(k)] =
-        k == me ? (own ? own : mine + lo(me)) : seg_->data(set, k) + lo(me);
+      srcs[static_cast<size_t>(k)] = k == me ? (own ? own : mine + lo(me)) : data_of(set, k) + lo(me);
     if (own) {
       reduce(own, mine + lo(me), srcs.data(), n, len(me) / esz, t, o);
     } else {
@@ -143,18 +150,31 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
     wait_all(word::reduced, s, what);
     for (int k = 0; k < n; ++k)
       if (k != me && len(k) > 0)
-        view_.scatter(seg_->data(set, k) + lo(k), base + lo(k), len(k));
+        view_.scatter(data_of(set, k) + lo(k), base + lo(k), len(k));
     off += m;
   }
 }
 
-// Whether some local rank said at this step that its waits were loaded
-// (after wait_all(posted): every rank reads the same words).
-bool communicator::any_loaded() const {
+// Whether some local rank said at this step (of `set`) that its waits
+// were loaded (after wait_all(posted): every rank reads the same words).
+bool communicator::any_loaded(int set) const {
   for (int k = 0; k < group_.local_size; ++k)
-    if (seg_->words(k).loaded.load(std::memory_order_relaxed) != 0)
+    if (seg_->words(k).loaded[set] != 0)
       return true;
   return false;
+}
+
+// This rank's data of a step in `set`, `offset` bytes into its slot (said
+// with the post that follows: rank_words::offset).
+std::byte* communicator::my_data(int set, size_t offset) {
+  auto me = group_.local_rank;
+  seg_->words(me).offset[set] = static_cast<uint8_t>(offset);
+  return seg_->data(set, me) + offset;
+}
+
+// Rank k's data of the step in `set` it posted (after waiting for it).
+const std::byte* communicator::data_of(int set, int k) const {
+  return seg_->data(set, k) + seg_->words(k).offset[set];
 }
 
 communicator::range communicator::slice(size_t count, hvd::dtype t, int k) const {
@@ -193,7 +213,7 @@ void communicator::reduce_scatter(void* data, std::span<const range> parts, hvd:
     };
     uint32_t s = next_step();
     int set = static_cast<int>(s & 1);
-    std::byte* mine = seg_->data(set, me);
+    std::byte* mine = my_data(set, reinterpret_cast<uintptr_t>(base) % line);
     for (int k = 0; k < n; ++k)
       if (auto p = part(k); k != me && p.count > 0)
         std::memcpy(mine + static_cast<size_t>(k) * piece * esz, base + p.begin * esz,
@@ -204,7 +224,7 @@ void communicator::reduce_scatter(void* data, std::span<const range> parts, hvd:
     for (int k = 0; k < n; ++k)
       srcs[static_cast<size_t>(k)] =
         k == me ? static_cast<const void*>(base + p.begin * esz)
-                : seg_->data(set, k) + static_cast<size_t>(me) * piece * esz;
+                : data_of(set, k) + static_cast<size_t>(me) * piece * esz;
     reduce(base + p.begin * esz, nullptr, srcs.data(), n, p.count, t, o);
   }
 }
@@ -308,13 +328,17 @@ void communicator::allgatherv(const void* in, void* out, std::span<const size_t>
     };
     uint32_t s = next_step();
     int set = static_cast<int>(s & 1);
-    if (auto [from, len] = piece(me); len > 0)
-      std::memcpy(seg_->data(set, me), src + from, len);
+    // At the offset its piece has in this rank's output (the peers' when
+    // their outputs share its offset from a line).
+    if (auto [from, len] = piece(me); len > 0) {
+      auto at = reinterpret_cast<uintptr_t>(dst + offsets[static_cast<size_t>(me)] + from);
+      std::memcpy(my_data(set, at % line), src + from, len);
+    }
     publish(word::posted, s);
     wait_all(word::posted, s, "hvd::allgather (shared memory)");
     for (int k = 0; k < n; ++k)
       if (auto [from, len] = piece(k); k != me && len > 0)
-        std::memcpy(dst + offsets[static_cast<size_t>(k)] + from, seg_->data(set, k), len);
+        std::memcpy(dst + offsets[static_cast<size_t>(k)] + from, data_of(set, k), len);
   }
   auto mine = bytes[static_cast<size_t>(me)];
   if (mine > 0 && dst + offsets[static_cast<size_t>(me)] != src)
@@ -328,11 +352,11 @@ void communicator::broadcast(void* data, size_t bytes, int root) {
     uint32_t s = next_step();
     int set = static_cast<int>(s & 1);
     if (group_.local_rank == root)
-      std::memcpy(seg_->data(set, root), p + from, len);
+      std::memcpy(my_data(set, reinterpret_cast<uintptr_t>(p + from) % line), p + from, len);
     publish(word::posted, s);
     wait_all(word::posted, s, "hvd::broadcast (shared memory)");
     if (group_.local_rank != root)
-      std::memcpy(p + from, seg_->data(set, root), len);
+      std::memcpy(p + from, data_of(set, root), len);
   }
 }
 

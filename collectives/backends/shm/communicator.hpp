@@ -41,8 +41,10 @@ struct local_group {
 /// syscall on the data path, one sequence word per rank and step.
 ///
 /// Protocol. Every step s (counted from 1 on every rank; steps never
-/// overlap) uses data set s % 2. A rank writes its slot of that set, then
-/// publishes `posted = s`; whoever needs its data waits for that. Allreduce
+/// overlap) uses data set s % 2. A rank writes its slot of that set (its
+/// data starting at its buffer's offset from a cache line, said in its
+/// words: rank_words::offset), then publishes `posted = s`; whoever needs
+/// its data waits for that. Allreduce
 /// steps also publish `reduced = s` once the rank's slice is reduced. Every
 /// step waits until every rank posted s, and a rank posts s only after it
 /// finished reading step s - 1: so when a rank writes set s % 2 at step s,
@@ -148,13 +150,18 @@ private:
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);
   void allreduce_one_step(size_t count, hvd::dtype t, hvd::op o);
-  bool any_loaded() const;
+  bool any_loaded(int set) const;
+  std::byte* my_data(int set, size_t offset);
+  const std::byte* data_of(int set, int k) const;
 
   std::shared_ptr<segment> seg_;
   local_group group_;
   std::chrono::milliseconds timeout_;
   size_t slot_bytes_;
-  /// min(slot_bytes_, knobs::shm_chunk_bytes): the chunk of a quiet step.
+  /// What a step may put into a slot: a line less than the slot (the data
+  /// starts up to a line in: rank_words::offset).
+  size_t room_;
+  /// min(room_, knobs::shm_chunk_bytes): the chunk of a quiet step.
   size_t chunk_bytes_;
   bool oversubscribed_;
   /// How long a quiet wait spins before it sleeps: knobs::shm_spin, raised

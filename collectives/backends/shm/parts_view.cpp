@@ -1,6 +1,7 @@
 #include "collectives/backends/shm/parts_view.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace hvactor::collectives::shm {
@@ -51,6 +52,11 @@ std::byte* parts_view::contiguous(size_t from, size_t len) const {
     return nullptr;
   size_t i = find(from);
   return from + len <= starts_[i + 1] ? bases_[i] + (from - starts_[i]) : nullptr;
+}
+
+size_t parts_view::line_offset(size_t at) const {
+  size_t i = find(at);
+  return reinterpret_cast<uintptr_t>(bases_[i] + (at - starts_[i])) % 64;
 }
 
 } // namespace hvactor::collectives::shm

@@ -30,6 +30,9 @@ public:
   /// nullptr.
   std::byte* contiguous(size_t from, size_t len) const;
 
+  /// The offset of byte `at` (< bytes()) from a 64-byte cache line.
+  size_t line_offset(size_t at) const;
+
 private:
   /// Index of the buffer holding byte `at` (at < bytes()).
   size_t find(size_t at) const;

@@ -22,7 +22,7 @@ namespace hvactor::collectives::shm {
 namespace {
 
 constexpr uint64_t segment_magic = 0x6876616374736d31ULL; // "hvactsm1"
-constexpr uint32_t layout_version = 4;
+constexpr uint32_t layout_version = 5;
 constexpr size_t page = 4096;
 /// A segment never needs more: 256 ranks on a node, 4 MiB slots, two sets.
 constexpr uint32_t max_slots = 256;

@@ -26,10 +26,18 @@ struct alignas(64) rank_words {
   std::atomic<uint32_t> posted{0};
   /// The last step whose reduced slice this rank has published.
   std::atomic<uint32_t> reduced{0};
-  /// 1 while this rank's waits take the loaded strategy: written before
-  /// `posted`, read by every rank after it waited for `posted` (so all of
-  /// them see the same words and choose the same next chunk).
-  std::atomic<uint32_t> loaded{0};
+  /// What this rank said with its post of a step, by set (written before
+  /// `posted`, read after waiting for it; a set is written again two steps
+  /// later, after every rank is done with it). loaded: 1 while this rank's
+  /// waits take the loaded strategy (every rank reads the same words, and
+  /// so chooses the same next chunk). offset: where its data starts in its
+  /// slot, 0-63 bytes in: its buffer's offset from a cache line, so that
+  /// the copies between buffers and slots move whole lines when the ranks'
+  /// buffers share their offset (a std::vector of 128 KiB or more starts
+  /// 16 bytes past a page; a copy between it and a line-aligned slot takes
+  /// 1.6x as long).
+  uint8_t loaded[2] = {0, 0};
+  uint8_t offset[2] = {0, 0};
   /// 1 + the CPU this rank last waited on (0: not yet): a waiter that
   /// finds its peer on its own CPU yields to it instead of spinning.
   std::atomic<uint32_t> cpu{0};

@@ -80,8 +80,8 @@ void declare_sweep_options(cxxopts::Options& p) {
                   "loops and data loaders do", cxxopts::value<std::string>()->default_value("spin"))
     ("bind-to", "core: every rank of hvactor and of the mpi peer pinned to a core of its own "
                 "(mpirun's default for 2 ranks; none when there are more ranks than cores) | none "
-                "| auto: core on one node, none across nodes (emulated nodes share the cores) and with "
-                "--backend gloo",
+                "| auto: core on one node, none across nodes (emulated nodes share the cores), with "
+                "more ranks than cores and with --backend gloo",
      cxxopts::value<std::string>()->default_value("auto"))
     ("backend", "auto | shm | gloo | hierarchical", cxxopts::value<std::string>()->default_value("auto"))
     ("gloo-algorithm", "auto | ring | bcube | gather | doubling: the Gloo allreduce (HVACTOR_GLOO_ALLREDUCE) of "
@@ -154,8 +154,13 @@ void read_method(const cxxopts::ParseResult& o, config& c) {
   // Over Gloo a rank's receives complete on Gloo's device thread: pinned,
   // it shares the rank's one core with the caller (a 4 B allreduce of 2
   // ranks took 828 us bound, 178 us unbound; the gloo peer runs unbound).
+  // More ranks than cores cannot have a core each (hvd::init would say so
+  // in every rank): none, as mpirun.
   if (c.bind == "auto")
-    c.bind = c.where.num_hosts > 1 || c.backend == "gloo" ? "none" : "core";
+    c.bind = c.where.num_hosts > 1 || c.backend == "gloo"
+                 || c.where.np > busy_load::usable_cores()
+               ? "none"
+               : "core";
 }
 
 // --peer with --num-hosts > 1: the peers' ranks go on the nodes of the

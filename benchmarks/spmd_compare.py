@@ -12,6 +12,12 @@ hvactor (above 1: hvactor is faster).
   python3 benchmarks/spmd_compare.py --np 2,4 --rounds 5
   python3 benchmarks/spmd_compare.py --np 2 --load fork     # a shell loop per core
   python3 benchmarks/spmd_compare.py --np 2 --load spin     # a spinning process per core
+  python3 benchmarks/spmd_compare.py --np 2 --load fork --bind-to core   # both sides bound
+
+Binding: by default each side has its launcher's own (hvactor-run leaves
+ranks unbound as horovodrun does; mpirun binds each to a core when there
+are no more ranks than cores); `--bind-to core` binds both sides' ranks a
+core each, `--bind-to none` leaves both unbound.
 
 Loads run for the whole comparison and compete with both sides alike:
 `spin` is a process per core that never sleeps (a compute thread), `fork`
@@ -38,6 +44,9 @@ def parse_args():
     p.add_argument("-e", "--max-bytes", type=int, default=64 << 20)
     p.add_argument("-f", "--factor", type=int, default=16)
     p.add_argument("--load", choices=["none", "spin", "fork"], default="none")
+    p.add_argument("--bind-to", choices=["default", "core", "none"], default="default",
+                   help="default: each launcher's own; core: both sides a core per rank; "
+                        "none: both unbound")
     p.add_argument("--build", default=os.path.join(ROOT, "build"),
                    help="the build tree (tools/hvactor-run, benchmarks/spmd_allreduce*)")
     p.add_argument("--timeout", type=int, default=600, help="seconds per run (default 600)")
@@ -73,7 +82,9 @@ def command(side, a, n):
     sizes = [str(a.min_bytes), str(a.max_bytes), str(a.factor)]
     if side == "hvactor":
         run = os.path.join(a.build, "tools", "hvactor-run")
-        return [run, "-np", str(n), "--", os.path.join(a.build, "benchmarks", "spmd_allreduce")] + sizes
+        bind = [] if a.bind_to == "default" else ["--bind-to", a.bind_to]
+        return ([run, "-np", str(n)] + bind
+                + ["--", os.path.join(a.build, "benchmarks", "spmd_allreduce")] + sizes)
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         sys.exit("spmd_compare: mpirun not found (scripts/setup.sh installs Open MPI)")
@@ -82,6 +93,8 @@ def command(side, a, n):
         cmd.append("--allow-run-as-root")
     if n > cores():
         cmd.append("--oversubscribe")  # mpirun's own binding is off then, as hvactor-run's
+    if a.bind_to != "default":
+        cmd += ["--bind-to", a.bind_to]
     return cmd + [os.path.join(a.build, "benchmarks", "spmd_allreduce_mpi")] + sizes
 
 
@@ -115,7 +128,7 @@ def size_text(b):
 
 
 def table(n, rounds, a):
-    lines = [f"{n} ranks, {a.rounds} rounds, load {a.load}, {cores()} cores; mean and p50 us per "
+    lines = [f"{n} ranks, {a.rounds} rounds, load {a.load}, binding {a.bind_to}, {cores()} cores; mean and p50 us per "
              "call (median round, range); x = Open MPI / hvactor on the means",
              "", "| size | calls | hvactor mean (range) | hvactor p50 | Open MPI mean (range) "
              "| Open MPI p50 | x |", "|---:|---:|---:|---:|---:|---:|---:|"]

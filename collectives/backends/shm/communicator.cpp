@@ -62,10 +62,12 @@ communicator::communicator(std::shared_ptr<segment> seg, local_group group,
 
 void communicator::reset() {
   for (int k = 0; k < group_.local_size; ++k) {
-    seg_->words(k).posted.store(0);
-    seg_->words(k).reduced.store(0);
-    for (int set : {0, 1})
-      seg_->words(k).loaded[set] = seg_->words(k).offset[set] = 0;
+    for (int set : {0, 1}) {
+      auto& w = seg_->words(k, set);
+      w.posted.store(0);
+      w.reduced.store(0);
+      w.loaded = w.offset = 0;
+    }
     seg_->sleepers(k).posted.store(0);
     seg_->sleepers(k).reduced.store(0);
   }
@@ -117,7 +119,6 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const size_t align = 64 / esz;
   size_t chunk = chunk_bytes_ / esz;
-  auto& my_words = seg_->words(me);
   for (size_t off = 0; off < count;) {
     size_t m = std::min(chunk, count - off);
     size_t part = round_up((m + static_cast<size_t>(n) - 1) / static_cast<size_t>(n), align);
@@ -134,7 +135,7 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
     std::byte* own = view_.contiguous(base + lo(me), len(me));
     if (own == nullptr && len(me) > 0)
       view_.gather(base + lo(me), len(me), mine + lo(me));
-    my_words.loaded[set] = clock_type::now() < loaded_until_ ? 1 : 0;
+    seg_->words(me, set).loaded = clock_type::now() < loaded_until_ ? 1 : 0;
     publish(word::posted, s);
     wait_all(word::posted, s, what);
     chunk = (any_loaded(set) ? room_ : chunk_bytes_) / esz;
@@ -159,7 +160,7 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
 // were loaded (after wait_all(posted): every rank reads the same words).
 bool communicator::any_loaded(int set) const {
   for (int k = 0; k < group_.local_size; ++k)
-    if (seg_->words(k).loaded[set] != 0)
+    if (seg_->words(k, set).loaded != 0)
       return true;
   return false;
 }
@@ -168,13 +169,13 @@ bool communicator::any_loaded(int set) const {
 // with the post that follows: rank_words::offset).
 std::byte* communicator::my_data(int set, size_t offset) {
   auto me = group_.local_rank;
-  seg_->words(me).offset[set] = static_cast<uint8_t>(offset);
+  seg_->words(me, set).offset = static_cast<uint8_t>(offset);
   return seg_->data(set, me) + offset;
 }
 
 // Rank k's data of the step in `set` it posted (after waiting for it).
 const std::byte* communicator::data_of(int set, int k) const {
-  return seg_->data(set, k) + seg_->words(k).offset[set];
+  return seg_->data(set, k) + seg_->words(k, set).offset;
 }
 
 communicator::range communicator::slice(size_t count, hvd::dtype t, int k) const {
@@ -249,7 +250,7 @@ void communicator::allreduce_one_step(size_t count, hvd::dtype t, hvd::op o) {
   uint32_t s = next_step();
   int set = static_cast<int>(s & 1);
   view_.gather(0, bytes, seg_->data(set, group_.local_rank));
-  seg_->words(group_.local_rank).digest[set] = 0; // no header digest (allreduce_with_header)
+  seg_->words(group_.local_rank, set).digest = 0; // no header digest (allreduce_with_header)
   publish(word::posted, s);
   wait_all(word::posted, s, "hvd::allreduce (shared memory)");
   const void* srcs[256];
@@ -279,24 +280,24 @@ bool communicator::allreduce_with_header(
   uint32_t s = next_step();
   int set = static_cast<int>(s & 1);
   std::byte* mine = seg_->data(set, group_.local_rank);
-  auto& my_words = seg_->words(group_.local_rank);
+  auto& my_words = seg_->words(group_.local_rank, set);
   // The header goes to the slot (a peer whose digest differs, or that
   // sent its header alone, reads it there); its digest and small data go
   // to this rank's words line, which every waiter reads anyway.
   std::memcpy(mine, header, words * sizeof(int64_t));
   const bool in_line = bytes <= rank_words::inline_bytes;
   if (in_line && bytes > 0)
-    std::memcpy(my_words.inline_data[set], data, bytes);
+    std::memcpy(my_words.inline_data, data, bytes);
   else if (bytes > 0)
     std::memcpy(mine + header_bytes, data, bytes);
   const uint64_t digest = header_digest(header, words, s);
-  my_words.digest[set] = digest;
+  my_words.digest = digest;
   publish(word::posted, s);
   wait_all(word::posted, s, "hvd::allreduce (shared memory)");
   const void* srcs[256];
   bool same = true; // every rank's header as this one's: the min is this one
   for (int k = 0; k < n && same; ++k)
-    same = k == group_.local_rank || seg_->words(k).digest[set] == digest;
+    same = k == group_.local_rank || seg_->words(k, set).digest == digest;
   if (!same) {
     for (int k = 0; k < n; ++k)
       srcs[k] = seg_->data(set, k);
@@ -305,7 +306,7 @@ bool communicator::allreduce_with_header(
   if (!accept(std::span<const int64_t>(header, words)) || header[data_word] != 0)
     return true;
   for (int k = 0; k < n; ++k)
-    srcs[k] = in_line ? static_cast<const void*>(seg_->words(k).inline_data[set])
+    srcs[k] = in_line ? static_cast<const void*>(seg_->words(k, set).inline_data)
                       : seg_->data(set, k) + header_bytes;
   if (bytes > 0)
     reduce(data, nullptr, srcs, n, count, t, o);

@@ -142,7 +142,8 @@ private:
   void publish(word w, uint32_t step);
   void wait_all(word w, uint32_t step, const char* what);
   void wait_one(int k, word w, uint32_t step, const char* what);
-  bool spin_for(std::atomic<uint32_t>& value, uint32_t step, std::chrono::nanoseconds budget,
+  bool spin_for(std::atomic<uint32_t>& value, uint32_t step,
+                std::chrono::steady_clock::time_point start, std::chrono::nanoseconds budget,
                 bool yielding, const char* what);
   void saw_preemption(std::chrono::steady_clock::time_point now);
   bool shares_cpu_with(int k);

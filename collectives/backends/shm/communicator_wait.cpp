@@ -30,7 +30,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<u
 } // namespace
 
 void communicator::publish(word w, uint32_t step) {
-  auto& mine = seg_->words(group_.local_rank);
+  auto& mine = seg_->words(group_.local_rank, static_cast<int>(step & 1));
   auto& sleepers = seg_->sleepers(group_.local_rank);
   auto& value = w == word::posted ? mine.posted : mine.reduced;
   auto& waiting = w == word::posted ? sleepers.posted : sleepers.reduced;
@@ -51,8 +51,9 @@ void communicator::wait_all(word w, uint32_t step, const char* what) {
 uint32_t communicator::progress() const {
   uint32_t sum = 0;
   for (int k = 0; k < group_.local_size; ++k)
-    sum += seg_->words(k).posted.load(std::memory_order_relaxed)
-         + seg_->words(k).reduced.load(std::memory_order_relaxed);
+    for (int set : {0, 1})
+      sum += seg_->words(k, set).posted.load(std::memory_order_relaxed)
+           + seg_->words(k, set).reduced.load(std::memory_order_relaxed);
   return sum;
 }
 
@@ -60,15 +61,17 @@ void communicator::saw_preemption(clock_type::time_point now) {
   loaded_until_ = now + knobs::shm_load_memory;
 }
 
-// Spins until `value` reaches `step` (true) or for `budget` (false),
+// Spins from `start` (the wait's first clock read) until `value` reaches `step`
+// (true) or for `budget` (false),
 // yielding instead when `yielding` (more ranks than cores: the awaited rank
 // may need this core). A gap between clock reads (or a yield that long
 // during which no local rank moved on) means this thread lost its core to
 // another thread meanwhile: the machine is loaded, and the wait goes on
 // spinning for the loaded budget only.
 bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
-                            std::chrono::nanoseconds budget, bool yielding, const char* what) {
-  auto last = clock_type::now();
+                            clock_type::time_point start, std::chrono::nanoseconds budget,
+                            bool yielding, const char* what) {
+  auto last = start;
   auto end = last + budget;
   for (;;) {
     uint32_t before = 0;
@@ -113,8 +116,8 @@ bool communicator::shares_cpu_with(int k) {
   if (cpu < 0)
     return false;
   auto mine = static_cast<uint32_t>(cpu) + 1;
-  seg_->words(group_.local_rank).cpu.store(mine, std::memory_order_relaxed);
-  if (seg_->words(k).cpu.load(std::memory_order_relaxed) != mine)
+  seg_->words(group_.local_rank, 0).cpu.store(mine, std::memory_order_relaxed);
+  if (seg_->words(k, 0).cpu.load(std::memory_order_relaxed) != mine)
     return false;
   auto now = clock_type::now();
   cpu_set_t allowed;
@@ -134,7 +137,7 @@ bool communicator::shares_cpu_with(int k) {
 }
 
 void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
-  auto& words = seg_->words(k);
+  auto& words = seg_->words(k, static_cast<int>(step & 1));
   auto& value = w == word::posted ? words.posted : words.reduced;
   if (reached(value.load(std::memory_order_acquire), step))
     return;
@@ -154,13 +157,13 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   // when loaded: the CPU number costs a third of a quiet 4-byte call.
   bool yielding = oversubscribed_ || (loaded && shares_cpu_with(k));
   if (loaded && !yielding) {
-    if (spin_for(value, step, knobs::shm_spin_loaded, false, what))
+    if (spin_for(value, step, start, knobs::shm_spin_loaded, false, what))
       return;
   } else {
     // Yielding costs nothing while only local ranks want the cores (they
     // are who gets them): yield for as long as the peer may take to post.
     auto budget = yielding ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield) : spin_;
-    if (spin_for(value, step, budget, yielding, what)) {
+    if (spin_for(value, step, start, budget, yielding, what)) {
       if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
         spin_ -= spin_ / 64;
       return;

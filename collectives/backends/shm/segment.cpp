@@ -22,7 +22,7 @@ namespace hvactor::collectives::shm {
 namespace {
 
 constexpr uint64_t segment_magic = 0x6876616374736d31ULL; // "hvactsm1"
-constexpr uint32_t layout_version = 5;
+constexpr uint32_t layout_version = 6;
 constexpr size_t page = 4096;
 /// A segment never needs more: 256 ranks on a node, 4 MiB slots, two sets.
 constexpr uint32_t max_slots = 256;
@@ -37,7 +37,7 @@ size_t words_offset() {
 }
 
 size_t sleepers_offset(uint32_t slots) {
-  return words_offset() + slots * sizeof(rank_words);
+  return words_offset() + 2 * size_t{slots} * sizeof(rank_words);
 }
 
 size_t data_offset(uint32_t slots) {
@@ -84,7 +84,8 @@ std::shared_ptr<segment> segment::create(uint32_t slots, size_t slot_bytes) {
     h->id = (static_cast<uint64_t>(::getpid()) << 32) ^ reinterpret_cast<uintptr_t>(base) ^ 1;
   auto* p = static_cast<std::byte*>(base);
   for (uint32_t s = 0; s < slots; ++s) {
-    new (p + words_offset() + s * sizeof(rank_words)) rank_words;
+    for (uint32_t set = 0; set < 2; ++set)
+      new (p + words_offset() + (2 * s + set) * sizeof(rank_words)) rank_words;
     new (p + sleepers_offset(slots) + s * sizeof(rank_sleepers)) rank_sleepers;
   }
   return std::shared_ptr<segment>(new segment(base, bytes, fd));
@@ -117,9 +118,9 @@ segment::~segment() {
     ::close(fd_);
 }
 
-rank_words& segment::words(int slot) const noexcept {
+rank_words& segment::words(int slot, int set) const noexcept {
   return *reinterpret_cast<rank_words*>(static_cast<std::byte*>(base_) + words_offset()
-                                        + static_cast<size_t>(slot) * sizeof(rank_words));
+                                        + static_cast<size_t>(2 * slot + set) * sizeof(rank_words));
 }
 
 rank_sleepers& segment::sleepers(int slot) const noexcept {
@@ -143,8 +144,10 @@ void segment::raise_abort(pid_t pid, abort_reason why) noexcept {
 
 void segment::wake_all() noexcept {
   for (uint32_t s = 0; s < header().slots; ++s) {
-    futex_wake(words(static_cast<int>(s)).posted, INT_MAX);
-    futex_wake(words(static_cast<int>(s)).reduced, INT_MAX);
+    for (int set : {0, 1}) {
+      futex_wake(words(static_cast<int>(s), set).posted, INT_MAX);
+      futex_wake(words(static_cast<int>(s), set).reduced, INT_MAX);
+    }
   }
 }
 

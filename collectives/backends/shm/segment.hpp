@@ -19,16 +19,24 @@ enum class abort_reason : uint32_t {
   failed = 2,
 };
 
-/// One rank's sequence words: written only by that rank, read by the
-/// others; a cache line of its own.
+/// One rank's words for the steps of one set (steps s with s % 2 == set):
+/// written only by that rank, read by the others; a cache line of its own.
+/// A waiter for step s reads its peers' line of set s % 2 only, and a rank
+/// writes that line again at step s + 2, after every peer is done with
+/// step s: a rank that moves on to the next step does not take the line
+/// its slower peers still read (with one line for both sets, a small call
+/// moved it between the cores once more).
 struct alignas(64) rank_words {
-  /// The last step whose data this rank has put into its slot.
+  /// The last step of this set whose data this rank has put into its slot.
   std::atomic<uint32_t> posted{0};
-  /// The last step whose reduced slice this rank has published.
+  /// The last step of this set whose reduced slice this rank has published.
   std::atomic<uint32_t> reduced{0};
-  /// What this rank said with its post of a step, by set (written before
-  /// `posted`, read after waiting for it; a set is written again two steps
-  /// later, after every rank is done with it). loaded: 1 while this rank's
+  /// 1 + the CPU this rank last waited on (0: not yet; set 0's line only):
+  /// a waiter that finds its peer on its own CPU yields to it instead of
+  /// spinning.
+  std::atomic<uint32_t> cpu{0};
+  /// What this rank said with its post of the step (written before
+  /// `posted`, read after waiting for it). loaded: 1 while this rank's
   /// waits take the loaded strategy (every rank reads the same words, and
   /// so chooses the same next chunk). offset: where its data starts in its
   /// slot, 0-63 bytes in: its buffer's offset from a cache line, so that
@@ -36,21 +44,18 @@ struct alignas(64) rank_words {
   /// buffers share their offset (a std::vector of 128 KiB or more starts
   /// 16 bytes past a page; a copy between it and a line-aligned slot takes
   /// 1.6x as long).
-  uint8_t loaded[2] = {0, 0};
-  uint8_t offset[2] = {0, 0};
-  /// 1 + the CPU this rank last waited on (0: not yet): a waiter that
-  /// finds its peer on its own CPU yields to it instead of spinning.
-  std::atomic<uint32_t> cpu{0};
-  /// A solo round's exchange (communicator::allreduce_with_header), by
-  /// set: a digest of this rank's header and its step (0: the step sent
-  /// none), and data of up to inline_bytes. Written before `posted`, in
-  /// the line a waiter reads anyway: when every digest matches, a small
-  /// call reads no other line of its peers.
-  uint64_t digest[2] = {0, 0};
-  static constexpr size_t inline_bytes = 16;
-  alignas(16) std::byte inline_data[2][inline_bytes] = {};
+  uint8_t loaded = 0;
+  uint8_t offset = 0;
+  /// A solo round's exchange (communicator::allreduce_with_header): a
+  /// digest of this rank's header and its step (0: the step sent none),
+  /// and data of up to inline_bytes. Written before `posted`, in the line
+  /// a waiter reads anyway: when every digest matches, a small call reads
+  /// no other line of its peers.
+  uint64_t digest = 0;
+  static constexpr size_t inline_bytes = 32;
+  alignas(16) std::byte inline_data[inline_bytes] = {};
 };
-static_assert(sizeof(rank_words) == 64, "a rank's words are one cache line");
+static_assert(sizeof(rank_words) == 64, "a rank's words of a set are one cache line");
 
 /// How many ranks sleep on a rank's words (written by the sleepers); the
 /// owner wakes the futex only when someone sleeps.
@@ -103,7 +108,8 @@ public:
     return *static_cast<segment_header*>(base_);
   }
 
-  rank_words& words(int slot) const noexcept;
+  /// Local rank `slot`'s words for the steps of set `set` (0 or 1).
+  rank_words& words(int slot, int set) const noexcept;
   rank_sleepers& sleepers(int slot) const noexcept;
 
   /// Slot `slot` of set `set` (0 or 1).

@@ -173,9 +173,10 @@ std::byte* communicator::my_data(int set, size_t offset) {
   return seg_->data(set, me) + offset;
 }
 
-// Rank k's data of the step in `set` it posted (after waiting for it).
+// Rank k's data of the step in `set` it posted (after waiting for it);
+// never past its slot's room, whatever the word holds.
 const std::byte* communicator::data_of(int set, int k) const {
-  return seg_->data(set, k) + seg_->words(k, set).offset;
+  return seg_->data(set, k) + (seg_->words(k, set).offset & (line - 1));
 }
 
 communicator::range communicator::slice(size_t count, hvd::dtype t, int k) const {

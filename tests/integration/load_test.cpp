@@ -7,7 +7,8 @@
 // HOROVOD_THREAD_AFFINITY pins only each worker's engine thread.
 // Under a load that forks short processes (a shell loop per core), small
 // allreduces stay exact and every rank keeps its cores (the communicator
-// moves a rank off a CPU it shares with its peer for a moment only).
+// moves a rank off a CPU it shares with its peer, or with more ranks than
+// cores onto the CPU of the rank it waits for, for a moment only).
 // The hierarchical path under load is hierarchical_test's. Timing targets live in the
 // benchmarks (hvactor-bench --load), not here.
 

@@ -60,7 +60,10 @@ struct local_group {
 ///   - Quiet (no such gap within knobs::shm_load_memory): spin for spin_
 ///     (adaptive), yielding instead of pausing when there are more local
 ///     ranks than cores (the awaited rank may need this core); then sleep.
-///   - Loaded: spin knobs::shm_spin_loaded, then sleep. A rank that spins
+///   - Loaded: spin knobs::shm_spin_loaded, then sleep. With more local
+///     ranks than cores a loaded waiter yields, and when no local rank
+///     moved on for 200 us it moves to the CPU of the rank it waits for
+///     (join_cpu_of: its yields there let that rank run). A rank that spins
 ///     or yields while its peer waits for a core spends its own share of
 ///     the core, and the scheduler then makes it wait its turn behind the
 ///     busy threads each step (the kernel's sched_yield even moves it to the
@@ -144,7 +147,9 @@ private:
   void wait_one(int k, word w, uint32_t step, const char* what);
   bool spin_for(std::atomic<uint32_t>& value, uint32_t step,
                 std::chrono::steady_clock::time_point start, std::chrono::nanoseconds budget,
-                bool yielding, const char* what);
+                bool yielding, const char* what, int k);
+  void join_cpu_of(int k);
+  int note_cpu();
   void saw_preemption(std::chrono::steady_clock::time_point now);
   bool shares_cpu_with(int k);
   uint32_t progress() const;

@@ -70,13 +70,23 @@ void communicator::saw_preemption(clock_type::time_point now) {
 // spinning for the loaded budget only.
 bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
                             clock_type::time_point start, std::chrono::nanoseconds budget,
-                            bool yielding, const char* what) {
+                            bool yielding, const char* what, int k) {
   auto last = start;
   auto end = last + budget;
+  uint32_t seen = progress();
+  auto moved_on = start;
   for (;;) {
     uint32_t before = 0;
     if (yielding) {
       before = progress();
+      if (before != seen) {
+        seen = before;
+        moved_on = last;
+      } else if (oversubscribed_ && last < loaded_until_
+                 && last - moved_on > std::chrono::microseconds{200}) {
+        join_cpu_of(k);
+        moved_on = last;
+      }
       ::sched_yield();
       if (reached(value.load(std::memory_order_acquire), step))
         return true;
@@ -112,11 +122,10 @@ bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
 // then as it was): two ranks that yield to each other on one CPU stay
 // there, every step a context switch, while the other CPUs run the load.
 bool communicator::shares_cpu_with(int k) {
-  int cpu = ::sched_getcpu();
+  int cpu = note_cpu();
   if (cpu < 0)
     return false;
   auto mine = static_cast<uint32_t>(cpu) + 1;
-  seg_->words(group_.local_rank, 0).cpu.store(mine, std::memory_order_relaxed);
   if (seg_->words(k, 0).cpu.load(std::memory_order_relaxed) != mine)
     return false;
   auto now = clock_type::now();
@@ -136,6 +145,40 @@ bool communicator::shares_cpu_with(int k) {
   return true;
 }
 
+// The CPU this thread runs on (-1: unknown), noted in this rank's words
+// for its peers (shares_cpu_with, join_cpu_of).
+int communicator::note_cpu() {
+  int cpu = ::sched_getcpu();
+  if (cpu >= 0)
+    seg_->words(group_.local_rank, 0).cpu.store(static_cast<uint32_t>(cpu) + 1,
+                                                std::memory_order_relaxed);
+  return cpu;
+}
+
+// More ranks than cores on a loaded machine, and no local rank moved on
+// for a while: the awaited rank k is likely queued behind another process
+// on its CPU, where this rank's yields do not reach. Moves to k's CPU (at
+// most every 10 ms): there a yield lets k run.
+void communicator::join_cpu_of(int k) {
+  auto now = clock_type::now();
+  uint32_t theirs = seg_->words(k, 0).cpu.load(std::memory_order_relaxed);
+  int cpu = ::sched_getcpu();
+  if (theirs == 0 || cpu < 0 || theirs == static_cast<uint32_t>(cpu) + 1
+      || now - last_move_ < std::chrono::milliseconds{10})
+    return;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0
+      || !CPU_ISSET(static_cast<int>(theirs - 1), &allowed))
+    return;
+  last_move_ = now;
+  cpu_set_t there;
+  CPU_ZERO(&there);
+  CPU_SET(static_cast<int>(theirs - 1), &there);
+  if (::sched_setaffinity(0, sizeof(there), &there) == 0)
+    ::sched_setaffinity(0, sizeof(allowed), &allowed);
+}
+
 void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   auto& words = seg_->words(k, static_cast<int>(step & 1));
   auto& value = w == word::posted ? words.posted : words.reduced;
@@ -153,17 +196,19 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     }
   auto start = clock_type::now();
   bool loaded = start < loaded_until_;
+  if (oversubscribed_ && loaded)
+    note_cpu();
   // On a peer's CPU, spinning keeps it off: yield (shares_cpu_with). Only
   // when loaded: the CPU number costs a third of a quiet 4-byte call.
   bool yielding = oversubscribed_ || (loaded && shares_cpu_with(k));
   if (loaded && !yielding) {
-    if (spin_for(value, step, start, knobs::shm_spin_loaded, false, what))
+    if (spin_for(value, step, start, knobs::shm_spin_loaded, false, what, k))
       return;
   } else {
     // Yielding costs nothing while only local ranks want the cores (they
     // are who gets them): yield for as long as the peer may take to post.
     auto budget = yielding ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield) : spin_;
-    if (spin_for(value, step, start, budget, yielding, what)) {
+    if (spin_for(value, step, start, budget, yielding, what, k)) {
       if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
         spin_ -= spin_ / 64;
       return;

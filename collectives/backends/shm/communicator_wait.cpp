@@ -73,7 +73,7 @@ bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
                             bool yielding, const char* what, int k) {
   auto last = start;
   auto end = last + budget;
-  uint32_t seen = progress();
+  uint32_t seen = yielding ? progress() : 0; // read only while yielding (hot path)
   auto moved_on = start;
   for (;;) {
     uint32_t before = 0;

@@ -11,6 +11,7 @@ Floors, bottom up:
   driver      hvactor::runtime, executor, launcher, job session, futures
   train       hvactor::train, horovod_runner
   torch       the LibTorch adapter
+  python      the Python package (hvactor.torch) and its extension
   tools       hvactor-node, hvactor-run, hvactor-up, hvactor-bench
 A file may include headers of its own floor and of the floors below it,
 never above. Internal headers are included by a path that names their
@@ -25,7 +26,7 @@ import os
 import re
 import sys
 
-LAYERS = ["base", "collectives", "actors", "driver", "train", "torch", "tools"]
+LAYERS = ["base", "collectives", "actors", "driver", "train", "torch", "python", "tools"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 

@@ -1,0 +1,1 @@
+"""hvactor.torch.elastic: placeholder until the elastic loop is bound."""

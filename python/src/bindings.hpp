@@ -1,0 +1,18 @@
+#pragma once
+// The extension module hvactor._hvactor: hvactor::hvd and its LibTorch
+// adapter as Python calls, for hvactor.torch (horovod.torch's API, written
+// in Python on top of these, as Horovod's mpi_ops.py sits on mpi_lib).
+#include <torch/extension.h>
+
+namespace hvactor::python {
+
+namespace py = pybind11;
+
+/// The basics: init/shutdown, ranks and sizes, timeline, what is built,
+/// process sets, and the exception types.
+void bind_basics(py::module_& m);
+
+/// The collectives on tensors, their handles, join and barrier.
+void bind_ops(py::module_& m);
+
+} // namespace hvactor::python

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -48,7 +49,7 @@ executor_options slots_of(const launch_options& o) {
     if (o.elastic_timeout)
       x.elastic_timeout = std::chrono::seconds(*o.elastic_timeout);
     if (!o.discovery_script.empty())
-      x.discovery = discovery::script(o.discovery_script);
+      x.discovery = discovery::script(o.discovery_script, o.slots_per_host);
   } else if (o.num_hosts || o.per_host) {
     x.num_hosts = o.num_hosts;
     x.num_workers_per_host = o.per_host;
@@ -124,7 +125,9 @@ launcher::launcher(runtime& rt, settings s, launch_options opts) {
                                             opts.np, *opts.num_hosts, *opts.per_host));
   validate(slots_of(opts));
   auto program = find_program(opts.program);
-  auto printer = std::make_shared<output_printer>(opts.output_dir, opts.timestamps);
+  auto printer = std::make_shared<output_printer>(
+    opts.output_dir, opts.timestamps,
+    std::max({opts.np, opts.min_np.value_or(0), opts.max_np.value_or(0)}));
   impl_.reset(new impl{*rt.impl_, s, std::move(opts), std::move(program), std::move(printer)});
 }
 

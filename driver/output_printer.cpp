@@ -51,7 +51,7 @@ std::ofstream& output_printer::file(int rank, const char* name) {
   auto i = files_.find(key);
   if (i != files_.end())
     return i->second;
-  auto dir = fs::path(dir_) / fmt::format("rank.{}", rank);
+  auto dir = fs::path(dir_) / fmt::format("rank.{:0{}}", rank, width_);
   fs::create_directories(dir);
   return files_.emplace(key, std::ofstream(dir / name)).first->second;
 }

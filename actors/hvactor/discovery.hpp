@@ -29,11 +29,12 @@ public:
   discovery() = default;
 
   /// Runs `path` (an executable; no shell) on every poll and reads one host
-  /// per stdout line: "node-id:slots" or "node-id" (1 slot); blank lines and
+  /// per stdout line: "node-id:slots" or "node-id" (`default_slots`,
+  /// horovodrun's --slots-per-host; 1 unless given); blank lines and
   /// lines starting with '#' are skipped. A non-zero exit, a malformed line
   /// or a run longer than 10 s is a failed poll (find() throws, naming the
   /// script and the reason).
-  static discovery script(std::string path);
+  static discovery script(std::string path, int default_slots = 1);
 
   /// Calls `fn` on every poll (tests replay discovery schedules with it). An
   /// exception it throws is a failed poll.
@@ -60,7 +61,8 @@ private:
 /// Parses a discovery script's output (see discovery::script). Throws
 /// std::invalid_argument naming the line number and the text of the first
 /// malformed line (bad node id, slots not an integer in 0..65535, a host
-/// listed twice). Hosts with 0 slots are dropped.
-std::vector<host_slots> parse_host_slots(const std::string& text);
+/// listed twice). Hosts with 0 slots are dropped; a line without slots
+/// gets `default_slots`.
+std::vector<host_slots> parse_host_slots(const std::string& text, int default_slots = 1);
 
 } // namespace hvactor

@@ -63,7 +63,7 @@ bool parse_slots(const std::string& text, int& slots) {
 
 } // namespace
 
-std::vector<host_slots> parse_host_slots(const std::string& text) {
+std::vector<host_slots> parse_host_slots(const std::string& text, int default_slots) {
   std::vector<host_slots> hosts;
   std::set<std::string> seen;
   size_t start = 0;
@@ -79,6 +79,7 @@ std::vector<host_slots> parse_host_slots(const std::string& text) {
                                   + escaped(raw) + "': " + why);
     };
     host_slots entry;
+    entry.slots = default_slots;
     auto colon = line.find(':');
     entry.host = trimmed(line.substr(0, colon));
     if (colon != std::string::npos
@@ -97,10 +98,15 @@ std::vector<host_slots> parse_host_slots(const std::string& text) {
   return hosts;
 }
 
-discovery discovery::script(std::string path) {
+discovery discovery::script(std::string path, int default_slots) {
+  if (default_slots < 1 || default_slots > 65535)
+    throw std::invalid_argument("slots per host must be in 1..65535 (got "
+                                + std::to_string(default_slots) + ")");
   discovery d;
   d.what_ = "script " + path;
-  d.find_ = [path = std::move(path)] { return run_discovery_script(path, script_limit); };
+  d.find_ = [path = std::move(path), default_slots] {
+    return run_discovery_script(path, script_limit, default_slots);
+  };
   return d;
 }
 

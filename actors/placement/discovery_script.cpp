@@ -236,7 +236,7 @@ void check_ended(const std::string& path, const script_run& run,
 } // namespace
 
 std::vector<host_slots> run_discovery_script(const std::string& path,
-                                             std::chrono::milliseconds limit) {
+                                             std::chrono::milliseconds limit, int default_slots) {
   std::string program;
   try {
     program = find_program(path);
@@ -248,7 +248,7 @@ std::vector<host_slots> run_discovery_script(const std::string& path,
   auto run = collect(pid, fds, limit);
   check_ended(path, run, limit);
   try {
-    return parse_host_slots(run.out);
+    return parse_host_slots(run.out, default_slots);
   } catch (const std::invalid_argument& e) {
     script_failed(path, e.what(), run.err);
   }

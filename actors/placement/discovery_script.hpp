@@ -21,6 +21,7 @@ inline constexpr size_t discovery_output_limit = 1 << 20;
 /// output over discovery_output_limit, malformed line) with the last lines
 /// of its stderr.
 std::vector<host_slots> run_discovery_script(const std::string& path,
-                                             std::chrono::milliseconds limit);
+                                             std::chrono::milliseconds limit,
+                                             int default_slots = 1);
 
 } // namespace hvactor

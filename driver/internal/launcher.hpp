@@ -37,6 +37,8 @@ struct launch_options {
   std::optional<int> min_np;
   std::optional<int> max_np;
   std::string discovery_script;
+  /// Slots of a discovered host whose line gives none (--slots-per-host).
+  int slots_per_host = 1;
   std::optional<int> reset_limit;
   std::optional<std::pair<int, int>> cooldown_range;
   std::optional<int> elastic_timeout;

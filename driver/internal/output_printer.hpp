@@ -3,6 +3,7 @@
 // Internal: how forwarded worker output is printed on the driver
 // (hvactor-run, horovod_runner's driver_log_verbosity).
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -15,9 +16,13 @@ namespace hvactor {
 /// at a time), but locked anyway: the launcher prints its own lines too.
 class output_printer {
 public:
-  /// `dir`: where per-rank copies go (dir/rank.N/stdout, stderr); empty:
-  /// none. `timestamps`: prefix every line with the local time.
-  output_printer(std::string dir, bool timestamps) : dir_(std::move(dir)), stamp_(timestamps) {
+  /// `dir`: where per-rank copies go (dir/rank.N/stdout, stderr; N padded
+  /// with zeros to the width of the highest of `ranks` ranks, as
+  /// horovodrun's --output-filename: rank.07 of 12); empty: none.
+  /// `timestamps`: prefix every line with the local time.
+  output_printer(std::string dir, bool timestamps, int ranks = 1)
+    : dir_(std::move(dir)), stamp_(timestamps),
+      width_(static_cast<int>(std::to_string(std::max(ranks - 1, 0)).size())) {
   }
 
   /// One line of `rank`'s stdout (stream 1) or stderr (2), to ours:
@@ -34,6 +39,7 @@ private:
   std::mutex mu_;
   std::string dir_;
   bool stamp_;
+  int width_;
   std::map<std::string, std::ofstream> files_;
 };
 

@@ -338,6 +338,8 @@ std::string long_spelling(const std::string& word) {
     return "-" + word;
   if (word == "-cb")
     return "--check-build";
+  if (word == "-prefix-timestamp")
+    return "--prefix-output-with-timestamp";
   if (word == "-hostfile" || word.rfind("-hostfile=", 0) == 0)
     return "-" + word;
   return word;
@@ -347,6 +349,11 @@ void declare_horovod_options(cxxopts::Options& parser) {
   // clang-format off
   parser.add_options("horovodrun")
     ("v,version", "print hvactor-run's version")
+    ("gloo", "accepted: hvactor's ranks always run Gloo's controller for CPU collectives")
+    ("mpi", "accepted with a warning: hvactor has no MPI controller (its ranks run Gloo and "
+            "NCCL); the job runs as with --gloo")
+    ("log-without-timestamp", "accepted: hvactor's log lines carry no timestamp (sets "
+                              "HOROVOD_LOG_HIDE_TIME=1 in the ranks)")
     ("check-build", "(also -cb) print what this build has: frameworks, controllers, tensor "
                     "operations")
     ("start-timeout", "seconds for placement and for every rank to start (default: "
@@ -432,6 +439,13 @@ void read_horovod_options(const cxxopts::ParseResult& res, run_request& r) {
     r.launch.output_dir = dir;
   }
   r.verbose = res.count("verbose") > 0;
+  if (res.count("gloo") && res.count("mpi"))
+    throw std::invalid_argument("--gloo and --mpi are mutually exclusive (as in horovodrun)");
+  if (res.count("mpi"))
+    fmt::print(stderr, "hvactor-run: --mpi: hvactor has no MPI controller; the ranks run Gloo "
+                       "(CPU) and NCCL (GPU) collectives, as with --gloo\n");
+  if (res.count("log-without-timestamp"))
+    env["HOROVOD_LOG_HIDE_TIME"] = "1";
   if (res.count("log-level")) {
     auto [horovod, ours] = log_levels(res["log-level"].as<std::string>());
     env["HOROVOD_LOG_LEVEL"] = horovod;

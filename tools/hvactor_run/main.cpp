@@ -135,14 +135,15 @@ int launch(run_tool::run_request& r, stop_signal& stop) {
 } // namespace
 
 int main(int argc, char** argv) {
-  auto [ours, program] = run_tool::split_at_dashes(argc, argv);
   cxxopts::Options parser{"hvactor-run",
                           "Launches an SPMD program (it calls hvd::init()) on N slots, like "
                           "horovodrun / mpirun:\n\n"
-                          "  hvactor-run -np 4 -- ./train --epochs 3\n"
+                          "  hvactor-run -np 4 ./train --epochs 3\n"
+                          "  hvactor-run -np 4 python3 train.py      (horovodrun's command lines)\n"
                           "  hvactor-run -np 8 --address HEAD:PORT --tls-cert ... -- ./train\n"
                           "  hvactor-run --min-np 2 --max-np 8 --address HEAD:PORT -- ./train\n"};
   run_tool::declare_run_options(parser);
+  auto [ours, program] = run_tool::split_at_program(argc, argv, parser);
   try {
     // ours[0] is argv[0].
     auto res = run_tool::parse_run_options(parser, {ours.begin() + 1, ours.end()});

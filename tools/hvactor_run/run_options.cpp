@@ -7,7 +7,11 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <set>
+#include <string_view>
 #include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -19,21 +23,47 @@
 
 namespace hvactor::run_tool {
 
-// Everything after "--" is the program and its arguments.
-std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(int argc,
-                                                                              char** argv) {
+namespace {
+
+// The spellings of `parser`'s options that read the next word as their
+// value ("-n", "--np"; not the flags, whose value is implicit).
+std::set<std::string> value_options(const cxxopts::Options& parser) {
+  std::set<std::string> out;
+  for (const auto& group : parser.groups())
+    for (const auto& o : parser.group_help(group).options) {
+      if (o.has_implicit || o.is_boolean)
+        continue;
+      if (!o.s.empty())
+        out.insert("-" + o.s);
+      for (const auto& l : o.l)
+        out.insert("--" + l);
+    }
+  return out;
+}
+
+} // namespace
+
+std::pair<std::vector<std::string>, std::vector<std::string>>
+split_at_program(int argc, char** argv, const cxxopts::Options& parser) {
+  auto takes_value = value_options(parser);
   std::vector<std::string> ours, program;
   bool after = false;
+  bool value_next = false; // the previous word was an option that reads one
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (!after && a == "--") {
       after = true;
       continue;
     }
+    // The first word that is no option and no option's value starts the
+    // program (horovodrun's "-np 4 python train.py").
+    if (!after && i > 0 && !value_next && (a.empty() || a[0] != '-'))
+      after = true;
     // mpirun's and horovodrun's single-dash spellings ("-np", "-cb",
     // "-hostfile"); cxxopts would read "-np" as "-n p".
     if (!after)
       a = long_spelling(a);
+    value_next = !after && !value_next && takes_value.count(a) > 0;
     // horovodrun's "--blacklist-cooldown-range LOWER UPPER": one list for
     // cxxopts.
     if (!after && a == "--blacklist-cooldown-range" && i + 2 < argc
@@ -41,6 +71,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(in
       ours.push_back(a);
       ours.push_back(std::string{argv[i + 1]} + "," + argv[i + 2]);
       i += 2;
+      value_next = false;
       continue;
     }
     (after ? program : ours).push_back(a);
@@ -113,6 +144,12 @@ void read_elastic(const cxxopts::ParseResult& res, launch_options& o) {
     o.max_np = int_option(res, "max-np", 1);
   if (res.count("host-discovery-script"))
     o.discovery_script = res["host-discovery-script"].as<std::string>();
+  if (res.count("slots-per-host")) {
+    o.slots_per_host = int_option(res, "slots-per-host", 1);
+    if (o.discovery_script.empty())
+      throw std::invalid_argument("--slots-per-host needs --host-discovery-script (the slots of "
+                                  "a discovered host whose line gives none)");
+  }
   if (res.count("reset-limit"))
     o.reset_limit = int_option(res, "reset-limit", 0);
   if (res.count("blacklist-cooldown-range")) {
@@ -129,6 +166,39 @@ void read_elastic(const cxxopts::ParseResult& res, launch_options& o) {
 // the one variable per -x that horovodrun hands it: a comma belongs to the
 // value (NCCL_SOCKET_IFNAME=eth0,ib0), so every -x is read as it was
 // written, in order, rather than as a list cxxopts splits at commas.
+// Whether hvactor-run's variable `name` goes to every rank, as horovodrun
+// exports its environment to remote ranks: not what the job sets for each
+// rank itself (ranks, rendezvous, devices, the worker contract), not this
+// process's cluster address and TLS files or secrets, not shell internals
+// (Horovod's IGNORE_REGEXES: BASH_FUNC_*, OLDPWD, *CUDA_VISIBLE_DEVICES,
+// its secret key).
+bool forwarded(std::string_view name) {
+  static const std::set<std::string_view> job_sets{
+    env::rank, env::size, env::local_rank, env::local_size, env::cross_rank, env::cross_size,
+    env::hostname, env::controller, env::cpu_operations, env::rendezvous_addr,
+    env::rendezvous_port, env::gloo_iface, env::nccl_socket_ifname, env::gloo_timeout_seconds,
+    env::elastic, env::rendezvous_scope, env::node_address, env::address, "HOROVOD_SECRET_KEY",
+    "OLDPWD", "PWD", "SHLVL", "_"};
+  auto starts = [&](std::string_view p) { return name.substr(0, p.size()) == p; };
+  auto valid = !name.empty() && name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                       "abcdefghijklmnopqrstuvwxyz0123456789_")
+                                  == std::string_view::npos;
+  return valid && !job_sets.count(name) && !starts("BASH_FUNC_") && !starts("HVACTOR_TLS_")
+         && !starts("HVACTOR_WORKER_") && !starts("HVACTOR_ELASTIC_") && !starts("HVACTOR_SHM_FD")
+         && !name.ends_with("CUDA_VISIBLE_DEVICES");
+}
+
+// hvactor-run's environment, as every rank starts with it (-x and the
+// flags set theirs over it).
+void forward_environment(std::map<std::string, std::string>& env) {
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv{*e};
+    auto eq = kv.find('=');
+    if (eq != std::string_view::npos && forwarded(kv.substr(0, eq)))
+      env.emplace(std::string{kv.substr(0, eq)}, std::string{kv.substr(eq + 1)});
+  }
+}
+
 void read_env(const cxxopts::ParseResult& res, std::map<std::string, std::string>& env) {
   for (auto& kv : res.arguments()) {
     if (kv.key() != "env")
@@ -155,6 +225,7 @@ void read_ranks(const cxxopts::ParseResult& res, launch_options& o) {
     o.cpus_per_worker = int_option(res, "cpus-per-worker", 0);
   if (res.count("gpus-per-worker"))
     o.gpus_per_worker = int_option(res, "gpus-per-worker", 0);
+  forward_environment(o.env);
   read_env(res, o.env);
   if (res.count("timeline"))
     o.env[env::timeline] = res["timeline"].as<std::string>();
@@ -202,20 +273,22 @@ std::vector<std::string> runtime_args(const cxxopts::ParseResult& res, const run
 void declare_run_options(cxxopts::Options& parser) {
   // clang-format off
   parser.add_options()
-    ("n,np", "number of slots (ranks)", cxxopts::value<int>())
+    ("n,np,num-proc", "number of slots (ranks)", cxxopts::value<int>())
     ("address", "HEAD:PORT of a cluster of hvactor-node processes (default: this machine, "
                 "an embedded local cluster)", cxxopts::value<std::string>())
     ("num-hosts", "distinct nodes, one colocator each (with --per-host)", cxxopts::value<int>())
     ("per-host", "slots per node (with --num-hosts)", cxxopts::value<int>())
     ("cpus-per-worker", "CPUs reserved per slot (default 1)", cxxopts::value<int>())
     ("gpus-per-worker", "GPUs reserved per slot (default 0)", cxxopts::value<int>())
-    ("min-np", "elastic job: least number of processes; the job waits for this many slots "
+    ("min-np,min-num-proc", "elastic job: least number of processes; the job waits for this many slots "
                "and keeps going while at least this many survive", cxxopts::value<int>())
-    ("max-np", "elastic job: most processes (default: -np, else no limit)",
+    ("max-np,max-num-proc", "elastic job: most processes (default: -np, else no limit)",
      cxxopts::value<int>())
     ("host-discovery-script", "elastic job: prints the usable hosts, one 'node-id:slots' or "
                               "'node-id' per line (default: the cluster's live nodes)",
      cxxopts::value<std::string>())
+    ("slots-per-host", "elastic job: slots of a discovered host whose line gives none "
+                       "(default 1)", cxxopts::value<int>())
     ("reset-limit", "elastic job: most resets (re-rendezvous) before the job fails",
      cxxopts::value<int>())
     ("blacklist-cooldown-range", "elastic job: 'LOWER UPPER' seconds a failed host stays out "
@@ -228,8 +301,10 @@ void declare_run_options(cxxopts::Options& parser) {
      cxxopts::value<std::string>())
     ("timeout", "seconds for placement and for every rank to start (default 30)",
      cxxopts::value<int>())
-    ("output-dir", "also write DIR/rank.N/stdout and stderr", cxxopts::value<std::string>())
-    ("timestamps", "prefix every forwarded line with its arrival time")
+    ("output-dir", "also write DIR/rank.N/stdout and stderr (N zero-padded to the highest "
+                   "rank's width)", cxxopts::value<std::string>())
+    ("timestamps,prefix-output-with-timestamp", "prefix every forwarded line with its arrival "
+                                                "time (also -prefix-timestamp)")
     ("timeline", "write a Chrome trace of every collective (sets HOROVOD_TIMELINE)",
      cxxopts::value<std::string>())
     ("bind-to", "core: every rank pinned to a core of its own by local rank, as mpirun "
@@ -281,9 +356,9 @@ cxxopts::ParseResult parse_run_options(cxxopts::Options& parser, std::vector<std
 run_request read_run_options(const cxxopts::ParseResult& res, std::vector<std::string> program) {
   if (!res.unmatched().empty())
     throw std::invalid_argument("unexpected argument '" + res.unmatched().front()
-                                + "' (the program goes after --)");
+                                + "' (options go before the program)");
   if (program.empty())
-    throw std::invalid_argument("no program: hvactor-run -np N -- PROGRAM [ARGS...]");
+    throw std::invalid_argument("no program: hvactor-run -np N PROGRAM [ARGS...]");
   run_request r;
   auto& o = r.launch;
   if (res.count("np"))

@@ -42,11 +42,14 @@ struct run_request {
   std::string ssh_identity;
 };
 
-/// argv split at "--": ours (mpirun's "-np" and horovodrun's
+/// argv split into ours (mpirun's "-np" and horovodrun's
 /// "--blacklist-cooldown-range LOWER UPPER" made readable to cxxopts),
-/// argv[0] first, and the program's.
-std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(int argc,
-                                                                              char** argv);
+/// argv[0] first, and the program's: everything after "--", or, as
+/// horovodrun reads its command line, from the first word that is neither
+/// one of `parser`'s options nor an option's value ("hvactor-run -np 4
+/// python3 train.py --epochs 3").
+std::pair<std::vector<std::string>, std::vector<std::string>>
+split_at_program(int argc, char** argv, const cxxopts::Options& parser);
 
 /// Declares every option of hvactor-run on `parser`.
 void declare_run_options(cxxopts::Options& parser);

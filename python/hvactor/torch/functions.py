@@ -7,7 +7,7 @@ import pickle
 import torch
 
 from hvactor.torch.mpi_ops import (allgather, broadcast_, broadcast_async_, global_process_set,
-                                   synchronize)
+                                   rank, synchronize)
 
 try:  # functions and lambdas, as Horovod pickles them; plain pickle otherwise
     import cloudpickle as _pickle
@@ -38,7 +38,7 @@ def _object_bytes(obj):
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Root's `obj` on every rank (pickled, then broadcast as bytes)."""
     name = name or type(obj).__name__
-    is_root = process_set.rank() == root_rank
+    is_root = rank() == root_rank  # a rank of the job, as Horovod's
     data = _object_bytes(obj) if is_root else None
     length = torch.tensor([data.numel() if is_root else 0], dtype=torch.int64)
     broadcast_(length, root_rank, name + ".sz", process_set)

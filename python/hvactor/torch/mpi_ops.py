@@ -6,6 +6,7 @@ module hvactor._hvactor. Async calls return an integer handle for poll()
 and synchronize(), as Horovod's do.
 """
 
+import atexit
 import itertools
 import threading
 
@@ -125,6 +126,14 @@ def shutdown():
 
 def is_initialized():
     return _lib.is_initialized()
+
+
+@atexit.register
+def _shutdown_at_exit():
+    # Horovod shuts down at exit too: the collectives' threads end before
+    # the interpreter (and the extension's statics) go away.
+    if _lib.is_initialized():
+        _lib.shutdown()
 
 
 def _not_initialized():
@@ -521,10 +530,10 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 # --- broadcast ----------------------------------------------------------------
 
 def _check_root(root_rank, process_set):
-    n = process_set.size() if process_set.process_set_id else size()
-    if not isinstance(root_rank, int) or not 0 <= root_rank < n:
-        raise ValueError(f"root_rank {root_rank!r} is not a rank of the process set "
-                         f"(0..{n - 1})")
+    """root_rank is a rank of the job (Horovod's), one of the set's."""
+    ranks = process_set.ranks if process_set.process_set_id else range(size())
+    if not isinstance(root_rank, int) or root_rank not in ranks:
+        raise ValueError(f"root_rank {root_rank!r} is not a rank of {process_set}")
 
 
 def _broadcast(tensor, output, root_rank, name, process_set):
@@ -564,7 +573,7 @@ class HorovodBroadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        if ctx.process_set.rank() != ctx.root_rank:
+        if rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hvactor/elastic.hpp"
 #include "hvactor/errors.hpp"
 #include "python/src/bindings.hpp"
 #include "python/src/process_sets.hpp"
@@ -80,10 +81,17 @@ void bind_errors(py::module_& m) {
   // horovod.common.exceptions.HorovodInternalError: a collective that
   // failed (a dead peer, mismatched tensors); a RuntimeError.
   static py::exception<hvactor::error> internal(m, "HorovodInternalError", PyExc_RuntimeError);
+  // HostsUpdatedInterrupt(message, update): the elastic job's hosts
+  // changed; args[1] is the update (1 removed, 2 added, 3 both).
+  static py::exception<hvd::elastic::hosts_updated_interrupt> hosts(m, "HostsUpdatedInterrupt",
+                                                                    PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)
         std::rethrow_exception(p);
+    } catch (const hvd::elastic::hosts_updated_interrupt& e) {
+      py::tuple args = py::make_tuple(e.what(), static_cast<int>(e.update()));
+      PyErr_SetObject(hosts.ptr(), args.ptr());
     } catch (const hvactor::not_started& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const hvactor::error& e) {

@@ -199,6 +199,14 @@ void forward_environment(std::map<std::string, std::string>& env) {
   }
 }
 
+// Whether -H's `host` names this machine (horovodrun's local hosts).
+bool is_this_machine(const std::string& host) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1")
+    return true;
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && host == name;
+}
+
 void read_env(const cxxopts::ParseResult& res, std::map<std::string, std::string>& env) {
   for (auto& kv : res.arguments()) {
     if (kv.key() != "env")
@@ -378,6 +386,9 @@ run_request read_run_options(const cxxopts::ParseResult& res, std::vector<std::s
     else if (o.np > slots)
       throw std::invalid_argument(fmt::format(
         "-np {} needs {} slots but the hosts offer {}", o.np, o.np, slots));
+    // horovodrun runs "-H localhost:4" on this machine, without ssh.
+    if (r.hosts.size() == 1 && is_this_machine(r.hosts.front().first))
+      r.hosts.clear();
   }
   // Inside a Slurm allocation without --address: hvactor-run starts the
   // cluster there, and the allocation gives the defaults (horovodrun's

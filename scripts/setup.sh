@@ -83,6 +83,11 @@ test_packages=(
   python3-pymdownx
   # hvactor-bench's PyTorch peer (torch.distributed).
   python3-torch
+  # The Python package (hvactor.torch, python/): its extension is built
+  # with pybind11 against Debian's python3-torch; its tests run pytest.
+  pybind11-dev
+  python3-dev
+  python3-pytest
 )
 if [[ "$build_only" == 0 ]]; then
   packages+=("${test_packages[@]}")

@@ -113,4 +113,21 @@ if [[ -f "$config_dir/hvactorTorchTargets.cmake" ]]; then
   grep -q "torch consumer ok" <<<"$out" || { echo "torch_consumer did not print 'torch consumer ok'" >&2; exit 1; }
 fi
 
+# The Python package (built when pybind11 and Debian's python3-torch are
+# there): the installed hvactor.torch under the installed hvactor-run.
+ext=$(find "$prefix" -name '_hvactor*.so' | head -n1)
+if [[ -n "$ext" ]]; then
+  pydir=$(dirname "$(dirname "$ext")")
+  python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+  echo "== the Python package: hvactor.torch from $pydir on 2 ranks ($python)"
+  out=$(cd "$work" && PYTHONPATH="$pydir" timeout -k 10 300 "$prefix/bin/hvactor-run" -np 2 \
+        "$python" -c "import hvactor.torch as hvd, torch; hvd.init(); \
+import hvactor; assert hvactor.__file__.startswith('$pydir'), hvactor.__file__; \
+print('python ok', hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist())" 2>&1) \
+    || { rc=$?; echo "$out"; echo "the installed hvactor.torch exited with $rc" >&2; exit 1; }
+  echo "$out"
+  [[ $(grep -c "python ok \[2.0, 2.0\]" <<<"$out") == 2 ]] \
+    || { echo "the installed hvactor.torch did not reduce on both ranks" >&2; exit 1; }
+fi
+
 echo "== install_find_package: OK"

@@ -40,6 +40,15 @@ in_place allreduce_async_(torch::Tensor t, int op, std::string name, double pre,
     hvd::allreduce_async(t, op_of(op), std::move(name), {pre, post}));
 }
 
+// The synchronous call (hvd::allreduce on a tensor): the engine's
+// small-call path, without an async handle's name and bookkeeping.
+void allreduce_(torch::Tensor t, int op, double pre, double post, int set) {
+  auto o = op_of(op);
+  py::gil_scoped_release unlocked;
+  on_set scope{set};
+  hvd::allreduce(t, o, {pre, post});
+}
+
 void grouped_allreduce_(std::vector<torch::Tensor> ts, int op, double pre, double post, int set) {
   auto o = op_of(op);
   py::gil_scoped_release unlocked;
@@ -101,6 +110,7 @@ void bind_ops(py::module_& m) {
   bind_handles(m);
   m.def("allreduce_async_", &allreduce_async_, py::arg("tensor"), py::arg("op"), py::arg("name"),
         py::arg("prescale_factor"), py::arg("postscale_factor"), py::arg("process_set"));
+  m.def("allreduce_", &allreduce_);
   m.def("grouped_allreduce_", &grouped_allreduce_);
   m.def("allgather_async", &allgather_async);
   m.def("broadcast_async", &broadcast_async);

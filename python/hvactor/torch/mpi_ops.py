@@ -356,9 +356,20 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
-    """Reduces `tensor` in place across the ranks and returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    """Reduces `tensor` in place across the ranks and returns it. Unnamed,
+    it pairs with the other ranks' calls in call order (as any blocking call
+    must) and takes hvactor's synchronous path; named, it travels under its
+    name (the timeline, the stall warnings) as an async call does."""
+    if name:
+        return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                            postscale_factor, process_set))
+    if op is None or average is not None:
+        op = handle_average_backwards_compatibility(op, average)
+    if op not in _OPS:
+        raise ValueError(f"unknown op {op!r}: use hvd.Average, Sum, Adasum, Min, Max or Product")
+    _lib.allreduce_(tensor, op, float(prescale_factor), float(postscale_factor),
+                    _set_id(process_set))
+    return tensor
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -368,8 +379,9 @@ class HorovodAllreduce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
         ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
-        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
-                                           postscale_factor, process_set))
+        output = tensor.clone(memory_format=torch.contiguous_format)
+        return allreduce_(output, average, name, op, prescale_factor, postscale_factor,
+                          process_set)
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_readme_snippets.py: every ```cpp block of README.md is lines of an example.
+"""check_readme_snippets.py: every ```cpp and ```python block of README.md is lines of an example.
 
     python3 scripts/check_readme_snippets.py [--readme README.md] [--examples examples]
 
@@ -32,7 +32,7 @@ def blocks(text):
         elif cur is None and m:
             lang, cur, start = "", [], i
         elif cur is not None and line.strip() == "```":
-            if lang in ("cpp", "c++"):
+            if lang in ("cpp", "c++", "python"):
                 out.append((start, cur))
             cur = None
         elif cur is not None:
@@ -43,7 +43,7 @@ def blocks(text):
 def example_files(folder):
     for base, _, files in os.walk(folder):
         for f in sorted(files):
-            if f.endswith((".cpp", ".hpp", ".h", ".cc")):
+            if f.endswith((".cpp", ".hpp", ".h", ".cc", ".py")):
                 path = os.path.join(base, f)
                 with open(path, encoding="utf-8") as fh:
                     lines = [l for l in fh.read().splitlines() if not MARKER.match(l)]

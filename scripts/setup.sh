@@ -88,6 +88,9 @@ test_packages=(
   pybind11-dev
   python3-dev
   python3-pytest
+  # hvactor.Executor pickles functions by value (lambdas, __main__'s), as
+  # horovod.ray does.
+  python3-cloudpickle
 )
 if [[ "$build_only" == 0 ]]; then
   packages+=("${test_packages[@]}")

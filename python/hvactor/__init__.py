@@ -6,3 +6,5 @@ train.py``.
 """
 
 __version__ = "0.1.0"
+
+from hvactor.executor import Executor, Future, WorkerError, get, init  # noqa: F401,E402

@@ -85,6 +85,9 @@ void bind_errors(py::module_& m) {
   // changed; args[1] is the update (1 removed, 2 added, 3 both).
   static py::exception<hvd::elastic::hosts_updated_interrupt> hosts(m, "HostsUpdatedInterrupt",
                                                                     PyExc_RuntimeError);
+  // A function that failed on a worker (hvactor.Executor): its exception
+  // and traceback in the message.
+  static py::exception<hvactor::worker_error> worker(m, "WorkerError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)
@@ -92,6 +95,8 @@ void bind_errors(py::module_& m) {
     } catch (const hvd::elastic::hosts_updated_interrupt& e) {
       py::tuple args = py::make_tuple(e.what(), static_cast<int>(e.update()));
       PyErr_SetObject(hosts.ptr(), args.ptr());
+    } catch (const hvactor::worker_error& e) {
+      worker(e.what());
     } catch (const hvactor::not_started& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const hvactor::error& e) {

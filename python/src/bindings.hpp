@@ -15,6 +15,9 @@ void bind_basics(py::module_& m);
 /// The collectives on tensors, their handles, join and barrier.
 void bind_ops(py::module_& m);
 
+/// The runtime and the executor (hvactor.Executor).
+void bind_executor(py::module_& m);
+
 /// The elastic loop and the base of its state (hvactor.torch.elastic).
 void bind_elastic(py::module_& m);
 

@@ -5,4 +5,5 @@ PYBIND11_MODULE(_hvactor, m) {
   hvactor::python::bind_basics(m);
   hvactor::python::bind_ops(m);
   hvactor::python::bind_elastic(m);
+  hvactor::python::bind_executor(m);
 }

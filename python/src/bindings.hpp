@@ -18,6 +18,9 @@ void bind_ops(py::module_& m);
 /// The runtime and the executor (hvactor.Executor).
 void bind_executor(py::module_& m);
 
+/// hvactor::train for Python (hvactor.train).
+void bind_trainer(py::module_& m);
+
 /// The elastic loop and the base of its state (hvactor.torch.elastic).
 void bind_elastic(py::module_& m);
 

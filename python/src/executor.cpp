@@ -19,6 +19,7 @@
 #include "hvactor/executor.hpp"
 #include "hvactor/runtime.hpp"
 #include "python/src/bindings.hpp"
+#include "python/src/runtime_access.hpp"
 
 namespace hvactor::python {
 
@@ -29,8 +30,14 @@ std::unique_ptr<runtime>& the_runtime() {
   return *rt;
 }
 
-// In a worker: os.environ gets the variables the node set after the
-// interpreter started (HOROVOD_RANK, ...; C's getenv sees them already).
+} // namespace
+
+runtime& runtime_of_process() {
+  if (!the_runtime())
+    throw std::logic_error("hvactor.init() must come first");
+  return *the_runtime();
+}
+
 void refresh_environ() {
   auto environ_py = py::module_::import("os").attr("environ");
   for (char** e = ::environ; e && *e; ++e) {
@@ -44,6 +51,8 @@ void refresh_environ() {
       environ_py[py::str(key)] = py::str(kv.substr(eq + 1));
   }
 }
+
+namespace {
 
 // Runs in every worker: hvactor.executor._worker_call(payload) unpickles
 // the function and its arguments, calls it and pickles the result; a Python

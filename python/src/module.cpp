@@ -6,4 +6,5 @@ PYBIND11_MODULE(_hvactor, m) {
   hvactor::python::bind_ops(m);
   hvactor::python::bind_elastic(m);
   hvactor::python::bind_executor(m);
+  hvactor::python::bind_trainer(m);
 }

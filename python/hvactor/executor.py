@@ -70,8 +70,19 @@ def _preload_base(argv):
     os.execve(sys.executable, argv, env)
 
 
+def _check_version(driver):
+    """Pickled functions run only in the interpreter version that pickled
+    them."""
+    here = tuple(sys.version_info[:2])
+    if tuple(driver) != here:
+        raise RuntimeError(f"this worker runs Python {here[0]}.{here[1]} but the driver "
+                           f"{driver[0]}.{driver[1]}: every node needs the driver's interpreter "
+                           f"({sys.executable})")
+
+
 def _worker_call(payload):
-    fn, args, kwargs = pickle.loads(payload)
+    version, fn, args, kwargs = pickle.loads(payload)
+    _check_version(version)
     return _pickler.dumps(fn(*args, **kwargs))
 
 
@@ -136,7 +147,8 @@ class Executor:
     def _payload(self, fn, args, kwargs):
         if not callable(fn):
             raise ValueError(f"{fn!r} is not callable")
-        return _pickler.dumps((fn, list(args or []), dict(kwargs or {})))
+        return _pickler.dumps((tuple(sys.version_info[:2]), fn, list(args or []),
+                               dict(kwargs or {})))
 
     def run(self, fn, args=None, kwargs=None, callbacks=None):
         """fn(*args, **kwargs) on every worker; the results in rank order."""

@@ -28,13 +28,14 @@ worker gets its equal share, as Ray Train splits them.
 
 import contextlib
 import pickle
+import sys
 import shutil
 import tempfile
 
 import torch
 
 from hvactor import _hvactor as _lib
-from hvactor.executor import _pickler, init
+from hvactor.executor import _check_version, _pickler, init
 
 __all__ = ["HorovodTrainer", "ScalingConfig", "RunConfig", "FailureConfig", "CheckpointConfig",
            "Checkpoint", "Result", "report", "get_checkpoint", "get_dataset_shard",
@@ -149,7 +150,7 @@ class HorovodTrainer:
             init()
         s, r = self._scaling, self._run
         return Result(_lib.train_fit({
-            "loop": _pickler.dumps((self._loop, self._config)),
+            "loop": _pickler.dumps((tuple(sys.version_info[:2]), self._loop, self._config)),
             "num_workers": s.num_workers, "use_gpu": s.use_gpu,
             "cpus_per_worker": s.cpus_per_worker, "gpus_per_worker": s.gpus_per_worker,
             "name": r.name, "storage_path": r.storage_path,
@@ -162,7 +163,8 @@ class HorovodTrainer:
 # -- inside the training loop ------------------------------------------------------
 
 def _worker_loop(payload):
-    loop, config = pickle.loads(payload)
+    version, loop, config = pickle.loads(payload)
+    _check_version(version)
     try:
         import inspect
         takes_config = len(inspect.signature(loop).parameters) > 0

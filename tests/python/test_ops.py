@@ -218,3 +218,17 @@ def test_objects():
     assert hvd.broadcast_object({"rank": r, "big": "x" * (1000 * r)}, root_rank=n - 1) == \
         {"rank": n - 1, "big": "x" * (1000 * (n - 1))}
     assert hvd.allgather_object(("r", r, [r] * r)) == [("r", i, [i] * i) for i in range(n)]
+
+
+def test_adasum():
+    n, r = hvd.size(), hvd.rank()
+    if n & (n - 1):
+        with pytest.raises(NotImplementedError, match="power of 2"):
+            hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+        return
+    # Orthogonal gradients add up; equal ones stay as they are.
+    e = torch.zeros(4, dtype=torch.float64)
+    e[r] = 1.0
+    assert hvd.allreduce(e, op=hvd.Adasum).tolist() == [1.0] * n + [0.0] * (4 - n)
+    same = torch.full((3,), 2.0, dtype=torch.float64)
+    assert torch.allclose(hvd.allreduce(same, op=hvd.Adasum), same)

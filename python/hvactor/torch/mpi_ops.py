@@ -295,9 +295,20 @@ def synchronize(handle):
     return pending.wait()
 
 
-def _in_place(tensor, output, op, name, prescale_factor, postscale_factor, process_set):
+def _check_op(op, process_set):
     if op not in _OPS:
         raise ValueError(f"unknown op {op!r}: use hvd.Average, Sum, Adasum, Min, Max or Product")
+    if op == Adasum:  # Horovod's exceptions for what its Adasum does not do
+        if process_set.process_set_id:
+            raise NotImplementedError("Adasum does not support non-global process sets yet.")
+        n = _lib.size()
+        if n & (n - 1):
+            raise NotImplementedError("Running Adasum with non-power of 2 ranks is not "
+                                      "supported yet.")
+
+
+def _in_place(tensor, output, op, name, prescale_factor, postscale_factor, process_set):
+    _check_op(op, process_set)
     if output is not tensor:
         output.copy_(tensor)
     h = _lib.allreduce_async_(output, op, name or "", float(prescale_factor),
@@ -365,8 +376,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                             postscale_factor, process_set))
     if op is None or average is not None:
         op = handle_average_backwards_compatibility(op, average)
-    if op not in _OPS:
-        raise ValueError(f"unknown op {op!r}: use hvd.Average, Sum, Adasum, Min, Max or Product")
+    _check_op(op, process_set)
     _lib.allreduce_(tensor, op, float(prescale_factor), float(postscale_factor),
                     _set_id(process_set))
     return tensor

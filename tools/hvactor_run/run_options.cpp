@@ -162,10 +162,6 @@ void read_elastic(const cxxopts::ParseResult& res, launch_options& o) {
     o.elastic_timeout = int_option(res, "elastic-timeout", 1);
 }
 
-// -x VAR=VALUE and -x VAR (the value hvactor-run has), as mpirun's -x and
-// the one variable per -x that horovodrun hands it: a comma belongs to the
-// value (NCCL_SOCKET_IFNAME=eth0,ib0), so every -x is read as it was
-// written, in order, rather than as a list cxxopts splits at commas.
 // Whether hvactor-run's variable `name` goes to every rank, as horovodrun
 // exports its environment to remote ranks: not what the job sets for each
 // rank itself (ranks, rendezvous, devices, the worker contract), not this
@@ -207,6 +203,10 @@ bool is_this_machine(const std::string& host) {
   return ::gethostname(name, sizeof name - 1) == 0 && host == name;
 }
 
+// -x VAR=VALUE and -x VAR (the value hvactor-run has), as mpirun's -x and
+// the one variable per -x that horovodrun hands it: a comma belongs to the
+// value (NCCL_SOCKET_IFNAME=eth0,ib0), so every -x is read as it was
+// written, in order, rather than as a list cxxopts splits at commas.
 void read_env(const cxxopts::ParseResult& res, std::map<std::string, std::string>& env) {
   for (auto& kv : res.arguments()) {
     if (kv.key() != "env")

@@ -157,12 +157,16 @@ struct train_point {
   std::vector<std::pair<std::string, double>> metrics;
   /// The report's persisted checkpoint, when it had one.
   std::string checkpoint;
+  /// The tune experiment the run belongs to (its directory's name); empty
+  /// for a plain fit.
+  std::string experiment;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_point& x) {
   return f(caf::meta::type_name("train_point"), x.job_id, x.run, x.storage, x.iteration,
-           hvactor::detail::exact(x.time_s), hvactor::detail::exact(x.metrics), x.checkpoint);
+           hvactor::detail::exact(x.time_s), hvactor::detail::exact(x.metrics), x.checkpoint,
+           x.experiment);
 }
 
 /// A training run's reports as the registry keeps them (thinned to at most
@@ -174,12 +178,14 @@ struct train_run {
   int64_t reports = 0;
   std::vector<train_point> points;
   std::vector<std::string> checkpoints;
+  /// The tune experiment of the run's latest point; empty for a plain fit.
+  std::string experiment;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_run& x) {
   return f(caf::meta::type_name("train_run"), x.job_id, x.run, x.storage, x.reports, x.points,
-           x.checkpoints);
+           x.checkpoints, x.experiment);
 }
 
 /// Everything the registry knows of jobs and runs, for the dashboard.

@@ -107,6 +107,7 @@ void job_board::report(proto::train_point point) {
   cut(point.run, lim::max_line, true);
   cut(point.storage, 4 * lim::max_line, true);
   cut(point.checkpoint, 4 * lim::max_line);
+  cut(point.experiment, lim::max_line, true);
   auto it = std::find_if(runs_.begin(), runs_.end(), [&](const proto::train_run& r) {
     return r.storage == point.storage && r.run == point.run;
   });
@@ -121,6 +122,7 @@ void job_board::report(proto::train_point point) {
     it = runs_.end() - 1;
   }
   it->job_id = point.job_id; // a new attempt runs as a new job
+  it->experiment = point.experiment;
   ++it->reports;
   if (!point.checkpoint.empty()) {
     it->checkpoints.push_back(point.checkpoint);

@@ -16,6 +16,10 @@ Cases:
             collectives and train reports. The driver
             killed with SIGKILL: the job is shown "lost" and its workers are
             gone; a second run to its end is shown "succeeded".
+  experiments  the head's page served beside a made-up /api/cluster with
+            runs of two tune experiments and a plain run: headless Chromium
+            shows each experiment's runs together under a heading naming it
+            and counting its trials, the plain run outside any group.
   user      another local user's request to the loopback dashboard is refused
             (closed at accept, or 403), also for /metrics (as root only;
             skipped otherwise).
@@ -26,6 +30,8 @@ Cases:
             of another CA fails the handshake.
 """
 import argparse
+import html.parser
+import http.server
 import json
 import os
 import re
@@ -35,6 +41,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -248,6 +255,90 @@ def case_browser(a, tmp):
     return head, base
 
 
+class RunGroups(html.parser.HTMLParser):
+    """Each run box's enclosing experiment (None outside one), in page order,
+    and each experiment's heading text."""
+
+    def __init__(self):
+        super().__init__()
+        self.divs, self.runs, self.heads, self.head, self.tags = [], [], {}, None, set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.add(tag)
+        if tag == "div":
+            self.divs.append(attrs)
+            if "data-run" in attrs:
+                groups = [d["data-experiment"] for d in self.divs if "data-experiment" in d]
+                self.runs.append((attrs["data-run"], groups[-1] if groups else None))
+        if tag == "h3" and "experiment-head" in attrs.get("class", ""):
+            self.head = self.divs[-1].get("data-experiment")
+            self.heads[self.head] = ""
+
+    def handle_endtag(self, tag):
+        if tag == "div":
+            self.divs.pop()
+        if tag == "h3":
+            self.head = None
+
+    def handle_data(self, data):
+        if self.head is not None:
+            self.heads[self.head] += data
+
+
+def case_experiments(a, base):
+    status, page, _ = get(base + "/")
+    assert status == 200, status
+
+    def run(name, experiment):
+        return {"job_id": "job-" + name, "run": name, "storage": "/runs/" + name,
+                "experiment": experiment, "reports": 2, "metrics": ["loss"],
+                "checkpoints": [], "points": [{"iteration": 2, "time_s": 1.0,
+                                               "metrics": {"loss": 0.5}}]}
+    now = int(time.time() * 1000)
+    cluster = {"head": {"node_id": "head", "started_ms": now, "uptime_s": 0, "now_ms": now},
+               "totals": {"nodes": 0, "cpus": 0, "cpus_free": 0, "gpus": 0, "gpus_free": 0},
+               "nodes": [], "jobs": [],
+               "runs": [run("a1", "exp-a"), run("plain", ""), run("b1", "<i>exp-b</i>"),
+                        run("a2", "exp-a")]}
+
+    class Fake(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body, kind = (page, "text/html") if self.path == "/" else (
+                (json.dumps(cluster), "application/json") if self.path.startswith("/api/cluster")
+                else (None, None))
+            if body is None:
+                self.send_error(404)
+                return
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", kind + "; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Fake)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = os.path.join(a.out, "experiments")
+        os.makedirs(out, exist_ok=True)
+        dom = browse(f"http://127.0.0.1:{server.server_address[1]}/", out)
+    finally:
+        server.shutdown()
+    assert 'data-loaded="1"' in dom, dom[:2000]
+    groups = RunGroups()
+    groups.feed(dom)
+    assert groups.runs == [("a1", "exp-a"), ("a2", "exp-a"), ("plain", None),
+                           ("b1", "<i>exp-b</i>")], groups.runs
+    heads = {k: " ".join(v.split()) for k, v in groups.heads.items()}
+    assert heads == {"exp-a": "experiment exp-a · 2 trials",
+                     "<i>exp-b</i>": "experiment <i>exp-b</i> · 1 trial"}, heads
+    assert "i" not in groups.tags, "an experiment's name went into the page as markup"
+    print("experiments: ok")
+
+
 def case_user(base):
     if os.geteuid() != 0:
         print("user: skipped (needs root to run as another user)")
@@ -329,6 +420,7 @@ def main():
     os.chmod(tmp, 0o755)
     try:
         head, base = case_browser(a, tmp)
+        case_experiments(a, base)
         case_user(base)
         case_offloop(a, tmp)
     finally:

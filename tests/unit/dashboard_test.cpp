@@ -11,6 +11,7 @@
 #include <string>
 
 #include "actors/board/job_board.hpp"
+#include "dashboard/page.hpp"
 #include "dashboard/render.hpp"
 
 using namespace hvactor;
@@ -159,6 +160,38 @@ TEST_CASE("runs are told apart by storage and bounded in number and metrics") {
   CHECK(runs.front().job_id == "job-2");
   CHECK(runs.front().reports == 2);
   CHECK(runs.front().points.back().metrics.size() == proto::board_limits::max_metrics);
+}
+
+TEST_CASE("a run's experiment is its latest point's; the JSON and the page show it") {
+  job_board b;
+  auto p = point("trial_0", 1, 0.5);
+  p.experiment = "old\xff"; // cut to well-formed UTF-8 as the run's name is
+  b.report(p);
+  auto first = b.snapshot().runs.at(0).experiment;
+  CHECK(valid_utf8(first));
+  CHECK(first.rfind("old\xef\xbf\xbd", 0) == 0);
+  p = point("trial_0", 2, 0.25);
+  p.experiment = "exp-a";
+  b.report(p);
+  b.report(point("plain", 1, 0.5));
+  dashboard::snapshot s;
+  s.board = b.snapshot();
+  REQUIRE(s.board.runs.size() == 2);
+  CHECK(s.board.runs[0].run == "plain"); // newest first
+  CHECK(s.board.runs[0].experiment.empty());
+  CHECK(s.board.runs[1].experiment == "exp-a");
+  auto runs = dashboard::to_json(s, "runs");
+  CHECK(runs.find(R"("run":"trial_0","storage":"/runs/trial_0","experiment":"exp-a",)")
+        != std::string::npos);
+  CHECK(runs.find(R"("run":"plain","storage":"/runs/plain","experiment":"",)")
+        != std::string::npos);
+  CHECK(dashboard::to_json(s).find(R"("experiment":"exp-a")") != std::string::npos);
+  // The page groups by it: a box per experiment, its heading counting trials.
+  std::string page = dashboard::page_html;
+  CHECK(page.find("r.experiment") != std::string::npos);
+  CHECK(page.find("dataset.experiment") != std::string::npos);
+  CHECK(page.find("\"experiment-head\"") != std::string::npos);
+  CHECK(page.find(" trials") != std::string::npos);
 }
 
 TEST_CASE("JSON escapes what a user named; NaN and infinity are null") {

@@ -2,7 +2,8 @@
 
 // The dashboard's page: static HTML whose script polls /api/cluster every
 // 2 s and redraws the nodes, the jobs with their ranks, and the training
-// runs with each numeric metric plotted (server-side SVG from /api/plot).
+// runs with each numeric metric plotted (server-side SVG from /api/plot);
+// the runs of one tune experiment together under a heading with their count.
 // Every value goes into the page as text (textContent), never as markup.
 
 namespace hvactor::dashboard {
@@ -17,6 +18,7 @@ table{border-collapse:collapse;margin:.4em 0}td,th{border:1px solid #ccc;padding
 th{background:#f3f3f3}.state-running,.state-succeeded,.state-alive{color:#1a7f37}.state-failed,.state-lost{color:#c62828}
 .job{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;margin:.8em 0}
 pre{background:#f7f7f7;padding:.5em;max-height:14em;overflow:auto;font-size:.8em}
+.experiment{border-left:3px solid #1f77b4;padding-left:.8em;margin:1em 0}.experiment-head{font-size:1em;margin:.3em 0}
 .plots{display:flex;flex-wrap:wrap}.plots svg{margin:.3em .6em .3em 0;border:1px solid #eee}#status{color:#666;font-size:.85em}
 </style></head><body>
 <h1>hvactor cluster</h1><div id="status">loading…</div>
@@ -59,7 +61,8 @@ const plotCache={};
 async function drawRuns(c){
   const box=document.getElementById("runs");
   if(!c.runs.length){box.replaceChildren(el("p","no training runs yet"));return;}
-  const out=[];
+  const out=[],groups=new Map(),trials=new Map();
+  for(const r of c.runs)if(r.experiment)trials.set(r.experiment,(trials.get(r.experiment)||0)+1);
   for(let i=0;i<c.runs.length;i++){const r=c.runs[i];const d=el("div",null,"job run");d.dataset.run=r.run;
     d.appendChild(el("b",r.run));d.appendChild(el("span"," · job "+r.job_id+" · "+r.reports+" reports · "+r.storage));
     const last=r.points.length?r.points[r.points.length-1].metrics:{};
@@ -71,7 +74,12 @@ async function drawRuns(c){
       const key=i+"/"+m+"/"+r.reports;let svg=plotCache[key];
       if(svg===undefined){const res=await fetch("/api/plot?run="+i+"&metric="+encodeURIComponent(m),{cache:"no-store"});svg=res.ok?await res.text():"";plotCache[key]=svg;}
       const holder=el("div",null,"plot-holder");holder.dataset.metric=m;holder.innerHTML=svg;plots.appendChild(holder);}
-    out.push(d);}
+    const x=r.experiment;if(!x){out.push(d);continue;}
+    let g=groups.get(x);
+    if(!g){const n=trials.get(x);g=el("div",null,"experiment");g.dataset.experiment=x;const h=el("h3",null,"experiment-head");
+      h.appendChild(el("span","experiment "));h.appendChild(el("b",x));h.appendChild(el("span"," · "+n+(n===1?" trial":" trials"),"trials"));
+      g.appendChild(h);groups.set(x,g);out.push(g);}
+    g.appendChild(d);}
   box.replaceChildren(...out);
 }
 async function refresh(){

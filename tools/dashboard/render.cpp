@@ -84,9 +84,9 @@ std::string run_json(const proto::train_run& r) {
                        num(p.time_s), ms, "}");
   };
   return fmt::format(
-    R"({{"job_id":{},"run":{},"storage":{},"reports":{},"metrics":{},"checkpoints":{},)"
-    R"("points":{}}})",
-    q(r.job_id), q(r.run), q(r.storage), r.reports, array(metric_names(r), q),
+    R"({{"job_id":{},"run":{},"storage":{},"experiment":{},"reports":{},"metrics":{},)"
+    R"("checkpoints":{},"points":{}}})",
+    q(r.job_id), q(r.run), q(r.storage), q(r.experiment), r.reports, array(metric_names(r), q),
     array(r.checkpoints, q), array(r.points, point));
 }
 

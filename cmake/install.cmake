@@ -21,7 +21,7 @@ mark_as_advanced(HVACTOR_INSTALL_CMAKEDIR)
 # --- public headers ---------------------------------------------------------
 # Each layer keeps its public headers under <layer>/hvactor/; they all merge
 # into <prefix>/include/hvactor/.
-foreach(_hv_layer IN ITEMS base collectives actors driver train)
+foreach(_hv_layer IN ITEMS base collectives actors driver train tune)
   if(IS_DIRECTORY "${PROJECT_SOURCE_DIR}/${_hv_layer}/hvactor")
     install(DIRECTORY "${PROJECT_SOURCE_DIR}/${_hv_layer}/hvactor"
             DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
@@ -38,6 +38,7 @@ set(_hv_export_names
   hvactor_actors=actors
   hvactor_driver=driver
   hvactor_train=train
+  hvactor_tune=tune
   hvactor=hvactor)
 
 # RPATH of installed binaries: libraries find each other next to themselves,

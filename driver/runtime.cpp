@@ -30,6 +30,9 @@
 #include "actors/protocol/system_config.hpp"
 #include "base/internal/process_system.hpp"
 #include "driver/internal/runtime_impl.hpp"
+#include "driver/internal/runtime_access.hpp"
+#include "base/internal/ask.hpp"
+#include "base/internal/caf_error.hpp"
 
 namespace hvactor {
 
@@ -289,6 +292,15 @@ proto::node_registry runtime::impl::registry_for_job(std::chrono::milliseconds b
   throw placement_timeout(fmt::format("the head at {} is unreachable (its connection dropped and "
                                       "reconnecting failed within {} ms: {})",
                                       opts.address, bound.count(), why));
+}
+
+proto::cluster_view runtime_access::cluster(runtime& rt, std::chrono::milliseconds bound) {
+  auto& st = *rt.impl_;
+  auto reg = st.registry_for_job(bound);
+  auto view = ask<proto::cluster_view>(*st.sys, reg, bound, proto::list_atom_v);
+  if (!view)
+    throw_caf_error(view.error(), "the cluster's node registry");
+  return std::move(*view);
 }
 
 proto::node_registry runtime::impl::driver_registry() {

@@ -10,6 +10,7 @@ Floors, bottom up:
               discovery
   driver      hvactor::runtime, executor, launcher, job session, futures
   train       hvactor::train, horovod_runner
+  tune        hvactor::tune: search spaces, searchers, schedulers, the tuner
   torch       the LibTorch adapter
   python      the Python package (hvactor.torch) and its extension
   tools       hvactor-node, hvactor-run, hvactor-up, hvactor-bench
@@ -26,7 +27,7 @@ import os
 import re
 import sys
 
-LAYERS = ["base", "collectives", "actors", "driver", "train", "torch", "python", "tools"]
+LAYERS = ["base", "collectives", "actors", "driver", "train", "tune", "torch", "python", "tools"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 

@@ -6,7 +6,8 @@ namespace hvactor::train {
 
 proto::train_point train_point_of(const metrics& m, const std::string& job_id,
                                   const std::filesystem::path& run_dir, int64_t iteration,
-                                  const std::string& checkpoint) {
+                                  const std::string& checkpoint,
+                                  const std::string& experiment) {
   proto::train_point p;
   p.job_id = job_id;
   p.run = run_dir.filename().string();
@@ -18,6 +19,7 @@ proto::train_point train_point_of(const metrics& m, const std::string& job_id,
     if (!v.is_string())
       p.metrics.emplace_back(name, v.as_double());
   p.checkpoint = checkpoint;
+  p.experiment = experiment;
   return p;
 }
 

@@ -25,6 +25,7 @@
 #include "base/net/transport.hpp"
 #include "train/internal/event_file.hpp"
 #include "train/internal/train_board.hpp"
+#include "train/internal/trainer_access.hpp"
 #include "train/internal/shard_bytes.hpp"
 #include "train/internal/train_progress.hpp"
 #include "train/internal/train_protocol.hpp"
@@ -89,9 +90,10 @@ std::string default_storage() {
 /// coordinator: locked.
 class progress {
 public:
-  progress(int verbose, std::string name, int workers)
+  progress(int verbose, std::string name, int workers, std::string prefix = {})
       : verbose_(verbose), name_(std::move(name)), workers_(workers),
-        tty_(::isatty(STDOUT_FILENO) == 1) {
+        tty_(::isatty(STDOUT_FILENO) == 1),
+        prefix_(prefix.empty() ? std::string{"(rank "} : "(" + prefix + " rank ") {
   }
 
   void report(int64_t iteration, double elapsed, const metrics& m, int alive) {
@@ -114,16 +116,25 @@ public:
   /// One line a worker wrote to its stdout (1) or stderr (2).
   void worker_line(int rank, int stream, const std::string& text) {
     std::lock_guard<std::mutex> guard{mu_};
+    if (muted_)
+      return;
     bool redraw = tty_ && !live_line_.empty();
     if (redraw)
       std::fputs("\r\x1b[K", stdout);
     auto* out = stream == 2 ? stderr : stdout;
-    std::fprintf(out, "(rank %d) %s\n", rank, text.c_str());
+    std::fprintf(out, "%s%d) %s\n", prefix_.c_str(), rank, text.c_str());
     std::fflush(out);
     if (redraw) {
       std::fputs(live_line_.c_str(), stdout);
       std::fflush(stdout);
     }
+  }
+
+  /// The fit was stopped on purpose: what its workers say while they are
+  /// shut down ("could not tell the driver ...") is noise.
+  void mute() {
+    std::lock_guard<std::mutex> guard{mu_};
+    muted_ = true;
   }
 
   void note(const std::string& text) {
@@ -155,8 +166,13 @@ private:
   std::string name_;
   int workers_;
   bool tty_;
+  bool muted_ = false;
+  std::string prefix_;
   std::string live_line_;
 };
+
+/// Thrown by record() when the report hook stops the fit (not an error).
+struct stop_requested {};
 
 } // namespace
 
@@ -177,6 +193,9 @@ struct trainer::impl {
   /// The attempt's registry (the head's dashboard) and job.
   proto::node_registry board;
   std::string job_id;
+  /// A tune trial's hooks (internal/trainer_access.hpp).
+  trial_hooks hooks;
+  bool stopped = false;
 
   void run_attempt(int attempt, const checkpoint& resume);
   /// The attempt's shard files (the same machine's route), if any.
@@ -256,7 +275,9 @@ result trainer::fit() {
   st.res.path = st.run_dir.string();
   st.iteration = 0;
   st.started = st.last_report = std::chrono::steady_clock::now();
-  st.out = std::make_shared<progress>(o.run.verbose, o.run.name, o.scaling.num_workers);
+  st.stopped = false;
+  st.out = std::make_shared<progress>(o.run.verbose, o.run.name, o.scaling.num_workers,
+                                      st.hooks.output_prefix);
   try {
     st.events = std::make_unique<tensorboard::event_file>(st.run_dir);
   } catch (const std::exception& e) {
@@ -267,6 +288,11 @@ result trainer::fit() {
   for (int attempt = 0;; ++attempt) {
     try {
       st.run_attempt(attempt, resume);
+      st.res.error = nullptr;
+      break;
+    } catch (const stop_requested&) {
+      // The workers are gone: run_attempt's executor shut them down.
+      st.stopped = true;
       st.res.error = nullptr;
       break;
     } catch (const std::exception& e) {
@@ -475,7 +501,8 @@ void trainer::impl::record(train_event& ev, int size, int attempt) {
   write_events(m);
   if (board)
     caf::anon_send(board, proto::train_point_atom_v,
-                   train_point_of(m, job_id, run_dir, iteration, ev.checkpoint_dir));
+                   train_point_of(m, job_id, run_dir, iteration, ev.checkpoint_dir,
+                                  hooks.experiment));
   res.metrics = m;
   res.metrics_history.push_back(std::move(m));
   res.worker_metrics_history.push_back(std::move(ranks));
@@ -483,6 +510,18 @@ void trainer::impl::record(train_event& ev, int size, int attempt) {
               size);
   if (!ev.failure.empty())
     throw error("train: " + ev.failure);
+  if (hooks.on_report && !hooks.on_report(res.metrics, ev.checkpoint_dir)) {
+    out->mute();
+    throw stop_requested{};
+  }
+}
+
+void trainer_access::set_hooks(trainer& t, trial_hooks hooks) {
+  t.impl_->hooks = std::move(hooks);
+}
+
+bool trainer_access::stopped(const trainer& t) {
+  return t.impl_->stopped;
 }
 
 } // namespace hvactor::train

@@ -63,7 +63,11 @@ void retry_placement(coord_actor self, std::string problem) {
                                       st.fixed.last_placement_problem)));
     return;
   }
-  self->delayed_send(self, knobs::placement_retry, placement_retry_atom_v);
+  // 10, 20, 40, ... ms, then every placement_retry.
+  auto doublings = std::min<uint64_t>(st.fixed.attempt > 0 ? st.fixed.attempt - 1 : 0, 5);
+  auto delay = std::min<caf::timespan>(knobs::placement_first_retry * (1 << doublings),
+                                       knobs::placement_retry);
+  self->delayed_send(self, delay, placement_retry_atom_v);
 }
 
 // Nodes the driver ships its binary to at the same time (static jobs).

@@ -28,6 +28,11 @@ inline constexpr auto stop_grace = 2s;
 /// enough that a job starts soon after another releases its nodes, rare
 /// enough that 10,000-node cluster views (1 ms each) cost nothing.
 inline constexpr auto placement_retry = 200ms;
+/// The first retry comes sooner and the delay doubles up to
+/// placement_retry: resources a job just gave back reach the registry a
+/// few ms after its shutdown() returned (a tune trial starting on its
+/// predecessor's gang waited a whole 200 ms).
+inline constexpr auto placement_first_retry = 10ms;
 
 /// Shortest bound of one placement request (reserve, has_bin, colocate):
 /// a healthy node answers in about a millisecond; near the placement

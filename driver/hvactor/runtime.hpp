@@ -49,6 +49,7 @@ private:
   friend class executor;
   friend class launcher;
   friend class horovod_runner;
+  friend struct runtime_access;
   std::unique_ptr<impl> impl_;
 };
 

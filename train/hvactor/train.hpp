@@ -215,6 +215,7 @@ public:
   result fit();
 
 private:
+  friend struct trainer_access;
   static std::string encode_loop(loop_fn fn);
   trainer(runtime& rt, std::string loop, trainer_options opts, int);
 

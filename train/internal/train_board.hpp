@@ -16,6 +16,7 @@ namespace hvactor::train {
 /// persisted checkpoint (empty when none), for the run in `run_dir`.
 proto::train_point train_point_of(const metrics& m, const std::string& job_id,
                                   const std::filesystem::path& run_dir, int64_t iteration,
-                                  const std::string& checkpoint);
+                                  const std::string& checkpoint,
+                                  const std::string& experiment = {});
 
 } // namespace hvactor::train

@@ -82,8 +82,11 @@ value value_of(const YAML::Node& n, const std::string& what) {
   try {
     size_t used = 0;
     if (s.find_first_of(".eE") != std::string::npos) {
-      auto x = std::stod(s, &used);
-      if (used == s.size())
+      // strtod, not stod: subnormals (1e-310) come back with ERANGE, and
+      // are the values that were written.
+      char* end = nullptr;
+      auto x = std::strtod(s.c_str(), &end);
+      if (end == s.c_str() + s.size())
         return x;
     } else {
       auto x = std::stoll(s, &used);
@@ -145,8 +148,12 @@ std::string space_json(const param_space& space) {
       static const char* kinds[] = {"uniform", "quniform", "loguniform", "randint", "choice"};
       entry = fmt::format("\"kind\": \"{}\", \"lower\": {}, \"upper\": {}, \"q\": {}, "
                           "\"values\": {}",
-                          kinds[static_cast<int>(d.type())], json_value(d.lower()),
-                          json_value(d.upper()), json_value(d.q()), json_list(d.categories()));
+                          kinds[static_cast<int>(d.type())],
+                          d.type() == domain::kind::randint ? json_value(d.int_lower())
+                                                            : json_value(d.lower()),
+                          d.type() == domain::kind::randint ? json_value(d.int_upper())
+                                                            : json_value(d.upper()),
+                          json_value(d.q()), json_list(d.categories()));
     }
     out += fmt::format("{}{{\"path\": {}, {}}}", out.size() > 1 ? ", " : "", quote(l.path), entry);
   }
@@ -188,8 +195,8 @@ param_space space_of(const YAML::Node& n, const std::string& what) {
       insert_leaf(space, path, param{loguniform(num("lower"), num("upper"), num("q"))});
     else if (kind == "randint")
       insert_leaf(space, path,
-                  param{randint(static_cast<int64_t>(num("lower")),
-                                static_cast<int64_t>(num("upper")))});
+                  param{randint(value_of(e["lower"], what).as_int(),
+                                value_of(e["upper"], what).as_int())});
     else if (kind == "choice")
       insert_leaf(space, path, param{choice(list_of(e["values"], what))});
     else

@@ -204,7 +204,13 @@ config pbt_scheduler::explore(const config& cfg) {
   for (auto& [name, m] : o_.hyperparam_mutations) {
     auto now = cfg.find(name);
     if (auto* list = std::get_if<std::vector<value>>(&m)) {
-      auto at = now == cfg.end() ? list->end() : std::find(list->begin(), list->end(), now->second);
+      // 1 and 1.0 are the same value here, as in Python.
+      auto same = [&](const value& v) {
+        if (v.is_string() || now->second.is_string())
+          return v == now->second;
+        return v.as_double() == now->second.as_double();
+      };
+      auto at = now == cfg.end() ? list->end() : std::find_if(list->begin(), list->end(), same);
       if (at == list->end() || coin(gen_) < o_.resample_probability) {
         out[name] = (*list)[std::uniform_int_distribution<size_t>{0, list->size() - 1}(gen_)];
       } else {
@@ -262,9 +268,11 @@ decision pbt_scheduler::on_trial_result(const trial_info& t, const metrics& resu
   d.checkpoint = donor.checkpoint;
   d.iteration = donor.iteration;
   d.time_total_s = donor.time_total_s;
-  // The clone starts from the donor's place and score.
-  me.score = donor.score;
+  // As Ray: the clone keeps its own (low) score until it reports again,
+  // takes the donor's place in time, and has no checkpoint to give until
+  // its next perturbation.
   me.last_perturbation = donor.last_perturbation;
+  me.checkpoint = {};
   me.config = d.config;
   ++num_perturbations_;
   return d;

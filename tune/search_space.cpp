@@ -55,6 +55,10 @@ domain quniform(double lower, double upper, double q) {
   require_finite("quniform", lower, upper);
   if (!(q > 0) || !std::isfinite(q))
     throw std::invalid_argument(fmt::format("quniform: q must be > 0: Got {}.", q));
+  // Ray: the draws are multiples of q; there must be one within the bounds.
+  if (std::ceil(lower / q - 1e-9) * q > upper * (1 + 1e-12) + 1e-300)
+    throw std::invalid_argument(fmt::format(
+      "quniform: no multiple of q = {} lies within [{}, {}]", q, lower, upper));
   domain d = uniform(lower, upper);
   d.kind_ = domain::kind::quniform;
   d.q_ = q;
@@ -83,6 +87,8 @@ domain randint(int64_t lower, int64_t upper) {
   d.kind_ = domain::kind::randint;
   d.lower_ = static_cast<double>(lower);
   d.upper_ = static_cast<double>(upper);
+  d.ilower_ = lower;
+  d.iupper_ = upper;
   return d;
 }
 
@@ -124,8 +130,7 @@ value domain::sample(std::mt19937_64& gen) const {
       return std::clamp(std::exp(e), lower_, upper_);
     }
     case kind::randint:
-      return std::uniform_int_distribution<int64_t>{static_cast<int64_t>(lower_),
-                                                    static_cast<int64_t>(upper_) - 1}(gen);
+      return std::uniform_int_distribution<int64_t>{ilower_, iupper_ - 1}(gen);
     case kind::choice:
       return categories_[std::uniform_int_distribution<size_t>{0, categories_.size() - 1}(gen)];
   }
@@ -139,7 +144,7 @@ bool domain::contains(const value& v) const {
     return false;
   auto x = v.as_double();
   if (kind_ == kind::randint)
-    return v.is_int() && x >= lower_ && x < upper_;
+    return v.is_int() && v.as_int() >= ilower_ && v.as_int() < iupper_;
   return x >= lower_ && x <= upper_;
 }
 
@@ -153,8 +158,7 @@ std::string domain::to_string() const {
     case kind::loguniform:
       return fmt::format("loguniform({}, {})", num(lower_), num(upper_));
     case kind::randint:
-      return fmt::format("randint({}, {})", static_cast<int64_t>(lower_),
-                         static_cast<int64_t>(upper_));
+      return fmt::format("randint({}, {})", ilower_, iupper_);
     case kind::choice: {
       std::string out;
       for (auto& c : categories_)

@@ -170,7 +170,7 @@ void descent_loop(train::context& ctx) {
       save(dir, m);
       ck = train::checkpoint::from_directory(dir.string());
     }
-    train::report({{"loss", loss}}, ck);
+    train::report({{"loss", loss}, {"now", unix_now()}}, ck);
     if (rank == 0)
       fs::remove_all(dir);
   }
@@ -180,6 +180,9 @@ void descent_loop(train::context& ctx) {
 
 struct summary {
   double best = 0, worker_s = 0, loop_s = 0;
+  /// Mean seconds from a trial's start() to its first result, and from its
+  /// last result to its fit's return.
+  double rampup = 0, teardown = 0;
 };
 
 summary summarize(const tune::result_grid& g, int workers) {
@@ -190,6 +193,11 @@ summary summarize(const tune::result_grid& g, int workers) {
     s.loop_s += r.metrics_history.size() * workers; // iterations x workers
     if (auto i = r.metrics.find("loss"); i != r.metrics.end())
       s.best = std::min(s.best, i->second.as_double());
+    auto& h = r.metrics_history;
+    if (!h.empty() && h.front().count("now") && r.fit_spans.size() == 1) {
+      s.rampup += (h.front().at("now").as_double() - r.fit_spans.front().first) / g.size();
+      s.teardown += (r.fit_spans.back().second - h.back().at("now").as_double()) / g.size();
+    }
   }
   return s;
 }
@@ -199,7 +207,7 @@ std::string percentiles(std::vector<double> xs) {
     return "-";
   std::sort(xs.begin(), xs.end());
   auto at = [&](double q) { return xs[static_cast<size_t>(q * (xs.size() - 1) + 0.5)]; };
-  return fmt::format("{:.0f} / {:.0f} / {:.0f}", at(0.5) * 1e3, at(0.9) * 1e3, xs.back() * 1e3);
+  return fmt::format("{:.1f} / {:.1f} / {:.1f}", at(0.5) * 1e3, at(0.9) * 1e3, xs.back() * 1e3);
 }
 
 tune::tuner_options base_options(const std::string& storage, const std::string& name) {
@@ -255,24 +263,27 @@ tune::result_grid descent(hvactor::runtime& rt, tune::tuner_options o) {
 
 void asha(hvactor::runtime& rt, const std::string& storage, int round) {
   auto space = tune::param_space{{"lr", tune::loguniform(1e-3, 1)},
-                                 {"momentum", tune::uniform(0, 0.99)},
-                                 {"iters", 27},
+                                 {"momentum", tune::uniform(0, 0.5)},
+                                 {"iters", 64},
+                                 {"step_ms", 50},
                                  {"scratch", storage + "/scratch"}};
   auto o = base_options(storage, fmt::format("random-{}", round));
   o.param_space = space;
   o.tune_config.metric = "loss";
   o.tune_config.mode = "min";
-  o.tune_config.num_samples = 24;
+  o.tune_config.num_samples = 32;
   o.tune_config.seed = 21 + round;
   auto full = summarize(descent(rt, o), 2);
   o.run.name = fmt::format("asha-{}", round);
   o.tune_config.scheduler = std::make_shared<tune::asha_scheduler>(
-    tune::asha_scheduler::options{.max_t = 27, .grace_period = 1, .reduction_factor = 3});
+    tune::asha_scheduler::options{.max_t = 64, .grace_period = 4, .reduction_factor = 4});
   auto early = summarize(descent(rt, o), 2);
-  std::printf("| asha %d | %.4g | %.4g | %.1f / %.1f | %.1f %% | %.0f / %.0f | %.1f %% |\n", round,
-              full.best, early.best, full.worker_s, early.worker_s,
+  std::printf("| asha %d | %.4g | %.4g | %.1f / %.1f | %.1f %% | %.0f / %.0f | %.1f %% | "
+              "%.0f / %.0f ms | %.0f / %.0f ms |\n",
+              round, full.best, early.best, full.worker_s, early.worker_s,
               100 * early.worker_s / full.worker_s, full.loop_s, early.loop_s,
-              100 * early.loop_s / full.loop_s);
+              100 * early.loop_s / full.loop_s, full.rampup * 1e3, early.rampup * 1e3,
+              full.teardown * 1e3, early.teardown * 1e3);
   std::fflush(stdout);
 }
 
@@ -313,7 +324,8 @@ int run_child(hvactor::runtime& rt, const std::string& only, int rounds) {
   }
   if (want("asha")) {
     std::printf("\n| round | best loss, random | best loss, ASHA | worker-s (random / ASHA) "
-                "| ASHA's share | worker-iterations | share |\n|---|---|---|---|---|---|---|\n");
+                "| ASHA's share | worker-iterations | share | start() to 1st result | last result to "
+                "the end |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int r = 0; r < rounds; ++r)
       asha(rt, storage, r);
   }

@@ -5,6 +5,10 @@
 // own, hands every result to the scheduler and acts on its decision, and
 // keeps the experiment directory current (internal/experiment.hpp).
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -325,6 +329,19 @@ result_grid tuner::impl::run() {
   fs::create_directories(dir, ec);
   if (ec)
     throw error(fmt::format("tune: cannot create '{}': {}", dir.string(), ec.message()));
+  // One driver per experiment: a second one (a restore while the first
+  // still runs) would write the same files.
+  struct lock_file {
+    int fd;
+    ~lock_file() {
+      if (fd >= 0)
+        ::close(fd);
+    }
+  } held{::open((dir / ".driver.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
+  if (held.fd < 0 || ::flock(held.fd, LOCK_EX | LOCK_NB) != 0)
+    throw error(fmt::format("tune: the experiment '{}' is being run by another driver (or its "
+                            "lock file cannot be opened)",
+                            dir.string()));
   started = last_table = std::chrono::steady_clock::now();
   refresh_view();
   if (totals.empty())

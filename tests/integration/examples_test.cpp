@@ -58,6 +58,25 @@ TEST_CASE("stateful: four workers hold identical weights after five steps") {
   CHECK(r.out.find("all 4 copies identical after 5 steps") != std::string::npos);
 }
 
+TEST_CASE("tune_search: ASHA over eight two-worker trials finds a low loss and keeps the "
+          "experiment") {
+  temp_dir dir;
+  auto r = run_command({HVACTOR_EXAMPLE_TUNE_SEARCH, "--storage-path", dir.path().string()},
+                       dir.path() / "tune_search", 180s);
+  INFO(describe(r));
+  REQUIRE(r.status.success());
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex{"Best trial: (trial_\\d+) .* loss=(\\S+)"}));
+  // 20 steps of gradient descent on (w - 3)^2 from w = 0 (loss 9): the
+  // best of eight sampled rates is far below where it started.
+  CHECK(std::stod(m[2]) < 1.0);
+  CHECK(r.out.find("Number of trials: 8/8 (8 TERMINATED)") != std::string::npos);
+  auto exp = dir.path() / "tune_search";
+  CHECK(std::filesystem::exists(exp / "experiment_state.json"));
+  CHECK(std::filesystem::exists(exp / m[1].str() / "result.json"));
+  CHECK(std::filesystem::exists(exp / m[1].str() / "params.json"));
+}
+
 #ifdef HVACTOR_HAVE_TORCH
 
 // The quickstart's model, as examples/quickstart.cpp defines it (its

@@ -1,7 +1,7 @@
 // hvactor::tune's targets (issue 58), on a cluster of 4 hvactor-node
 // processes x 2 CPUs on this machine (started here unless --address):
 //
-//   pack  16 trials x 2 workers, 10-30 steps of 100 ms each: the share of
+//   pack  16 trials x 2 workers, 20 (or 10-30) steps of 100 ms: the share of
 //         the 8 CPUs held by a trial (start() to its fit's return) and busy
 //         in a loop, and how soon a trial starts once its gang is free.
 //   asha  least squares trained by distributed gradient descent (each rank
@@ -219,9 +219,10 @@ tune::tuner_options base_options(const std::string& storage, const std::string& 
   return o;
 }
 
-void pack(hvactor::runtime& rt, const std::string& storage, int round) {
-  auto o = base_options(storage, fmt::format("pack-{}", round));
-  o.param_space = {{"steps", tune::randint(10, 31)}, {"step_ms", 100}};
+void pack(hvactor::runtime& rt, const std::string& storage, int round, bool equal) {
+  auto o = base_options(storage, fmt::format("pack-{}-{}", equal, round));
+  o.param_space = {{"steps", equal ? tune::param{20} : tune::param{tune::randint(10, 31)}},
+                   {"step_ms", 100}};
   o.tune_config.num_samples = 16;
   o.tune_config.seed = 11 + round;
   tune::tuner t{rt, tune::trainer_factory{step_loop, {.scaling = {.num_workers = 2}}}, o};
@@ -250,7 +251,8 @@ void pack(hvactor::runtime& rt, const std::string& storage, int round) {
     loop.push_back(h.front().at("loop_start").as_double() - freed);
   }
   auto span = last - first;
-  std::printf("| pack %d | %.2f s | %.1f %% | %.1f %% | %s | %s |\n", round, span,
+  std::printf("| %s %d | %.2f s | %.1f %% | %.1f %% | %s | %s |\n",
+              equal ? "20 steps" : "10-30 steps", round, span,
               100 * held / (8 * span), 100 * busy / (8 * span), percentiles(decide).c_str(),
               percentiles(loop).c_str());
   std::fflush(stdout);
@@ -289,10 +291,10 @@ void asha(hvactor::runtime& rt, const std::string& storage, int round) {
 
 void pbt(hvactor::runtime& rt, const std::string& storage, int round) {
   auto o = base_options(storage, fmt::format("fixed-{}", round));
-  o.param_space = {{"lr", tune::loguniform(1e-3, 0.5)},
+  o.param_space = {{"lr", tune::loguniform(1e-2, 0.5)},
                    {"momentum", 0.0},
-                   {"batch", 4},
-                   {"iters", 40},
+                   {"batch", 1},
+                   {"iters", 120},
                    {"scratch", storage + "/scratch"}};
   o.tune_config.metric = "loss";
   o.tune_config.mode = "min";
@@ -302,8 +304,8 @@ void pbt(hvactor::runtime& rt, const std::string& storage, int round) {
   o.run.name = fmt::format("pbt-{}", round);
   o.tune_config.scheduler = std::make_shared<tune::pbt_scheduler>(tune::pbt_scheduler::options{
     .time_attr = "training_iteration",
-    .perturbation_interval = 4,
-    .hyperparam_mutations = {{"lr", tune::loguniform(1e-4, 0.5)}},
+    .perturbation_interval = 6,
+    .hyperparam_mutations = {{"lr", tune::loguniform(1e-3, 0.5)}},
     .seed = static_cast<uint64_t>(round + 1)});
   auto pop = summarize(descent(rt, o), 2);
   std::printf("| pbt %d | %.4g | %.4g | %.2fx |\n", round, fixed.best, pop.best,
@@ -319,8 +321,9 @@ int run_child(hvactor::runtime& rt, const std::string& only, int rounds) {
     std::printf("| round | makespan | CPUs held | CPUs in a loop | start() after a gang "
                 "is free, ms (p50 / p90 / max) | loop running after, ms |\n|---|---|---|---|"
                 "---|---|\n");
-    for (int r = 0; r < rounds; ++r)
-      pack(rt, storage, r);
+    for (bool equal : {true, false})
+      for (int r = 0; r < rounds; ++r)
+        pack(rt, storage, r, equal);
   }
   if (want("asha")) {
     std::printf("\n| round | best loss, random | best loss, ASHA | worker-s (random / ASHA) "

@@ -41,7 +41,7 @@ fi
 
 echo "== checking the installed headers"
 # Only the public API is installed: every header is reachable from
-# <hvactor/hvactor.hpp> (or is the LibTorch adapter), and none of them
+# <hvactor/hvactor.hpp> or <hvactor/tune.hpp> (or is the LibTorch adapter), and none of them
 # includes an internal one (which is not installed).
 include_dir="$prefix/include"
 if grep -rln '#include "internal/' "$include_dir"; then
@@ -49,7 +49,7 @@ if grep -rln '#include "internal/' "$include_dir"; then
   exit 1
 fi
 reachable=$(mktemp "$work/reachable.XXXXXX")
-queue=(hvactor/hvactor.hpp)
+queue=(hvactor/hvactor.hpp hvactor/tune.hpp)
 while [[ ${#queue[@]} -gt 0 ]]; do
   h=${queue[0]}
   queue=("${queue[@]:1}")
@@ -67,7 +67,7 @@ while read -r h; do
       hvactor/sync_batch_norm.hpp) continue ;;
   esac
   if ! grep -qx "$rel" "$reachable"; then
-    echo "installed header $rel is not part of the public API (not reachable from hvactor.hpp)" >&2
+    echo "installed header $rel is not part of the public API (not reachable from hvactor.hpp or tune.hpp)" >&2
     exit 1
   fi
 done < <(find "$include_dir" -name '*.hpp')

@@ -1,8 +1,13 @@
 // Install smoke test: built against an *installed* hvactor via
-// find_package(hvactor) and hvactor::hvactor; runs one 2-worker executor job.
+// find_package(hvactor) and hvactor::hvactor; runs one 2-worker executor job
+// and a 2-trial hvactor::tune experiment.
 #include <hvactor/hvactor.hpp>
+#include <hvactor/tune.hpp>
+
+#include <unistd.h>
 
 #include <cstddef>
+#include <filesystem>
 #include <iostream>
 
 namespace {
@@ -38,6 +43,11 @@ bool check(const R& r, std::size_t expected_count) {
   }
 }
 
+void tune_loop(hvactor::train::context& ctx) {
+  double x = ctx.config().at("x").as_double();
+  hvactor::train::report({{"loss", (x - 2) * (x - 2)}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +58,19 @@ int main(int argc, char** argv) {
   ex.shutdown();
   if (!check(r, 2)) {
     std::cerr << "consumer: wrong results\n";
+    return 1;
+  }
+  auto storage = std::filesystem::temp_directory_path() / ("hvactor-consumer-tune-" + std::to_string(::getpid()));
+  namespace tune = hvactor::tune;
+  tune::tuner t{rt, tune::trainer_factory{tune_loop},
+                {.param_space = {{"x", tune::grid_search({1.0, 2.0})}},
+                 .tune_config = {.metric = "loss", .mode = "min"},
+                 .run = {.name = "consumer", .storage_path = storage.string(), .verbose = 0}}};
+  auto grid = t.fit();
+  auto best_x = grid.get_best_result().config.at("x").as_double();
+  std::filesystem::remove_all(storage);
+  if (grid.size() != 2 || best_x != 2.0) {
+    std::cerr << "consumer: tune found x = " << best_x << " of " << grid.size() << " trials\n";
     return 1;
   }
   std::cout << "consumer ok" << std::endl;

@@ -342,6 +342,13 @@ result_grid tuner::impl::run() {
     throw error(fmt::format("tune: the experiment '{}' is being run by another driver (or its "
                             "lock file cannot be opened)",
                             dir.string()));
+  for (auto& t : trials)
+    if (t.rewrite_results) {
+      std::ofstream out{dir / t.info.trial_id / "result.json", std::ios::trunc};
+      for (auto& m : t.history)
+        out << to_json(m) << "\n";
+      t.rewrite_results = false;
+    }
   started = last_table = std::chrono::steady_clock::now();
   refresh_view();
   if (totals.empty())

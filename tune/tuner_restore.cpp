@@ -93,9 +93,8 @@ void tuner::impl::restore_trial(const trial_record& r) {
     t.time_offset = t.info.checkpoint ? t.checkpoint_time : 0;
     t.resume = t.info.checkpoint;
     t.info.status = trial_status::pending;
-    std::ofstream out{dir / r.trial_id / "result.json", std::ios::trunc};
-    for (auto& m : t.history)
-      out << to_json(m) << "\n";
+    // fit() rewrites its result.json once it holds the experiment's lock.
+    t.rewrite_results = true;
   }
   for (auto& m : t.history) {
     t.info.last_result = m;

@@ -48,6 +48,8 @@ struct trial {
   bool thread_done = false;
   std::vector<std::pair<double, double>> spans;
   int restarts = 0;
+  /// Restored with results past its checkpoint: result.json is cut back.
+  bool rewrite_results = false;
 };
 
 struct tuner::impl {

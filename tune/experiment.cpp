@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "collectives/observe/timeline.hpp"
 #include "hvactor/errors.hpp"
 #include "tune/internal/experiment.hpp"
 #include "tune/internal/space.hpp"
@@ -22,33 +23,10 @@ namespace hvactor::tune {
 
 namespace {
 
+/// `s` as a JSON string (bytes that are not UTF-8 become U+FFFD: a
+/// reader must not choke on a config's text).
 std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+  return "\"" + collectives::json_escape(s) + "\"";
 }
 
 std::string json_value(const value& v) {

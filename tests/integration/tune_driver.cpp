@@ -11,7 +11,8 @@
 //                of the first attempt) [--max-concurrent C] [--restore 1]
 //               [--bad empty|samples|mode|metric-only|metric|scheduler]
 //               [--pids DIR] (every worker writes DIR/<trial>.<rank>.<pid>)
-//               [--verbose V]
+//               [--verbose V] [--mixed 1] (gangs of 2, 3, then 1 worker x 8: the
+//                trial's "w")
 //
 // Prints "trial id=... status=... iter=... loss=... stopped=... x=..."
 // per trial, "best id=... loss=...", "errors n=...", and "thrown
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <span>
 #include <string>
@@ -114,8 +116,15 @@ int main(int argc, char** argv) {
     auto bad = opt("--bad", "");
     fs::create_directories(fs::path{storage} / "scratch");
     int workers = static_cast<int>(num("--workers", 2));
-    auto factory = tune::trainer_factory{
-      loop, train::trainer_options{.scaling = {.num_workers = workers}}};
+    // --mixed 1: each trial's gang size is its config's "w".
+    auto factory =
+      num("--mixed", 0)
+        ? tune::trainer_factory{loop,
+                                [](const train::config& c) {
+                                  return train::trainer_options{
+                                    .scaling = {.num_workers = static_cast<int>(c.at("w").as_int())}};
+                                }}
+        : tune::trainer_factory{loop, train::trainer_options{.scaling = {.num_workers = workers}}};
     tune::tuner_options o;
     o.param_space = {{"x", tune::uniform(-2, 4)},
                      {"y", tune::uniform(-5, 1)},
@@ -125,6 +134,8 @@ int main(int argc, char** argv) {
                      {"pids", opt("--pids", "")},
                      {"kill_trial", opt("--kill-trial", "")},
                      {"metric_only", bad == "metric" ? "1" : "0"}};
+    if (num("--mixed", 0))
+      o.param_space.insert_or_assign("w", tune::grid_search({2, 3, 1, 1, 1, 1, 1, 1, 1, 1}));
     auto search = opt("--search", "random");
     if (search == "grid")
       o.param_space.insert_or_assign("x", tune::grid_search({0.0, 1.0, 3.0}));
@@ -178,7 +189,10 @@ int main(int argc, char** argv) {
                 << " iter=" << get("training_iteration") << " loss=" << get("loss")
                 << " attempt=" << get("attempt") << " stopped=" << r.stopped_early
                 << " x=" << r.config.at("x").to_string() << " results=" << r.metrics_history.size()
-                << " fits=" << r.fit_spans.size() << " host=" << get("host") << "\n";
+                << " fits=" << r.fit_spans.size() << " host=" << get("host") << " start="
+                << std::fixed << std::setprecision(3)
+                << (r.fit_spans.empty() ? 0.0 : r.fit_spans.front().first) << std::defaultfloat
+                << "\n";
     }
     std::cout << "errors n=" << grid.num_errors() << "\n";
     auto& best = grid.get_best_result();

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -77,6 +78,12 @@ std::vector<int> worker_pids(const fs::path& dir) {
     out.push_back(std::stoi(name.substr(name.rfind('.') + 1)));
   }
   return out;
+}
+
+std::string fmt_trial(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "trial_%05d", i);
+  return buf;
 }
 
 bool all_gone_within(const std::vector<int>& pids, std::chrono::milliseconds limit) {
@@ -281,6 +288,28 @@ TEST_CASE("bad input fails with a clear error before anything starts") {
   CHECK(r.status.code == 2);
   CHECK(r.out.find("without the metric 'loss'") != std::string::npos);
   CHECK(r.out.find("it reported: attempt, other") != std::string::npos);
+}
+
+TEST_CASE("a small trial passes a big one that does not fit yet, and the big one is not starved") {
+  // 4 CPUs; gangs of 2, 3, then eight of 1. The 3-worker trial cannot
+  // start beside the first; 1-worker trials pass it, at most 4 times.
+  temp_dir dir;
+  auto r = tune(dir, "mixed", {"--mixed", "1", "--samples", "1", "--iters", "4", "--sleep-ms",
+                               "150", "--verbose", "0"});
+  INFO(describe(r));
+  REQUIRE(r.status.code == 0);
+  auto trials = trials_of(r.out);
+  REQUIRE(trials.size() == 10);
+  auto start = [&](int i) { return std::stod(trials[fmt_trial(i)]["start"]); };
+  for (auto& [id, f] : trials)
+    CHECK(f["status"] == "TERMINATED");
+  // No head-of-line blocking: trial 2 (1 worker) started before trial 1 (3).
+  CHECK(start(2) < start(1));
+  // No starvation: trial 1 started before the last small trials.
+  int after = 0;
+  for (int i = 2; i < 10; ++i)
+    after += start(i) > start(1);
+  CHECK(after >= 3);
 }
 
 TEST_CASE("an experiment on a cluster of hvactor-nodes packs trials onto both nodes") {

@@ -250,6 +250,7 @@ decision pbt_scheduler::on_trial_result(const trial_info& t, const metrics& resu
   me.checkpoint = t.checkpoint;
   me.iteration = number_of(result, "training_iteration").value_or(0);
   me.time_total_s = number_of(result, "time_total_s").value_or(0);
+  me.result = result;
   auto [lower, upper] = quantiles();
   if (std::find(lower.begin(), lower.end(), t.trial_id) == lower.end())
     return decision::go_on();
@@ -268,6 +269,7 @@ decision pbt_scheduler::on_trial_result(const trial_info& t, const metrics& resu
   d.checkpoint = donor.checkpoint;
   d.iteration = donor.iteration;
   d.time_total_s = donor.time_total_s;
+  d.checkpoint_result = donor.result;
   // As Ray: the clone keeps its own (low) score until it reports again,
   // takes the donor's place in time, and has no checkpoint to give until
   // its next perturbation.

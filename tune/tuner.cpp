@@ -324,24 +324,18 @@ void tuner::impl::start(trial& t) {
 
 // -- the experiment ----------------------------------------------------------------
 
-result_grid tuner::impl::run() {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw error(fmt::format("tune: cannot create '{}': {}", dir.string(), ec.message()));
-  // One driver per experiment: a second one (a restore while the first
-  // still runs) would write the same files.
-  struct lock_file {
-    int fd;
-    ~lock_file() {
-      if (fd >= 0)
-        ::close(fd);
-    }
-  } held{::open((dir / ".driver.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-  if (held.fd < 0 || ::flock(held.fd, LOCK_EX | LOCK_NB) != 0)
+// One driver per experiment: a second one (a restore while the first still
+// runs) would write the same files. Returns the held lock's descriptor;
+// then cuts the restored trials' result.json back to their checkpoints.
+int tuner::impl::take_experiment() {
+  int fd = ::open((dir / ".driver.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (fd >= 0)
+      ::close(fd);
     throw error(fmt::format("tune: the experiment '{}' is being run by another driver (or its "
                             "lock file cannot be opened)",
                             dir.string()));
+  }
   for (auto& t : trials)
     if (t.rewrite_results) {
       std::ofstream out{dir / t.info.trial_id / "result.json", std::ios::trunc};
@@ -349,6 +343,21 @@ result_grid tuner::impl::run() {
         out << to_json(m) << "\n";
       t.rewrite_results = false;
     }
+  return fd;
+}
+
+result_grid tuner::impl::run() {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw error(fmt::format("tune: cannot create '{}': {}", dir.string(), ec.message()));
+  auto lock_fd = take_experiment();
+  struct closer {
+    int fd;
+    ~closer() {
+      ::close(fd);
+    }
+  } held{lock_fd};
   started = last_table = std::chrono::steady_clock::now();
   refresh_view();
   if (totals.empty())

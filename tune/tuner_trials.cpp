@@ -89,6 +89,7 @@ void tuner::impl::run_trial(trial& t, train::trainer_options o) {
     t.info.status = trial_status::pending;
     t.spans.back().second = unix_now();
     write_params(t);
+    adopt_result(t, d);
     pending.push_front(&t);
     note(fmt::format("{} exploits {} with {}", t.info.trial_id,
                      fs::path{d.checkpoint.path()}.parent_path().filename().string(),
@@ -109,6 +110,26 @@ void tuner::impl::run_trial(trial& t, train::trainer_options o) {
   t.thread_done = true;
   state_dirty = true;
   changed.notify_all();
+}
+
+// An exploit: the trial now holds the donor's weights, so the donor's
+// result at that checkpoint is its latest (a donor at the end of its
+// budget leaves the restarted loop nothing to report).
+void tuner::impl::adopt_result(trial& t, const decision& d) {
+  if (d.checkpoint_result.empty())
+    return;
+  auto r = d.checkpoint_result;
+  r["trial_id"] = t.info.trial_id;
+  r["training_iteration"] = d.iteration;
+  r["time_total_s"] = d.time_total_s;
+  r["timestamp"] = static_cast<int64_t>(unix_now());
+  t.history.push_back(r);
+  t.info.last_result = r;
+  try {
+    append_result(t, r);
+  } catch (const std::exception& e) {
+    log::warn("tune: {}", e.what());
+  }
 }
 
 bool tuner::impl::on_report(trial& t, const metrics& m, const std::string& checkpoint_dir) {

@@ -51,6 +51,9 @@ struct decision {
   /// restart_trial: the training_iteration and time_total_s of that checkpoint.
   int64_t iteration = 0;
   double time_total_s = 0;
+  /// restart_trial: the result that came with that checkpoint; it becomes
+  /// the restarted trial's latest result (its weights are the donor's).
+  tune::metrics checkpoint_result;
   /// stop_trial: false when the trial used its whole budget (ASHA's max_t):
   /// result.stopped_early stays false.
   bool early = true;
@@ -195,6 +198,7 @@ private:
     train::checkpoint checkpoint;
     int64_t iteration = 0;
     double time_total_s = 0;
+    tune::metrics result;
     tune::config config;
     bool done = false;
   };

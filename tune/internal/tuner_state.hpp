@@ -85,6 +85,7 @@ struct tuner::impl {
 
   void validate_and_set_up();
   result_grid run();
+  int take_experiment();
   result_grid results() const;
   /// Schedules until every trial ended (or a fatal problem); under `lock`.
   void run_loop(std::unique_lock<std::mutex>& lock);
@@ -103,6 +104,7 @@ struct tuner::impl {
   void write_params(const trial& t);
   void append_result(const trial& t, const metrics& r);
   bool on_report(trial& t, const metrics& m, const std::string& checkpoint_dir);
+  void adopt_result(trial& t, const decision& d);
   void finish(trial& t, const train::result* res, bool stopped, const std::string& error);
   void print_table(bool last);
   std::string table_text() const;

@@ -1,6 +1,6 @@
 // SyncBatchNorm and the differentiable collectives: LibTorch autograd
 // functions whose forward and backward passes call hvd's tensor
-// collectives.
+// collectives, with Horovod's gradients (horovod/torch/mpi_ops.py).
 
 #include "hvactor/sync_batch_norm.hpp"
 
@@ -62,6 +62,72 @@ struct broadcast_fn : torch::autograd::Function<broadcast_fn> {
     if (hvd::rank() != ctx->saved_data["root"].toInt())
       g.zero_();
     return {g, torch::Tensor()};
+  }
+};
+
+// The ops, factors and tensors of a grouped allreduce travel as separate
+// arguments: LibTorch tracks each tensor of an at::TensorList.
+struct grouped_allreduce_fn : torch::autograd::Function<grouped_allreduce_fn> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList xs, int64_t o, double pre,
+                               double post) {
+    ctx->saved_data["op"] = o;
+    ctx->saved_data["pre"] = pre;
+    ctx->saved_data["post"] = post;
+    std::vector<torch::Tensor> ys;
+    for (const auto& x : xs)
+      ys.push_back(x.detach().clone());
+    hvd::grouped_allreduce(ys, static_cast<op>(o), {pre, post});
+    return ys;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    std::vector<torch::Tensor> gs;
+    for (auto& g : grads)
+      gs.push_back(g.detach().clone());
+    hvd::grouped_allreduce(gs, static_cast<op>(ctx->saved_data["op"].toInt()),
+                           {ctx->saved_data["pre"].toDouble(), ctx->saved_data["post"].toDouble()});
+    gs.resize(gs.size() + 3); // op, pre, post
+    return gs;
+  }
+};
+
+struct alltoall_fn : torch::autograd::Function<alltoall_fn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const std::vector<int64_t>& splits, std::vector<int64_t>* received) {
+    std::vector<int64_t> back;
+    auto y = hvd::alltoall(x.detach(), splits, &back);
+    if (received)
+      *received = back;
+    ctx->saved_data["received"] = back;
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    // The rows that came from rank i go back to rank i.
+    auto back = ctx->saved_data["received"].toIntVector();
+    return {hvd::alltoall(grads[0].detach(), back), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+struct reducescatter_fn : torch::autograd::Function<reducescatter_fn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t o, double pre,
+                               double post) {
+    ctx->saved_data["op"] = o;
+    ctx->saved_data["pre"] = pre;
+    ctx->saved_data["post"] = post;
+    return hvd::reducescatter(x.detach(), static_cast<op>(o), {pre, post});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    // Horovod's HorovodReducescatter.backward: the sum's gradient is
+    // size() times the gathered one, the average's the gathered one, both
+    // scaled by the two factors.
+    auto g = grads[0].detach().clone();
+    if (static_cast<op>(ctx->saved_data["op"].toInt()) == op::sum)
+      g.mul_(hvd::size());
+    double pre = ctx->saved_data["pre"].toDouble(), post = ctx->saved_data["post"].toDouble();
+    if (pre != 1.0)
+      g.mul_(pre);
+    if (post != 1.0)
+      g.mul_(post);
+    return {hvd::allgather(g), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -160,6 +226,22 @@ torch::Tensor allgather(const torch::Tensor& t) {
 
 torch::Tensor broadcast(const torch::Tensor& t, int root) {
   return broadcast_fn::apply(t, static_cast<int64_t>(root));
+}
+
+std::vector<torch::Tensor> grouped_allreduce(const std::vector<torch::Tensor>& ts, op o,
+                                             scale_factors f) {
+  return grouped_allreduce_fn::apply(at::TensorList(ts), static_cast<int64_t>(o),
+                                     f.prescale_factor, f.postscale_factor);
+}
+
+torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& splits,
+                       std::vector<int64_t>* received_splits) {
+  return alltoall_fn::apply(t, splits, received_splits);
+}
+
+torch::Tensor reducescatter(const torch::Tensor& t, op o, scale_factors f) {
+  return reducescatter_fn::apply(t, static_cast<int64_t>(o), f.prescale_factor,
+                                 f.postscale_factor);
 }
 
 } // namespace autograd

@@ -1,8 +1,11 @@
 #pragma once
 
 /// Horovod's SyncBatchNorm (horovod.torch.SyncBatchNorm) and its
-/// differentiable collectives (horovod.torch.mpi_ops' allreduce, allgather
-/// and broadcast as autograd functions), for LibTorch.
+/// differentiable collectives (horovod.torch.mpi_ops' allreduce,
+/// grouped_allreduce, allgather, broadcast, alltoall and reducescatter as
+/// autograd functions), for LibTorch.
+
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -24,6 +27,26 @@ torch::Tensor allgather(const torch::Tensor& t);
 /// broadcast into a new tensor (Horovod's hvd.broadcast): the root's input
 /// gets the average of the output's gradients, every other rank zeros.
 torch::Tensor broadcast(const torch::Tensor& t, int root);
+
+/// grouped_allreduce into new tensors (Horovod's hvd.grouped_allreduce):
+/// the gradients are the grouped allreduce of the outputs' gradients with
+/// the same op and factors.
+std::vector<torch::Tensor> grouped_allreduce(const std::vector<torch::Tensor>& ts,
+                                             op o = op::average, scale_factors f = {});
+
+/// alltoall (Horovod's hvd.alltoall, the rules of hvd::alltoall): the
+/// gradient is the alltoall of the output's gradient with the received
+/// splits as send splits, so every row's gradient goes back to the rank
+/// that sent the row.
+torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& splits = {},
+                       std::vector<int64_t>* received_splits = nullptr);
+
+/// reducescatter (Horovod's hvd.reducescatter, the rules of
+/// hvd::reducescatter, op::sum or op::average): the gradient is the
+/// allgather of the output's gradients, times size() for op::sum (as
+/// Horovod: the average's gradient is the plain allgather), times the
+/// prescale and postscale factors.
+torch::Tensor reducescatter(const torch::Tensor& t, op o = op::average, scale_factors f = {});
 
 } // namespace autograd
 

@@ -176,7 +176,7 @@ void detail::check_reduction(dtype t, op o, const char* call, scale_factors f) {
         "hvd::{}: prescale_factor {} and postscale_factor {} must be finite numbers", call,
         f.prescale_factor, f.postscale_factor));
   if (o == op::adasum)
-    collectives::check_adasum(t, set_size(), false, call);
+    collectives::check_adasum(t, set_size(), call);
   if (t == dtype::boolean && !f.identity())
     throw std::invalid_argument(fmt::format(
       "hvd::{}: bool tensors take no prescale_factor or postscale_factor (got {} and {})", call,
@@ -413,7 +413,6 @@ handle allreduce_async(void* data, size_t count, dtype t, op o, std::string name
 
 void device_allreduce(void* data, size_t count, dtype t, op o, cuda_stream s, scale_factors f,
                       std::span<const int64_t> shape) {
-  collectives::check_adasum_host(o, "allreduce");
   check_reduction(t, o, "allreduce", f);
   keep_device keep;
   auto& eng = device_engine("allreduce");
@@ -449,7 +448,6 @@ void device_broadcast(void* data, size_t count, dtype t, int root, cuda_stream s
 
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
                               cuda_stream s, scale_factors f, std::span<const int64_t> shape) {
-  collectives::check_adasum_host(o, "allreduce_async");
   check_reduction(t, o, "allreduce_async", f);
   auto& eng = device_engine("allreduce_async");
   // The GPU orders the collective after the caller's work; the caller (a

@@ -1,15 +1,16 @@
 // The hvd calls whose result is a new buffer or that run queued:
-// allgather, alltoall and reducescatter (synchronous and async), the async
-// broadcast. Each is described by typed fields and a body that runs on the
-// backend of its memory; the async ones hand the same body to the engine's
-// queue, where it is negotiated by name (or call order) like every other
-// operation.
+// allgather, alltoall and reducescatter (synchronous and async; alltoall
+// and reducescatter also on device memory), the async broadcast. Each is
+// described by typed fields and a body that runs on the backend of its
+// memory; the async ones hand the same body to the engine's queue, where
+// it is negotiated by name (or call order) like every other operation.
 #include <memory>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "collectives/api/hvd_calls.hpp"
+#include "collectives/backends/device_setup.hpp"
 #include "collectives/engine/peer_counts.hpp"
 #include "hvactor/errors.hpp"
 
@@ -69,10 +70,20 @@ std::vector<int64_t> alltoall_sends(size_t count, std::span<const int64_t> send_
   return sends;
 }
 
+// Where a device alltoall's result goes: the caller's allocation, sized
+// from the received counts; and what its data waits for on the GPU.
+struct device_target {
+  collectives::backend* host = nullptr; // the announcements travel here
+  device_allocator allocate;
+  std::shared_ptr<void> ready;
+};
+
 // What each rank sends here, and its dtype, checked before the result is
-// sized from it; then the data.
+// sized from it; then the data. A device alltoall announces through the
+// host backend (the counts are host memory) and receives into the
+// caller's allocation.
 body alltoall_body(const void* data, std::vector<int64_t> sends, dtype t,
-                   std::shared_ptr<async_result> r, int me) {
+                   std::shared_ptr<async_result> r, int me, device_target dev = {}) {
   return [=](collectives::backend& b) {
     auto n = sends.size();
     std::vector<int64_t> words, table(n * collectives::announcement_words);
@@ -81,12 +92,20 @@ body alltoall_body(const void* data, std::vector<int64_t> sends, dtype t,
       words.insert(words.end(), w.begin(), w.end());
     }
     std::vector<int64_t> pairs(n, collectives::announcement_words);
-    b.alltoallv(words.data(), pairs, table.data(), pairs, dtype::int64);
+    auto& words_on = dev.host ? *dev.host : b;
+    words_on.alltoallv(words.data(), pairs, table.data(), pairs, dtype::int64);
     auto checked =
       collectives::check_alltoall_counts(table, t, me, "hvd::alltoall");
     r->counts.assign(checked.counts.begin(), checked.counts.end());
-    r->bytes.resize(checked.total_bytes);
-    b.alltoallv(data, sends, r->bytes.data(), r->counts, t);
+    void* out = nullptr;
+    if (dev.allocate) {
+      out = dev.allocate(r->counts);
+      b.wait_ready(dev.ready);
+    } else {
+      r->bytes.resize(checked.total_bytes);
+      out = r->bytes.data();
+    }
+    b.alltoallv(data, sends, out, r->counts, t);
   };
 }
 
@@ -99,13 +118,14 @@ void check_reducescatter(dtype t, op o, scale_factors f, const char* call) {
 }
 
 collectives::operation reducescatter_op(size_t count, dtype t, op o, scale_factors f,
-                                        std::string name) {
+                                        std::string name, bool device = false) {
   return {.kind = op_kind::reducescatter,
           .type = t,
           .count = count,
           .reduction = o,
           .prescale = f.prescale_factor,
           .postscale = f.postscale_factor,
+          .device = device,
           .name = std::move(name)};
 }
 
@@ -115,8 +135,9 @@ collectives::operation reducescatter_op(size_t count, dtype t, op o, scale_facto
 // set), then is averaged and postscaled.
 body reducescatter_body(const void* in, size_t count, size_t row, void* out, dtype t, op o,
                         scale_factors f, std::shared_ptr<async_result> r,
-                        const collectives::topology& topo) {
+                        const collectives::topology& topo, std::shared_ptr<void> ready = {}) {
   return [=](collectives::backend& b) {
+    b.wait_ready(ready); // a device call queued after the caller's stream
     auto counts = reducescatter_counts(count, row, topo.size);
     auto me = static_cast<size_t>(topo.rank);
     auto esz = size_of(t);
@@ -241,6 +262,86 @@ handle reducescatter_async(const void* in, size_t count, size_t row, dtype t, op
   return handle{eng.submit_run(reducescatter_op(count, t, o, f, std::move(name)),
                                reducescatter_body(in, count, row, nullptr, t, o, f, result,
                                                   eng.topo()))};
+}
+
+} // namespace hvactor::hvd::detail
+
+namespace hvactor::hvd::detail {
+
+namespace {
+
+// The engine of a device call, once it is known to have a device backend.
+engine& device_engine_for(const char* call) {
+  auto& eng = engine_for(call);
+  if (eng.device_backend() == nullptr)
+    throw error(fmt::format("hvd::{} on device memory: no GPU collectives on rank {} ({}): {}",
+                            call, job_topology().rank, job_topology().host, gpu_backend()));
+  return eng;
+}
+
+// Puts the caller's current CUDA device back (device backends switch it).
+struct keep_current_device {
+  int device = collectives::current_device();
+  ~keep_current_device() {
+    collectives::restore_device(device);
+  }
+};
+
+} // namespace
+
+// Device reducescatter and alltoall: the host calls' bodies on the device
+// backend (NCCL, or host-staged), after the caller's stream.
+
+void device_reducescatter(const void* in, size_t count, size_t row, void* out, dtype t, op o,
+                          cuda_stream s, scale_factors f, const std::string& name) {
+  check_reducescatter(t, o, f, "reducescatter");
+  keep_current_device keep;
+  auto& eng = device_engine_for("reducescatter");
+  reducescatter_counts(count, row, eng.topo().size);
+  collectives::wait_for_stream(s);
+  eng.run(reducescatter_op(count, t, o, f, name, true),
+          reducescatter_body(in, count, row, out, t, o, f, nullptr, eng.topo()));
+}
+
+handle device_reducescatter_async(const void* in, size_t count, size_t row, void* out, dtype t,
+                                  op o, std::string name, cuda_stream s, scale_factors f,
+                                  std::shared_ptr<void> keep_alive) {
+  check_reducescatter(t, o, f, "reducescatter_async");
+  auto& eng = device_engine_for("reducescatter_async");
+  reducescatter_counts(count, row, eng.topo().size);
+  auto ready = collectives::record_ready(s);
+  auto run = reducescatter_body(in, count, row, out, t, o, f, nullptr, eng.topo(),
+                                std::move(ready));
+  return handle{eng.submit_run(reducescatter_op(count, t, o, f, std::move(name), true),
+                               [run, keep = std::move(keep_alive)](collectives::backend& b) {
+                                 run(b);
+                               })};
+}
+
+std::vector<int64_t> device_alltoall(const void* data, size_t count,
+                                     std::span<const int64_t> send_counts, dtype t,
+                                     cuda_stream s, const device_allocator& allocate) {
+  keep_current_device keep;
+  auto& eng = device_engine_for("alltoall");
+  auto r = std::make_shared<async_result>();
+  auto sends = alltoall_sends(count, send_counts, ranks_of(eng));
+  collectives::wait_for_stream(s);
+  eng.run({.kind = op_kind::alltoall, .type = t, .count = count, .device = true},
+          alltoall_body(data, std::move(sends), t, r, eng.topo().rank,
+                        {&eng.host_backend(), allocate, nullptr}));
+  return std::move(r->counts);
+}
+
+handle device_alltoall_async(const void* data, size_t count, std::span<const int64_t> send_counts,
+                             dtype t, std::string name, cuda_stream s, device_allocator allocate,
+                             const std::shared_ptr<async_result>& result) {
+  auto& eng = device_engine_for("alltoall_async");
+  auto sends = alltoall_sends(count, send_counts, ranks_of(eng));
+  auto ready = collectives::record_ready(s);
+  return handle{eng.submit_run(
+    {.kind = op_kind::alltoall, .type = t, .count = count, .device = true, .name = std::move(name)},
+    alltoall_body(data, std::move(sends), t, result, eng.topo().rank,
+                  {&eng.host_backend(), std::move(allocate), std::move(ready)}))};
 }
 
 } // namespace hvactor::hvd::detail

@@ -87,10 +87,7 @@ void exchange(backend& b, const void* send, size_t send_bytes, void* recv, size_
 
 } // namespace
 
-void check_adasum(hvd::dtype t, int ranks, bool device, const char* call) {
-  if (device)
-    throw std::invalid_argument(fmt::format(
-      "hvd::{}: op::adasum runs on host memory only (copy the tensor to the CPU)", call));
+void check_adasum(hvd::dtype t, int ranks, const char* call) {
   if (t != hvd::dtype::float16 && t != hvd::dtype::float32 && t != hvd::dtype::float64)
     throw std::invalid_argument(fmt::format(
       "hvd::{}: op::adasum supports float16, float32 and float64 tensors (got {})", call,

@@ -23,15 +23,10 @@ namespace hvactor::collectives {
 /// rank alike): a dtype other than float16, float32, float64 ("Adasum
 /// ... supports float16, float32 and float64"), a number of ranks that is
 /// not a power of 2 (Horovod's "Running Adasum with non-power of 2 ranks is
-/// not supported yet."), device memory. Throws std::invalid_argument
-/// naming `call`.
-void check_adasum(hvd::dtype t, int ranks, bool device, const char* call);
-
-/// check_adasum's refusal of device memory, for the device calls.
-inline void check_adasum_host(hvd::op o, const char* call) {
-  if (o == hvd::op::adasum)
-    check_adasum(hvd::dtype::float32, 1, true, call);
-}
+/// not supported yet."). Device memory is accepted: the device backends
+/// run it through host memory (backend::adasum). Throws
+/// std::invalid_argument naming `call`.
+void check_adasum(hvd::dtype t, int ranks, const char* call);
 
 /// Adasum of `count` elements at `data` across the `ranks` ranks of `b`
 /// (this one is `rank`), in place: the same result on every rank. The

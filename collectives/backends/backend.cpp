@@ -1,7 +1,10 @@
 #include "collectives/backends/backend.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
+
+#include "collectives/backends/adasum.hpp"
 
 namespace hvactor::collectives {
 
@@ -81,6 +84,14 @@ void backend::multiply(void* data, size_t count, hvd::dtype t, double factor) {
     case hvd::dtype::boolean: // refused by the hvd calls
       return;
   }
+}
+
+std::shared_ptr<void> backend::zeros(size_t bytes) {
+  return std::shared_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]());
+}
+
+void backend::adasum(void* data, size_t count, hvd::dtype t, int rank, int ranks) {
+  adasum_allreduce(*this, data, count, t, rank, ranks);
 }
 
 void backend::copy(void* dst, const void* src, size_t bytes) {

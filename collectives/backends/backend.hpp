@@ -133,6 +133,19 @@ public:
   /// of device tensors); valid until the next call.
   virtual void* scratch(size_t bytes);
 
+  /// A zeroed buffer of at least `bytes` of this backend's memory, freed
+  /// with its last owner: a joined rank's part in an allreduce it did not
+  /// submit (host zeros for host memory; device backends zero device
+  /// memory on their stream, ordered before the collective that reads it).
+  virtual std::shared_ptr<void> zeros(size_t bytes);
+
+  /// op::adasum of `count` elements at `data` across the `ranks` ranks
+  /// (this one `rank`), in place. The default runs adasum_allreduce() on
+  /// this backend (host memory); device backends copy to host memory, run
+  /// it on their host backend and copy back (NCCL has no Adasum; Horovod's
+  /// GPU Adasum also reduces on the host between nodes).
+  virtual void adasum(void* data, size_t count, hvd::dtype t, int rank, int ranks);
+
   /// Divides `count` elements at `data` by `divisor` (op::average; the
   /// engine calls it once, after the sum). Integers truncate toward zero;
   /// floating point multiplies by 1/divisor; a divisor <= 1 does nothing.

@@ -61,8 +61,9 @@ struct pending_op {
   /// Device allreduces: a CUDA event recorded on the caller's stream when
   /// it submitted (the data is ready once it fired); null otherwise.
   std::shared_ptr<void> ready;
-  /// A joined rank's part in an allreduce it did not submit: the zeros.
-  std::vector<char> zeros;
+  /// A joined rank's part in an allreduce it did not submit: the zeros,
+  /// in the memory of the operation's backend (backend::zeros).
+  std::shared_ptr<void> zeros;
   /// Any other operation: runs on the backend of op.device.
   std::function<void(collectives::backend&)> run;
   std::chrono::steady_clock::time_point submitted;

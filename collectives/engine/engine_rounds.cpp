@@ -335,17 +335,27 @@ bool engine::settle(std::span<const int64_t> header, std::exception_ptr transpor
   return progress;
 }
 
-// A joined rank's part in `op`, which it did not submit: zeros (Horovod's),
-// or a barrier.
+// A joined rank's part in `op`, which it did not submit: zeros (Horovod's;
+// in device memory for a device allreduce, zeroed on the device backend's
+// stream), or a barrier. A device allreduce on a rank without a device
+// backend gets host zeros: backend_for() then fails it like the others.
 std::shared_ptr<pending_op> engine::zeros_for(const operation& op) {
   auto p = std::make_shared<pending_op>();
   p->op = op;
   p->lane = op.name.empty();
   p->submitted = p->proposed = std::chrono::steady_clock::now();
   if (op.kind == collectives::op_kind::allreduce) {
-    p->zeros.assign(op.count * size_of(op.type), 0);
+    auto& b = op.device && device_ ? *device_ : *backend_;
+    try {
+      p->zeros = b.zeros(op.count * size_of(op.type));
+    } catch (...) {
+      // No memory for the zeros: the operation fails here as it would in
+      // the backend, not the round.
+      p->run = [e = std::current_exception()](collectives::backend&) { std::rethrow_exception(e); };
+      return p;
+    }
     p->reduce = true;
-    p->data = p->zeros.data();
+    p->data = p->zeros.get();
   } else {
     p->run = [](collectives::backend& b) { b.barrier(); };
   }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "collectives/backends/adasum.hpp"
 #include "collectives/engine/fusion_planner.hpp"
 
 namespace hvactor::collectives {
@@ -44,7 +43,7 @@ void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op
                      hvd::scale_factors f, int rank) {
   b.multiply(data, count, t, f.prescale_factor);
   if (o == hvd::op::adasum)
-    adasum_allreduce(b, data, count, t, rank, ranks);
+    b.adasum(data, count, t, rank, ranks);
   else
     b.allreduce(data, count, t, backend_reduction(o));
   apply_average(b, data, count, t, o, ranks, f.postscale_factor);

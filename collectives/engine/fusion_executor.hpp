@@ -34,7 +34,8 @@ void apply_average(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o
 /// for: the caller calls b.finish().
 /// `f`'s prescale factor multiplies the input first, its postscale factor
 /// the result (apply_average()).
-/// op::adasum runs adasum_allreduce() as rank `rank` of `ranks`.
+/// op::adasum runs b.adasum() as rank `rank` of `ranks` (on the host, also
+/// for device memory).
 void reduce_in_place(backend& b, void* data, size_t count, hvd::dtype t, hvd::op o, int ranks,
                      hvd::scale_factors f = {}, int rank = 0);
 

@@ -33,9 +33,9 @@
 // join (hvd::join, Horovod's): a rank out of data joins; it announces that
 // with its names, and from then on counts as having submitted every
 // allreduce: what every other rank submitted runs, the joined rank taking
-// part with zeros (round_result::zeros). Other kinds (allgather,
-// broadcast, alltoall) and device tensors fail while a rank has joined, as
-// in Horovod. Once every rank joined, the join is over (round_result::
+// part with zeros (round_result::zeros; on the device for device
+// allreduces). Other kinds (allgather, broadcast, alltoall,
+// reducescatter) fail while a rank has joined, as in Horovod. Once every rank joined, the join is over (round_result::
 // join_done) and every rank learns the last rank to join.
 
 #include <cstddef>

@@ -91,21 +91,18 @@ void negotiator::learn(const std::vector<std::string>& all) {
 // Why `op` cannot run while some rank has joined (Horovod's messages), or
 // nullptr.
 std::exception_ptr negotiator::refusal(const operation& op) const {
-  if (joined_count_ == 0 || (op.kind == op_kind::allreduce && !op.device)
-      || op.kind == op_kind::barrier)
+  if (joined_count_ == 0 || op.kind == op_kind::allreduce || op.kind == op_kind::barrier)
     return nullptr;
   std::string who;
   for (int r = 0; r < size_; ++r)
     if (joined_[static_cast<size_t>(r)])
       who += (who.empty() ? "" : ", ") + std::to_string(r);
-  std::string what = op.device ? "Device tensors are" : [&] {
-    auto k = std::string{to_string(op.kind)};
-    k[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(k[0])));
-    return k + " is";
-  }();
+  auto what = std::string{to_string(op.kind)};
+  what[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(what[0])));
   return std::make_exception_ptr(collective_error(fmt::format(
-    "hvd: {} failed on rank {} ({}): {} not supported with Join at this time (rank{} {} called "
-    "hvd::join(), and joined ranks take part, with zeros, only in allreduces of host memory and in barriers)",
+    "hvd: {} failed on rank {} ({}): {} is not supported with Join at this time (rank{} {} "
+    "called hvd::join(), and joined ranks take part only in allreduces, with zeros, and in "
+    "barriers)",
     describe(op), rank_, host_, what, joined_count_ > 1 ? "s" : "", who)));
 }
 

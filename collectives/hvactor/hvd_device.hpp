@@ -13,9 +13,12 @@
 /// GPU, every call here throws hvactor::error saying why.
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "hvactor/hvd_types.hpp"
 #include "hvactor/hvd_core.hpp"
@@ -75,6 +78,34 @@ void broadcast(device_span<T> x, int root, cuda_stream stream) {
 }
 
 namespace detail {
+/// Device memory for an alltoall's result, asked for once the received
+/// counts (elements from each rank, in rank order) are known; called on
+/// the thread that runs the collective.
+using device_allocator = std::function<void*(std::span<const int64_t> recv_counts)>;
+
+/// Horovod's reducescatter of device memory (the rules of the host call:
+/// op::sum or op::average, rows of `row` elements split over the ranks);
+/// this rank's rows land in `out`, on the device.
+void device_reducescatter(const void* in, size_t count, size_t row, void* out, dtype t, op o,
+                          cuda_stream s, scale_factors f = {}, const std::string& name = {});
+/// The same queued, ordered after the work queued on `s` so far; `in` and
+/// `out` (and `keep_alive`) must live until it finished.
+handle device_reducescatter_async(const void* in, size_t count, size_t row, void* out, dtype t,
+                                  op o, std::string name, cuda_stream s, scale_factors f = {},
+                                  std::shared_ptr<void> keep_alive = nullptr);
+/// Alltoall of device memory (send_counts as for host memory; empty:
+/// size() equal parts): the counts travel through the host backend, the
+/// data on the device backend into `allocate`'s memory. Returns the
+/// received counts.
+std::vector<int64_t> device_alltoall(const void* in, size_t count,
+                                     std::span<const int64_t> send_counts, dtype t,
+                                     cuda_stream s, const device_allocator& allocate);
+/// The same queued after the work queued on `s`; the received counts in
+/// result->counts.
+handle device_alltoall_async(const void* in, size_t count, std::span<const int64_t> send_counts,
+                             dtype t, std::string name, cuda_stream s, device_allocator allocate,
+                             const std::shared_ptr<async_result>& result);
+
 handle device_allreduce_async(void* data, size_t count, dtype t, op o, std::string name,
                               cuda_stream s, scale_factors f = {},
                               std::span<const int64_t> shape = {});

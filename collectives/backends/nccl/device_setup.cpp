@@ -199,7 +199,7 @@ device_setup setup_devices(const topology& t, hvd::detail::engine& eng,
             device};
   }
   auto id = exchange_id(t, client, prefix + "/nccl-id", timeout);
-  auto b = cuda::make_nccl_backend(t, device, id, timeout);
+  auto b = cuda::make_nccl_backend(t, device, id, eng.host_backend(), timeout);
   log::debug("hvd: NCCL {} on GPU {} ({})", nccl_version(), device, mine.substr(3));
   return {std::move(b), "nccl", device};
 }

@@ -16,9 +16,9 @@ namespace {
 
 class nccl_backend final : public device_memory {
 public:
-  nccl_backend(const topology& t, int device, const ncclUniqueId& id,
+  nccl_backend(const topology& t, int device, const ncclUniqueId& id, backend& host,
                std::chrono::milliseconds timeout)
-    : device_memory(t, device, timeout) {
+    : device_memory(t, device, host, timeout) {
     // Nonblocking, so that a rank that never joins fails init after the
     // job's timeout instead of hanging it (every NCCL call is then polled).
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -48,6 +48,42 @@ public:
       o = o == hvd::op::sum || o == hvd::op::max ? hvd::op::max : hvd::op::min;
     call("ncclAllReduce", ncclAllReduce(data, data, count, nccl_type(t), nccl_op(o), comm_,
                                         stream_));
+  }
+
+  // Horovod's NCCLReducescatter: ncclReduceScatter when every rank's part
+  // has the same size, else one ncclReduce per root (its part), grouped
+  // (NCCL has no reduce-scatter-v). `data` is scratch.
+  void reducescatter(void* data, size_t count, std::span<const size_t> counts, int rank,
+                     hvd::dtype t, hvd::op o, void* out) override {
+    (void)count;
+    activate();
+    require_usable("reducescatter");
+    if (t == hvd::dtype::boolean)
+      o = o == hvd::op::sum || o == hvd::op::max ? hvd::op::max : hvd::op::min;
+    auto type = nccl_type(t);
+    auto red = nccl_op(o);
+    auto elem = size_of(t);
+    bool equal = std::all_of(counts.begin(), counts.end(),
+                             [&](size_t c) { return c == counts[0]; });
+    if (equal) {
+      if (counts[0] > 0)
+        call("ncclReduceScatter",
+             ncclReduceScatter(data, out, counts[0], type, red, comm_, stream_));
+      return;
+    }
+    call("ncclGroupStart", ncclGroupStart());
+    size_t offset = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      auto* part = static_cast<char*>(data) + offset * elem;
+      // Only the root's receive buffer is written: this rank's part lands
+      // in `out`, the others' in the scratch they were read from.
+      void* recv = static_cast<int>(r) == rank ? out : part;
+      if (counts[r] > 0)
+        call("ncclReduce",
+             ncclReduce(part, recv, counts[r], type, red, static_cast<int>(r), comm_, stream_));
+      offset += counts[r];
+    }
+    call("ncclGroupEnd", ncclGroupEnd());
   }
 
   // Gathers, broadcasts and exchanges move bytes (ncclUint8): every dtype,
@@ -174,8 +210,8 @@ private:
 } // namespace
 
 std::unique_ptr<backend> make_nccl_backend(const topology& t, int device, const ncclUniqueId& id,
-                                           std::chrono::milliseconds timeout) {
-  return std::make_unique<nccl_backend>(t, device, id, timeout);
+                                           backend& host, std::chrono::milliseconds timeout) {
+  return std::make_unique<nccl_backend>(t, device, id, host, timeout);
 }
 
 } // namespace hvactor::collectives::cuda

@@ -12,9 +12,8 @@
 #include <torch/csrc/autograd/function_hook.h>
 
 #include "torch/grad_schedule.hpp"
+#include "torch/optimizer_grads.hpp"
 #include "hvactor/errors.hpp"
-#include "torch/tensor_check.hpp"
-#include "torch/tensor_path.hpp"
 
 namespace hvactor::hvd {
 
@@ -22,93 +21,10 @@ namespace {
 
 constexpr const char* who = "hvd::distributed_optimizer";
 
-// One gradient's allreduce in flight: the handle and, with fp16
-// compression, the float16 copy that travels; for a CUDA gradient in a job
-// without a device backend, the CPU copy that travels (all kept alive
-// until finished).
-struct grad_in_flight {
-  handle h;
-  torch::Tensor grad;
-  torch::Tensor wire;
-  torch::Tensor staged;
-};
-
-// How every gradient travels, fixed at construction.
-struct wire_plan {
-  op reduction = op::average;
-  compression wire = compression::none;
-  double predivide = 1.0;
-};
-
-// Starts the allreduce of `p`'s gradient: zeros when this rank has none
-// (made contiguous in place), prescaled by 1 / predivide.
-grad_in_flight start_grad(torch::Tensor& p, const wire_plan& plan, const std::string& name) {
-  torch::NoGradGuard no_grad;
-  auto g = p.grad();
-  if (!g.defined()) {
-    g = torch::zeros(p.sizes(), p.options());
-    p.mutable_grad() = g;
-  } else if (!g.is_contiguous()) {
-    g = g.contiguous();
-    p.mutable_grad() = g;
-  }
-  if (plan.predivide != 1.0)
-    g.mul_(1.0 / plan.predivide);
-  grad_in_flight out{{}, g, {}};
-  auto* buf = &g;
-  if (plan.wire == compression::fp16 &&
-      (g.scalar_type() == torch::kFloat || g.scalar_type() == torch::kDouble)) {
-    out.wire = g.to(torch::kHalf);
-    buf = &out.wire;
-  }
-  auto type = detail::dtype_of_tensor(*buf, "distributed_optimizer");
-  auto count = static_cast<size_t>(buf->numel());
-  switch (detail::path_of(*buf, "distributed_optimizer")) {
-    case detail::tensor_path::host:
-      out.h = detail::allreduce_async(buf->data_ptr(), count, type, plan.reduction, name);
-      break;
-    case detail::tensor_path::device:
-      // Ordered on the GPU after backward's kernels on the current stream;
-      // this hook returns at once (the overlap with the rest of backward).
-      out.h = detail::device_allreduce_async(buf->data_ptr(), count, type, plan.reduction, name,
-                                             detail::stream_of(*buf));
-      break;
-    case detail::tensor_path::via_cpu:
-      out.staged = buf->to(torch::kCPU);
-      out.h = detail::allreduce_async(out.staged.data_ptr(), count, type, plan.reduction, name);
-      break;
-  }
-  return out;
-}
-
-// Waits for it, writes a compressed result back and postscales.
-void finish_grad(grad_in_flight& f, const wire_plan& plan) {
-  synchronize(f.h);
-  torch::NoGradGuard no_grad;
-  if (f.staged.defined())
-    (f.wire.defined() ? f.wire : f.grad).copy_(f.staged);
-  if (f.wire.defined())
-    f.grad.copy_(f.wire);
-  if (plan.predivide != 1.0)
-    f.grad.mul_(plan.predivide);
-}
-
-// Waits for every one (the buffers must outlive the operations), then
-// rethrows the first error.
-void finish_all(std::vector<grad_in_flight>& fs, const wire_plan& plan) {
-  std::exception_ptr first;
-  for (auto& f : fs) {
-    try {
-      finish_grad(f, plan);
-    } catch (...) {
-      if (!first)
-        first = std::current_exception();
-    }
-  }
-  fs.clear();
-  if (first)
-    std::rethrow_exception(first);
-}
+using detail::finish_all;
+using detail::grad_in_flight;
+using detail::start_grad;
+using detail::wire_plan;
 
 } // namespace
 
@@ -131,6 +47,39 @@ struct distributed_optimizer::state {
   detail::grad_schedule schedule;
   wire_plan plan;
   std::vector<grad_in_flight> in_flight; // in launch order
+  std::vector<size_t> in_flight_ids;      // the parameter of each
+  // op::adasum (Horovod's Adasum optimizer): the wrapped optimizer, stepped
+  // per parameter as its gradient is ready, and each parameter before it.
+  torch::optim::Optimizer* adasum = nullptr;
+  std::vector<torch::Tensor> starts;
+
+  // Starts parameter j's reduction (locked).
+  void start(size_t j) {
+    auto& p = params[j];
+    in_flight.push_back(adasum ? detail::start_delta(*adasum, p.tensor, starts[j], plan, p.name)
+                               : start_grad(p.tensor, plan, p.name));
+    in_flight_ids.push_back(j);
+  }
+
+  // Waits for every reduction in flight; with Adasum, every parameter
+  // started becomes start + the combined delta (start again where the
+  // reduction failed: the step is lost, not the parameters).
+  void finish(std::vector<grad_in_flight>& fs, const std::vector<size_t>& ids) {
+    if (!adasum) {
+      finish_all(fs, plan);
+      return;
+    }
+    torch::NoGradGuard no_grad;
+    try {
+      finish_all(fs, plan);
+    } catch (...) {
+      for (auto j : ids)
+        params[j].tensor.copy_(starts[j]);
+      throw;
+    }
+    for (auto j : ids)
+      params[j].tensor.add_(starts[j]);
+  }
 
   // A hook: backward produced parameter i's gradient.
   void on_gradient(size_t i) {
@@ -141,7 +90,7 @@ struct distributed_optimizer::state {
         "step() (backward_passes_per_step = {}); raise it to accumulate gradients locally",
         who, params[i].name, passes));
     for (auto j : schedule.on_gradient(i))
-      in_flight.push_back(start_grad(params[j].tensor, plan, params[j].name));
+      start(j);
   }
 
   int passes = 1;
@@ -177,9 +126,9 @@ void check_options(const distributed_optimizer_options& o) {
   if (o.backward_passes_per_step < 1)
     throw std::invalid_argument(fmt::format("{}: backward_passes_per_step must be >= 1: Got {}.",
                                             who, o.backward_passes_per_step));
-  if (o.reduction != op::average && o.reduction != op::sum)
+  if (o.reduction != op::average && o.reduction != op::sum && o.reduction != op::adasum)
     throw std::invalid_argument(
-      fmt::format("{}: gradients are combined with op::average or op::sum", who));
+      fmt::format("{}: gradients are combined with op::average, op::sum or op::adasum", who));
   if (!(std::isfinite(o.gradient_predivide_factor) && o.gradient_predivide_factor > 0))
     throw std::invalid_argument(fmt::format(
       "{}: gradient_predivide_factor must be a finite number > 0: Got {}.", who,
@@ -192,10 +141,45 @@ void check_options(const distributed_optimizer_options& o) {
   if (o.num_groups < 0)
     throw std::invalid_argument(
       fmt::format("{}: num_groups must be >= 0: Got {}.", who, o.num_groups));
+  if (o.process_set.id() < 0)
+    throw std::invalid_argument(fmt::format(
+      "{}: {} was not added (hvd::init(sets) or hvd::add_process_set) or was removed", who,
+      o.process_set.to_string()));
   if (o.num_groups > 0 && !o.groups.empty())
     throw std::invalid_argument(
       fmt::format("{}: pass groups or num_groups, not both ({} groups given, num_groups {})", who,
                   o.groups.size(), o.num_groups));
+}
+
+// Horovod's limits of its Adasum optimizer, on the ranks and parameters
+// known at construction.
+void check_adasum(const distributed_optimizer_options& o, const std::vector<param>& params) {
+  if (o.process_set.id() != 0)
+    throw std::invalid_argument(fmt::format(
+      "{}: op::adasum on {}: Adasum does not support non-global process sets yet (Horovod)", who,
+      o.process_set.to_string()));
+  if (!o.groups.empty() || o.num_groups > 0)
+    throw std::invalid_argument(fmt::format(
+      "{}: op::adasum reduces each parameter on its own; groups and num_groups do not apply",
+      who));
+  int n = size();
+  if (n & (n - 1))
+    throw std::invalid_argument(fmt::format(
+      "{}: op::adasum with {} ranks: Running Adasum with non-power of 2 ranks is not supported "
+      "yet (Horovod)",
+      who, n));
+  for (auto& p : params) {
+    auto t = p.tensor.scalar_type();
+    if (t != torch::kFloat && t != torch::kDouble && t != torch::kHalf)
+      throw std::invalid_argument(fmt::format(
+        "{}: op::adasum: parameter {} is {}; Adasum supports float16, float32 and float64", who,
+        p.name, c10::toString(t)));
+    if (!p.tensor.is_contiguous())
+      throw std::invalid_argument(fmt::format(
+        "{}: op::adasum: parameter {} is not contiguous; the Adasum optimizer reduces parameters "
+        "in place",
+        who, p.name));
+  }
 }
 
 // The optimizer's parameters that need gradients, each once, named by
@@ -305,11 +289,21 @@ void distributed_optimizer::setup(const named_tensors* named) {
   std::unordered_map<const void*, size_t> index_of; // into params
   auto params = named_params(inner_.param_groups(), named, names_, index_of);
   auto units = schedule_units(o, params.size(), index_of);
+  bool adasum = o.reduction == op::adasum;
+  if (adasum)
+    check_adasum(o, params);
   detail::grad_schedule schedule{params.size(), std::move(units), o.backward_passes_per_step};
-  state_ = std::make_shared<state>(std::move(params), std::move(schedule),
-                                   wire_plan{o.reduction, o.wire, o.gradient_predivide_factor});
+  wire_plan plan{o.reduction, o.wire, o.gradient_predivide_factor, o.sparse_as_dense, {}};
+  if (o.process_set.id() != 0)
+    plan.set = o.process_set;
+  excluded_ = !o.process_set.included();
+  state_ = std::make_shared<state>(std::move(params), std::move(schedule), std::move(plan));
   state_->passes = o.backward_passes_per_step;
-  if (o.overlap)
+  if (adasum) {
+    state_->adasum = &inner_;
+    state_->starts.resize(state_->params.size());
+  }
+  if (o.overlap && !excluded_)
     add_hooks(state_);
 }
 
@@ -320,7 +314,7 @@ distributed_optimizer::~distributed_optimizer() {
     if (p.accumulator)
       p.accumulator->del_post_hook(p.hook);
   try {
-    finish_all(state_->in_flight, state_->plan);
+    state_->finish(state_->in_flight, state_->in_flight_ids);
   } catch (const std::exception&) {
     // A destructor must not throw; the error was the caller's to see.
   }
@@ -339,28 +333,47 @@ void distributed_optimizer::zero_grad() {
 }
 
 void distributed_optimizer::synchronize() {
-  auto& st = *state_;
-  std::vector<grad_in_flight> pending;
-  {
-    std::lock_guard<std::mutex> guard{st.mu};
-    pending.swap(st.in_flight);
-    try {
-      for (auto j : st.schedule.flush())
-        pending.push_back(start_grad(st.params[j].tensor, st.plan, st.params[j].name));
-    } catch (...) {
-      try {
-        finish_all(pending, st.plan);
-      } catch (const std::exception&) {
-        // The launch failure is the one to report.
-      }
-      throw;
-    }
+  if (excluded_ || state_->adasum) { // Horovod: nothing to do
+    synchronized_ = true;
+    return;
   }
-  finish_all(pending, st.plan);
+  reduce_all();
   synchronized_ = true;
 }
 
+// Starts every reduction not started yet and waits for all of them.
+void distributed_optimizer::reduce_all() {
+  auto& st = *state_;
+  std::vector<grad_in_flight> pending;
+  std::vector<size_t> ids;
+  {
+    std::lock_guard<std::mutex> guard{st.mu};
+    try {
+      for (auto j : st.schedule.flush())
+        st.start(j);
+    } catch (...) {
+      try {
+        st.finish(st.in_flight, st.in_flight_ids);
+      } catch (const std::exception&) {
+        // The launch failure is the one to report.
+      }
+      st.in_flight_ids.clear();
+      throw;
+    }
+    pending.swap(st.in_flight);
+    ids.swap(st.in_flight_ids);
+  }
+  st.finish(pending, ids);
+}
+
 void distributed_optimizer::step() {
+  if (state_->adasum && !excluded_) {
+    // Each parameter stepped locally as its delta started; the combined
+    // deltas now replace them.
+    reduce_all();
+    synchronized_ = false;
+    return;
+  }
   if (should_synchronize_) {
     if (synchronized_) {
       static std::once_flag warned;
@@ -386,6 +399,14 @@ void distributed_optimizer::set_backward_passes_per_step(int passes) {
   state_->schedule.set_passes(passes);
   state_->passes = passes;
   options_.backward_passes_per_step = passes;
+}
+
+distributed_optimizer::skip_guard distributed_optimizer::skip_synchronize() {
+  if (state_->adasum)
+    throw error(fmt::format("{}: Skipping synchronization is not supported when using Adasum "
+                            "optimizer (op::adasum; Horovod's message)",
+                            who));
+  return skip_guard{*this};
 }
 
 distributed_optimizer::skip_guard::skip_guard(distributed_optimizer& o) noexcept

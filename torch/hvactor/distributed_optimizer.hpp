@@ -27,7 +27,15 @@ struct distributed_optimizer_options {
   /// step() or synchronize() throws hvactor::error from backward(). Without
   /// `overlap` nothing is counted: step() reduces what accumulated.
   int backward_passes_per_step = 1;
-  /// op::average or op::sum.
+  /// op::average or op::sum: gradients are reduced; op::adasum: Horovod's
+  /// Adasum optimizer (_DistributedAdasumOptimizer). Each rank steps the
+  /// wrapped optimizer on its own gradients as soon as a parameter's are
+  /// ready (with its own optimizer state: momentum, Adam's moments), and
+  /// the ranks combine their parameter deltas with Adasum; step() adds the
+  /// combined delta to the parameters as they were before the local step.
+  /// Adasum needs a power-of-2 number of ranks and float16/32/64
+  /// parameters, the global process set, no groups and no
+  /// skip_synchronize() (Horovod's limits); synchronize() does nothing.
   op reduction = op::average;
   /// Start each gradient's allreduce during backward() (hooks on the
   /// gradient accumulators); false: all of them in synchronize().
@@ -44,6 +52,22 @@ struct distributed_optimizer_options {
   /// > 0 (and no `groups`): the parameters, in order, in this many groups of
   /// nearly equal counts (Horovod's groups=N / num_groups=N).
   int num_groups = 0;
+  /// A sparse gradient (an Embedding's with sparse_grad = true) is reduced
+  /// as a dense tensor and written back sparse (Horovod's sparse_as_dense);
+  /// false: as Horovod's sparse allreduce (sparse_allreduce_async: every
+  /// rank's indices and values gathered, coalesced). A rank must produce a
+  /// parameter's sparse gradient in the first step it is reduced, as in
+  /// Horovod: a gradient this rank never produced is reduced as dense
+  /// zeros, which only a dense reduction on the other ranks meets
+  /// (sparse_as_dense meets it always).
+  bool sparse_as_dense = false;
+  /// The ranks whose gradients are averaged (Horovod's process_set=): a
+  /// set from hvd::init(sets) or add_process_set. Its members reduce over
+  /// it alone; on a rank outside it the optimizer reduces nothing and
+  /// step() is the wrapped optimizer's (Horovod's). Hooks run on
+  /// autograd's thread, so a process_set_scope around backward() does not
+  /// reach them: pass the set here.
+  hvd::process_set process_set = global_process_set();
 };
 
 /// Horovod's DistributedOptimizer: wraps any torch::optim::Optimizer and
@@ -115,9 +139,9 @@ public:
     bool before_;
   };
   /// Horovod's `with optimizer.skip_synchronize(): optimizer.step()`.
-  skip_guard skip_synchronize() noexcept {
-    return skip_guard{*this};
-  }
+  /// Throws hvactor::error with op::adasum (Horovod: "Skipping
+  /// synchronization is not supported when using Adasum optimizer.").
+  skip_guard skip_synchronize();
 
   /// Changes backward_passes_per_step; throws std::invalid_argument for
   /// k < 1 and hvactor::error between backward() and step().
@@ -147,6 +171,7 @@ private:
   distributed_optimizer(torch::optim::Optimizer& inner, const named_tensors* named,
                         distributed_optimizer_options options);
   void setup(const named_tensors* named);
+  void reduce_all();
 
   torch::optim::Optimizer& inner_;
   distributed_optimizer_options options_;
@@ -154,6 +179,7 @@ private:
   std::shared_ptr<state> state_;
   bool should_synchronize_ = true;
   bool synchronized_ = false;
+  bool excluded_ = false; // not a member of options_.process_set
 };
 
 } // namespace hvactor::hvd

@@ -140,6 +140,46 @@ tensor_result_handle alltoall_async(const torch::Tensor& t,
 tensor_result_handle reducescatter_async(const torch::Tensor& t, op o = op::average,
                                          const std::string& name = {}, scale_factors f = {});
 
+/// A sparse allreduce in flight (sparse_allreduce_async). Move-only.
+class sparse_handle {
+public:
+  sparse_handle() = default;
+  /// True once its gathers finished (successfully or not).
+  bool ready() const {
+    return indices_.ready() && values_.ready() && sizes_.ready();
+  }
+
+private:
+  friend sparse_handle sparse_allreduce_async(const torch::Tensor&, op, const std::string&);
+  friend torch::Tensor synchronize(sparse_handle&);
+  tensor_result_handle indices_, values_, sizes_;
+  torch::Tensor like_; // the input (its sizes, dtype and device)
+  std::string name_;
+  op op_ = op::average;
+  int set_size_ = 1;
+};
+
+/// Horovod's sparse allreduce (sparse_allreduce_async) of a sparse COO
+/// tensor `t` (an Embedding's gradient with sparse_grad = true): every
+/// rank's indices and values are allgathered ("<name>.indices",
+/// "<name>.values"; and the dense sizes, "<name>.sizes", checked: a rank
+/// whose sizes differ makes every rank throw collective_error naming both),
+/// and synchronize() returns them as one coalesced sparse tensor: the sum,
+/// or for op::average the sum divided by the number of ranks (integers
+/// truncate). Ranks may hold different numbers of entries, none included;
+/// the sparse and dense dimensions must match. std::invalid_argument for a
+/// dense `t` and for other ops. CUDA tensors gather as allgather does and
+/// come back on their device.
+sparse_handle sparse_allreduce_async(const torch::Tensor& t, op o = op::average,
+                                     const std::string& name = {});
+
+/// Waits for `h` and returns the reduced sparse tensor (coalesced).
+torch::Tensor synchronize(sparse_handle& h);
+
+/// sparse_allreduce_async and synchronize in one call.
+torch::Tensor sparse_allreduce(const torch::Tensor& t, op o = op::average,
+                               const std::string& name = {});
+
 namespace detail {
 /// What travels for `t` under `wire`: a float16 copy of a float32/float64
 /// tensor with compression::fp16, else `t` itself.

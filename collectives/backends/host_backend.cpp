@@ -12,6 +12,7 @@
 
 #include "collectives/backends/gloo/gloo_backend.hpp"
 #include "collectives/backends/cross_pipeline.hpp"
+#include "collectives/backends/reducescatter_columns.hpp"
 #include "hvactor/errors.hpp"
 #include "base/internal/env_names.hpp"
 #include "base/internal/log.hpp"
@@ -41,6 +42,15 @@ namespace {
 
 std::string mib(size_t bytes) {
   return fmt::format("{:g} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+/// Where each of the consecutive parts of `counts` elements begins, in
+/// units of `unit`.
+std::vector<size_t> offsets_of(std::span<const size_t> counts, size_t unit) {
+  std::vector<size_t> offsets(counts.size());
+  for (size_t r = 1; r < counts.size(); ++r)
+    offsets[r] = offsets[r - 1] + counts[r - 1] * unit;
+  return offsets;
 }
 
 /// A hierarchical allreduce of at least twice this much is pipelined in
@@ -124,15 +134,16 @@ public:
   }
 
   // One node: the shared-memory reduce-scatter with Horovod's split (each
-  // rank reduces only its part); across nodes: the default (an allreduce
-  // on the path allreduce() takes, then the part).
+  // rank reduces only its part); hierarchical: each column reduced on the
+  // node, then reduce-scattered across the nodes (reducescatter_columns);
+  // over Gloo alone: the default (an allreduce, then the part).
   void reducescatter(void* data, size_t count, std::span<const size_t> counts, int rank,
                      hvd::dtype t, hvd::op o, void* out) override {
-    if (!paths_.single_node)
+    if (!paths_.single_node && !paths_.hierarchical_allreduce)
       return backend::reducescatter(data, count, counts, rank, t, o, out);
-    std::vector<size_t> offsets(counts.size());
-    for (size_t r = 1; r < counts.size(); ++r)
-      offsets[r] = offsets[r - 1] + counts[r - 1];
+    if (paths_.hierarchical_allreduce && !paths_.single_node)
+      return guarded([&] { hierarchical_reducescatter(data, count, counts, rank, t, o, out); });
+    auto offsets = offsets_of(counts, 1);
     std::vector<shm::communicator::range> parts;
     for (int r : paths_.local_ranks)
       parts.push_back({offsets[static_cast<size_t>(r)], counts[static_cast<size_t>(r)]});
@@ -209,19 +220,21 @@ public:
 
   std::string describe() const override {
     if (paths_.single_node)
-      return fmt::format("allreduce: shm, allgather: shm, broadcast: shm, barrier: shm, alltoall: "
-                         "gloo ({} ranks on {} share its shared-memory segment, {} slots)",
+      return fmt::format("allreduce: shm, allgather: shm, broadcast: shm, barrier: shm, "
+                         "reducescatter: shm, alltoall: gloo ({} ranks on {} share its "
+                         "shared-memory segment, {} slots)",
                          paths_.local_size, topo_.host, mib(comm_->slot_bytes()));
     if (hierarchical()) {
       auto h = [](bool on) { return on ? "hierarchical" : "gloo"; };
       return fmt::format("allreduce: {}, allgather: {}, broadcast: {}, barrier: hierarchical, "
-                         "alltoall: gloo ({} nodes x {} ranks: shared memory inside a node, Gloo "
-                         "across nodes)",
+                         "reducescatter: {}, alltoall: gloo ({} nodes x {} ranks: shared memory "
+                         "inside a node, Gloo across nodes)",
                          h(paths_.hierarchical_allreduce), h(paths_.hierarchical_allgather),
-                         h(paths_.hierarchical_allreduce), paths_.nodes, paths_.local_size);
+                         h(paths_.hierarchical_allreduce), h(paths_.hierarchical_allreduce),
+                         paths_.nodes, paths_.local_size);
     }
     return fmt::format("allreduce: gloo, allgather: gloo, broadcast: gloo, barrier: gloo, "
-                       "alltoall: gloo ({})",
+                       "reducescatter: gloo, alltoall: gloo ({})",
                        paths_.why.empty() ? "one rank per node" : paths_.why);
   }
 
@@ -302,6 +315,33 @@ private:
     }
   }
 
+  // The node's ranks reduce the columns (column l into local rank l) on
+  // shared memory; the ranks of local rank l send each part of their
+  // column to its owner across the nodes (one alltoall: every element
+  // crosses once), and each reduces the copies it received, node 0's
+  // first.
+  void hierarchical_reducescatter(const void* data, size_t count, std::span<const size_t> counts,
+                                  int rank, hvd::dtype t, hvd::op o, void* out) {
+    const size_t esz = hvd::size_of(t);
+    auto plan = reducescatter_columns::plan(paths_, counts, rank, topo_.local_rank);
+    gathered_.resize(std::max<size_t>(count * esz, 1));
+    plan.arrange(data, gathered_.data(), esz);
+    std::vector<shm::communicator::range> parts;
+    for (auto& c : plan.columns)
+      parts.push_back({c.begin, c.count});
+    comm_->reduce_scatter(gathered_.data(), parts, t, o);
+    auto mine = plan.columns[static_cast<size_t>(topo_.local_rank)];
+    auto part = counts[static_cast<size_t>(rank)];
+    if (mine.count == 0) // the same on every node: nothing to send here
+      return;
+    column_.resize(std::max<size_t>(part * static_cast<size_t>(paths_.nodes) * esz, 1));
+    across([&] {
+      cross_->alltoallv(gathered_.data() + mine.begin * esz, plan.sends, column_.data(),
+                        plan.receives, t);
+    });
+    plan.fold(column_.data(), out, t, o);
+  }
+
   int local_index(int world_rank) const {
     for (size_t k = 0; k < paths_.local_ranks.size(); ++k)
       if (paths_.local_ranks[k] == world_rank)
@@ -320,12 +360,7 @@ private:
   void local_allgatherv(const void* in, void* out, std::span<const size_t> counts,
                         hvd::dtype t) {
     auto esz = hvd::size_of(t);
-    std::vector<size_t> offsets(counts.size());
-    size_t at = 0;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      offsets[r] = at;
-      at += counts[r] * esz;
-    }
+    auto offsets = offsets_of(counts, esz);
     std::vector<size_t> bytes, where;
     for (int r : paths_.local_ranks) {
       bytes.push_back(counts[static_cast<size_t>(r)] * esz);
@@ -362,12 +397,7 @@ private:
     gathered_.resize(total);
     across([&] { cross_->allgatherv(in, column_.data(), column, t); });
     comm_->allgatherv(column_.data(), gathered_.data(), bytes, where);
-    std::vector<size_t> offsets(counts.size());
-    size_t at = 0;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      offsets[r] = at;
-      at += counts[r] * esz;
-    }
+    auto offsets = offsets_of(counts, esz);
     auto* dst = static_cast<std::byte*>(out);
     for (int l = 0; l < n; ++l) {
       size_t from = where[static_cast<size_t>(l)];

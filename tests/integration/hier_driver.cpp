@@ -29,6 +29,13 @@
 //       api_workloads.hpp's checks (reducescatter, scale factors, async
 //       and grouped collectives, objects, refusals) in one job:
 //       API <rank> <OK | what was wrong>   and PATH <rank> <backend_info>
+//   hier_driver --address A reducescatter H
+//       reducescatter_workloads.hpp (issue 59) in one job:
+//       PATH <rank> <hvd::backend_info()>
+//       RS <rank> <OK | what was wrong>   even and uneven parts, sum, average
+//       BYTES <rank> <reducescatter> <column> <allreduce>   bytes this rank
+//                  wrote to sockets during a 16 MiB reducescatter, what its
+//                  column sends to the other nodes, and during an allreduce
 //   hier_driver --address A stall H DIR
 //       stall_workloads.hpp's busy_peer (unnamed) with
 //       HOROVOD_STALL_CHECK_TIME_SECONDS=1, _SHUTDOWN_TIME_SECONDS=3: rank
@@ -61,6 +68,7 @@
 #include "api_workloads.hpp"
 #include "join_workloads.hpp"
 #include "permuted_collectives.hpp"
+#include "reducescatter_workloads.hpp"
 #include "stall_workloads.hpp"
 #include "victim_allreduce.hpp"
 
@@ -323,6 +331,22 @@ int stall_mode(hvactor::runtime& rt, int h, const std::string& dir) {
   return 0;
 }
 
+int reducescatter_mode(hvactor::runtime& rt, int h) {
+  hvactor::executor ex{rt, job_settings(), hosts(h)};
+  ex.start();
+  auto ranks = ex.run(&hvactor::test::rs::hierarchical_reducescatter);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    auto& text = ranks[r];
+    auto bar1 = text.find('|'), bar2 = text.rfind('|');
+    auto rank = std::to_string(r) + " ";
+    say("PATH " + rank + text.substr(0, bar1));
+    say("RS " + rank + one_line(text.substr(bar1 + 1, bar2 - bar1 - 1)));
+    say("BYTES " + rank + text.substr(bar2 + 1));
+  }
+  ex.shutdown();
+  return 0;
+}
+
 int api_mode(hvactor::runtime& rt, int h) {
   hvactor::executor ex{rt, job_settings(), hosts(h)};
   ex.start();
@@ -362,6 +386,11 @@ int main(int argc, char** argv) {
       say("DONE");
       return rc;
     }
+    if (args.size() >= 3 && args[1] == "reducescatter") {
+      int rc = reducescatter_mode(rt, std::stoi(args[2]));
+      say("DONE");
+      return rc;
+    }
     if (args.size() >= 4 && args[1] == "stall") {
       int rc = stall_mode(rt, std::stoi(args[2]), args[3]);
       say("DONE");
@@ -373,7 +402,7 @@ int main(int argc, char** argv) {
       return rc;
     }
     std::fprintf(stderr, "usage: hier_driver --address A (compare H | permute H SEEDS | join H | "
-                         "api H | stall H DIR | kill H VICTIM DIR)\n");
+                         "api H | reducescatter H | stall H DIR | kill H VICTIM DIR)\n");
     return 2;
   } catch (const std::exception& e) {
     say(std::string{"ERROR "} + e.what());

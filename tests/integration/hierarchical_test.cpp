@@ -6,7 +6,8 @@
 // (with and without the response cache), hvd::join() with ranks of uneven
 // step counts on different nodes (join_workloads.hpp), and a rank SIGKILLed
 // inside a hierarchical allreduce failing every other rank; under 2 busy
-// threads per core too (issue 28).
+// threads per core too (issue 28); the reducescatter whose parts cross the
+// nodes once (issue 59).
 
 #include <chrono>
 #include <filesystem>
@@ -264,6 +265,45 @@ TEST_CASE("on 2 and 3 nodes x 2 workers, reducescatter, scale factors, the async
     for (auto& line : apis) {
       CAPTURE(line);
       CHECK(rank_and_text(line).second == "OK");
+    }
+  }
+}
+
+TEST_CASE("on 2 and 3 nodes x 2 workers, the hierarchical reducescatter gives the sums and "
+          "averages of even and uneven parts, and each rank writes to its sockets little more "
+          "than its column's parts for the other nodes, about half an allreduce's (issue 59)") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    cluster c{nodes(n)};
+    auto driver = hier_driver(c, {"reducescatter", std::to_string(n)});
+    finish(*driver);
+    auto paths = lines_with(*driver, "PATH ");
+    auto checks = lines_with(*driver, "RS ");
+    auto bytes = lines_with(*driver, "BYTES ");
+    REQUIRE(paths.size() == static_cast<size_t>(2 * n));
+    REQUIRE(checks.size() == static_cast<size_t>(2 * n));
+    REQUIRE(bytes.size() == static_cast<size_t>(2 * n));
+    for (auto& line : paths) {
+      CAPTURE(line);
+      CHECK(contains(line, "reducescatter: hierarchical"));
+    }
+    for (auto& line : checks) {
+      CAPTURE(line);
+      CHECK(rank_and_text(line).second == "OK");
+    }
+    for (auto& line : bytes) {
+      CAPTURE(line);
+      std::istringstream in{rank_and_text(line).second};
+      long long rs = 0, column = 0, ar = 0;
+      in >> rs >> column >> ar;
+      MESSAGE("rank " << rank_and_text(line).first << ": reducescatter wrote " << rs
+                      << " bytes, its column's parts for the other nodes are " << column
+                      << ", an allreduce wrote " << ar);
+      // Every part crosses once (plus Gloo's and the negotiation's few
+      // bytes); an allreduce's ring sends each slice element twice.
+      CHECK(rs >= column);
+      CHECK(rs <= column + column / 20 + (256 << 10));
+      CHECK(ar > rs + rs / 2);
     }
   }
 }

@@ -14,4 +14,8 @@ cuda_stream stream_of(const torch::Tensor& t) {
   return nullptr;
 }
 
+tensor_allocator allocator_here(const torch::TensorOptions& options) {
+  return [options](const std::vector<int64_t>& shape) { return torch::empty(shape, options); };
+}
+
 } // namespace hvactor::hvd::detail

@@ -1,6 +1,7 @@
 // Tensor allreduce_async / synchronize / grouped_allreduce and alltoall:
 // Horovod's allreduce_async_, grouped_allreduce_ and alltoall on
-// torch::Tensor, each tensor on its path (tensor_path.hpp).
+// torch::Tensor, each tensor on its path (tensor_path.hpp; alltoall of a
+// CUDA tensor on the device backend too).
 
 #include <cstring>
 #include <numeric>
@@ -111,6 +112,35 @@ std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& splits, int64_t r
   return splits;
 }
 
+// The received rows per rank from the received element counts.
+void rows_received(const std::vector<int64_t>& counts, int64_t inner, std::vector<int64_t>* out) {
+  if (!out)
+    return;
+  out->clear();
+  for (auto r : counts)
+    out->push_back(inner > 0 ? r / inner : 0);
+}
+
+// A CUDA tensor's alltoall on the device backend: the result is
+// allocated, once the received counts are known, on the caller's stream.
+torch::Tensor alltoall_on_device(const torch::Tensor& c, const std::vector<int64_t>& send_counts,
+                                 int64_t inner, std::vector<int64_t>* received_splits) {
+  auto type = detail::dtype_of_tensor(c, "alltoall");
+  auto allocate = detail::allocator_here(c.options());
+  torch::Tensor out;
+  auto shape = c.sizes().vec();
+  auto counts = detail::device_alltoall(
+    c.data_ptr(), static_cast<size_t>(c.numel()), send_counts, type, detail::stream_of(c),
+    [&](std::span<const int64_t> received) -> void* {
+      auto total = std::accumulate(received.begin(), received.end(), int64_t{0});
+      shape[0] = inner > 0 ? total / inner : 0;
+      out = allocate(shape);
+      return out.data_ptr();
+    });
+  rows_received(counts, inner, received_splits);
+  return out;
+}
+
 } // namespace
 
 torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& splits,
@@ -118,7 +148,7 @@ torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& split
   if (t.dim() == 0)
     throw std::invalid_argument("hvd::alltoall: a 0-dimensional tensor has no rows to split");
   auto type = detail::dtype_of_tensor(t, "alltoall");
-  detail::path_of(t, "alltoall"); // a CUDA tensor on another GPU is refused
+  auto path = detail::path_of(t, "alltoall"); // a CUDA tensor on another GPU is refused
   auto parts = rows_per_rank(splits, t.size(0));
   auto c = t.contiguous();
   // Every dimension but the first must agree, or the rows received here
@@ -131,7 +161,9 @@ torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& split
   std::vector<int64_t> send_counts;
   for (auto p : parts)
     send_counts.push_back(p * inner);
-  auto host = c.is_cpu() ? c : c.to(torch::kCPU); // no device alltoall: through the CPU
+  if (path == detail::tensor_path::device)
+    return alltoall_on_device(c, send_counts, inner, received_splits);
+  auto host = c.is_cpu() ? c : c.to(torch::kCPU); // no device backend: through the CPU
   std::vector<int64_t> recv_counts;
   auto bytes = detail::alltoall(host.data_ptr(), static_cast<size_t>(host.numel()), send_counts,
                                 type, &recv_counts);
@@ -140,11 +172,7 @@ torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& split
   auto out = torch::empty(shape, host.options());
   if (!bytes.empty())
     std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
-  if (received_splits) {
-    received_splits->clear();
-    for (auto r : recv_counts)
-      received_splits->push_back(inner > 0 ? r / inner : 0);
-  }
+  rows_received(recv_counts, inner, received_splits);
   return c.is_cpu() ? out : out.to(c.device());
 }
 

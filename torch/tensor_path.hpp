@@ -12,6 +12,9 @@
 //            CPU copy made here and copied back after, as Horovod's
 //            DoAllreduceCudaOnCPU does.
 
+#include <functional>
+#include <vector>
+
 #include <torch/torch.h>
 
 #include "hvactor/hvd.hpp"
@@ -30,6 +33,13 @@ tensor_path path_of(const torch::Tensor& t, const char* call);
 /// The current CUDA stream of `t`'s device (cuda_stream.cpp: LibTorch's
 /// c10::cuda::getCurrentCUDAStream); nullptr for a CPU tensor.
 cuda_stream stream_of(const torch::Tensor& t);
+
+/// Allocates like torch::empty(shape, options) from any thread as the
+/// calling thread would now: a CUDA block then belongs to the caller's
+/// current stream in LibTorch's caching allocator (cuda_stream.cpp), as a
+/// result hvd's engine thread allocates for the caller should.
+using tensor_allocator = std::function<torch::Tensor(const std::vector<int64_t>& shape)>;
+tensor_allocator allocator_here(const torch::TensorOptions& options);
 
 /// "cuda:1" or "cpu".
 std::string device_name(const torch::Tensor& t);

@@ -1,8 +1,10 @@
 // The tensor collectives that return a new tensor, queued (Horovod's
 // allgather_async, broadcast_async, alltoall_async, reducescatter_async):
-// the data travels through hvd's async calls on a CPU copy, and where
-// the ranks' shapes matter their descriptions travel alongside in an async
-// allgather of their own, checked at synchronize() on every rank alike.
+// the data travels through hvd's async calls on a CPU copy (alltoall and
+// reducescatter of a CUDA tensor: on the device backend, when the job has
+// one), and where the ranks' shapes matter their descriptions travel
+// alongside in an async allgather of their own, checked at synchronize()
+// on every rank alike.
 
 #include <cstring>
 #include <numeric>
@@ -73,6 +75,78 @@ torch::Tensor on_device(const torch::Tensor& out, const torch::Device& device) {
   return device.is_cpu() ? out : out.to(device);
 }
 
+// A CUDA tensor on the device backend's path (the job has one).
+bool on_device_path(const torch::Tensor& t, const char* call) {
+  detail::dtype_of_tensor(t, call);
+  return detail::path_of(t, call) == detail::tensor_path::device;
+}
+
+int64_t rows_of(int64_t elements, int64_t inner) {
+  return inner > 0 ? elements / inner : 0;
+}
+
+// alltoall_async of a CUDA tensor on the device backend: the result is
+// allocated on the engine's thread once the counts are known, as on the
+// caller's stream; the shapes are checked at synchronize().
+tensor_result_handle alltoall_on_device(const torch::Tensor& c, const std::vector<int64_t>& counts,
+                                        int64_t inner, const std::string& name) {
+  tensor_result_handle h;
+  h.source_ = c;
+  auto call = detail::call_name("alltoall", name);
+  auto out = std::make_shared<torch::Tensor>();
+  h.finish_ = [call, out, inner](tensor_result_handle& hh, std::vector<int64_t>* received) {
+    detail::check_allgather(shapes_of(hh, call), call);
+    if (received) {
+      received->clear();
+      for (auto e : hh.data_result_->counts)
+        received->push_back(rows_of(e, inner));
+    }
+    return *out;
+  };
+  exchange_shapes(h, c, name);
+  h.data_result_ = result_owning(c);
+  auto allocate = detail::allocator_here(c.options());
+  auto shape = c.sizes().vec();
+  detail::device_allocator into = [allocate, out, shape, inner](
+                                    std::span<const int64_t> received) mutable -> void* {
+    shape[0] = rows_of(std::accumulate(received.begin(), received.end(), int64_t{0}), inner);
+    *out = allocate(shape);
+    return out->data_ptr();
+  };
+  h.data_ = detail::device_alltoall_async(c.data_ptr(), static_cast<size_t>(c.numel()), counts,
+                                          detail::dtype_of_tensor(c, "alltoall_async"), name,
+                                          detail::stream_of(c), std::move(into), h.data_result_);
+  return h;
+}
+
+// reducescatter_async of a CUDA tensor on the device backend (int16 as
+// int32: NCCL has none), into a part allocated here.
+tensor_result_handle reducescatter_on_device(const torch::Tensor& t, op o,
+                                             const std::string& name, scale_factors f) {
+  auto type = detail::dtype_of_tensor(t, "reducescatter_async");
+  auto c = type == dtype::int16 ? t.to(torch::kInt).contiguous() : t.contiguous();
+  auto count = static_cast<size_t>(c.numel());
+  auto row = count == 0 ? size_t{1} : static_cast<size_t>(row_elements(c));
+  auto shape = c.sizes().vec();
+  int64_t rows = shape[0], n = detail::set_size();
+  shape[0] = rows / n + (detail::set_rank() < rows % n ? 1 : 0);
+  auto out = torch::empty(shape, c.options());
+  tensor_result_handle h;
+  h.source_ = c;
+  auto call = detail::call_name("reducescatter", name);
+  auto scalar = t.scalar_type();
+  h.finish_ = [call, out, scalar](tensor_result_handle& hh, std::vector<int64_t>*) {
+    detail::check_same(shapes_of(hh, call), call);
+    return out.scalar_type() == scalar ? out : out.to(scalar);
+  };
+  exchange_shapes(h, t, name);
+  h.data_result_ = result_owning(c);
+  h.data_ = detail::device_reducescatter_async(
+    c.data_ptr(), count, row, out.data_ptr(), type == dtype::int16 ? dtype::int32 : type, o, name,
+    detail::stream_of(c), f, std::make_shared<std::vector<torch::Tensor>>(std::vector{c, out}));
+  return h;
+}
+
 } // namespace
 
 torch::Tensor synchronize(tensor_result_handle& h, std::vector<int64_t>* received_splits) {
@@ -132,7 +206,7 @@ tensor_result_handle alltoall_async(const torch::Tensor& t, const std::vector<in
                                     const std::string& name) {
   if (t.dim() == 0)
     throw std::invalid_argument("hvd::alltoall: a 0-dimensional tensor has no rows to split");
-  auto c = cpu_source(t, "alltoall_async");
+  auto c = on_device_path(t, "alltoall_async") ? t.contiguous() : cpu_source(t, "alltoall_async");
   int64_t inner = row_elements(c), rows = c.size(0), n = detail::set_size();
   std::vector<int64_t> counts;
   if (splits.empty()) {
@@ -149,6 +223,8 @@ tensor_result_handle alltoall_async(const torch::Tensor& t, const std::vector<in
     for (auto s : splits)
       counts.push_back(s * inner);
   }
+  if (c.is_cuda())
+    return alltoall_on_device(c, counts, inner, name);
   tensor_result_handle h;
   h.source_ = c;
   auto call = detail::call_name("alltoall", name);
@@ -179,6 +255,8 @@ tensor_result_handle reducescatter_async(const torch::Tensor& t, op o, const std
                                          scale_factors f) {
   if (t.dim() == 0)
     throw std::invalid_argument("hvd::reducescatter: a 0-dimensional tensor has no rows to split");
+  if (on_device_path(t, "reducescatter_async"))
+    return reducescatter_on_device(t, o, name, f);
   auto c = cpu_source(t, "reducescatter_async");
   auto count = static_cast<size_t>(c.numel());
   auto row = count == 0 ? size_t{1} : static_cast<size_t>(row_elements(c));

@@ -72,8 +72,9 @@ void grouped_allreduce(std::vector<torch::Tensor>& ts, op o = op::average, scale
 /// rank, checked first: a collective_error on every rank naming both ranks
 /// otherwise) with op::sum or op::average and returns this rank's rows of
 /// the result: of dimension 0's n rows, rank r gets n / size() (+1 for the
-/// first n % size() ranks), in rank order. CUDA tensors reduce through the
-/// CPU and come back on their device. std::invalid_argument for a
+/// first n % size() ranks), in rank order. CUDA tensors reduce on the
+/// device backend (NCCL or host-staged) when the job has one, else through
+/// the CPU, and come back on their device. std::invalid_argument for a
 /// 0-dimensional tensor and for other ops.
 torch::Tensor reducescatter(const torch::Tensor& t, op o = op::average, scale_factors f = {},
                             const std::string& name = {}, compression wire = compression::none);
@@ -192,7 +193,8 @@ torch::Tensor on_the_wire(const torch::Tensor& t, compression wire);
 /// concatenated in rank order; `received_splits`, when given, gets how many
 /// came from each rank. Every dimension but the first must match across
 /// ranks (checked first, a collective_error on every rank otherwise). CUDA
-/// tensors travel through the CPU and come back on their device.
+/// tensors travel on the device backend when the job has one, else through
+/// the CPU, and come back on their device.
 torch::Tensor alltoall(const torch::Tensor& t, const std::vector<int64_t>& splits = {},
                        std::vector<int64_t>* received_splits = nullptr);
 

@@ -7,7 +7,8 @@
 // made by the adapter when the job has no device backend
 // (HVACTOR_GPU_OPERATIONS=NONE). A training step through
 // distributed_optimizer on the GPU must match one process training on the
-// CPU on the whole batch within 1e-5.
+// CPU on the whole batch within 1e-5. Issue 59 (never run on a GPU yet):
+// reducescatter, alltoall, Adasum and join on CUDA tensors on every path.
 
 #define DOCTEST_CONFIG_IMPLEMENT
 
@@ -170,6 +171,83 @@ std::vector<std::string> cuda_small_types() {
   return out;
 }
 
+// This rank's first row and row count of a reducescatter of `rows` rows.
+std::pair<int64_t, int64_t> my_rows(int64_t rows, int r, int n) {
+  int64_t first = 0;
+  for (int k = 0; k < r; ++k)
+    first += rows / n + (k < rows % n ? 1 : 0);
+  return {first, rows / n + (r < rows % n ? 1 : 0)};
+}
+
+// In a worker: issue 59 on CUDA tensors (reducescatter with even and
+// uneven rows, sync, async and grouped; alltoall with uneven splits, sync
+// and async; Adasum against the same tensor on the CPU; join with CUDA
+// allreduces); the backend, then one "ok"/"FAIL" line per check.
+std::vector<std::string> cuda_issue59() {
+  hvd::init();
+  int r = hvd::rank(), n = hvd::size();
+  auto on = [](torch::ScalarType t) { return torch::TensorOptions().dtype(t).device(gpu()); };
+  std::vector<std::string> out{hvd::gpu_backend()};
+  auto expect = [&](bool ok, const std::string& what) { out.push_back((ok ? "ok " : "FAIL ") + what); };
+  auto base = [](int64_t rows, torch::ScalarType t) {
+    return torch::arange(rows * 3, torch::TensorOptions().dtype(t)).reshape({rows, 3});
+  };
+  auto x = base(4 * n, torch::kFloat).mul(r + 1).to(gpu());
+  auto want_x = base(4 * n, torch::kFloat).mul(n * (n + 1) / 2).narrow(0, 4 * r, 4);
+  auto px = hvd::reducescatter(x, hvd::op::sum);
+  expect(px.is_cuda() && torch::equal(px.cpu(), want_x), "reducescatter, even rows");
+  auto [first, mine] = my_rows(2 * n + 1, r, n);
+  auto y = base(2 * n + 1, torch::kDouble).mul(r + 1).to(gpu());
+  auto py = hvd::reducescatter(y, hvd::op::average);
+  auto want_y = base(2 * n + 1, torch::kDouble).mul((n + 1) / 2.0).narrow(0, first, mine);
+  expect(py.is_cuda() && torch::allclose(py.cpu(), want_y), "reducescatter, uneven rows, average");
+  auto z = hvd::reducescatter(torch::full({2 * n + 1, 2}, r + 1, on(torch::kShort)), hvd::op::sum);
+  expect(z.scalar_type() == torch::kShort && z.size(0) == mine
+           && (z == n * (n + 1) / 2).all().item<bool>(), "reducescatter of int16");
+  auto hx = hvd::reducescatter_async(x, hvd::op::sum, "rs59");
+  expect(torch::equal(hvd::synchronize(hx).cpu(), want_x), "reducescatter_async");
+  auto g = hvd::grouped_reducescatter({x, y}, hvd::op::sum);
+  expect(g.size() == 2 && torch::equal(g[0].cpu(), want_x), "grouped_reducescatter");
+  // Rank r sends q + 1 rows valued 100 r + q to rank q.
+  std::vector<int64_t> splits;
+  std::vector<torch::Tensor> rows;
+  for (int q = 0; q < n; ++q) {
+    splits.push_back(q + 1);
+    rows.push_back(torch::full({q + 1, 2}, float(100 * r + q)));
+  }
+  auto t = torch::cat(rows).to(gpu());
+  std::vector<int64_t> got;
+  auto a = hvd::alltoall(t, splits, &got);
+  bool ok = a.is_cuda() && a.size(0) == n * (r + 1) && got.size() == static_cast<size_t>(n);
+  for (int q = 0; ok && q < n; ++q)
+    ok = got[static_cast<size_t>(q)] == r + 1 && (a.narrow(0, q * (r + 1), r + 1) == float(100 * q + r)).all().item<bool>();
+  expect(ok, "alltoall with uneven splits");
+  auto ha = hvd::alltoall_async(t, splits, "a2a59");
+  std::vector<int64_t> got_async;
+  expect(torch::equal(hvd::synchronize(ha, &got_async).cpu(), a.cpu()) && got_async == got,
+         "alltoall_async with uneven splits");
+  auto ad = torch::sin(torch::arange(1000, on(torch::kFloat)) * 0.01 * (r + 1)) + 0.1 * r;
+  auto ad_cpu = ad.cpu();
+  hvd::allreduce(ad, hvd::op::adasum);
+  hvd::allreduce(ad_cpu, hvd::op::adasum);
+  expect((ad.cpu() - ad_cpu).abs().max().item<float>() <= 1e-6f, "Adasum on CUDA equals the CPU's");
+  if (n > 1 && r == n - 1) {
+    expect(hvd::join() == 0, "join (joined at once)");
+  } else {
+    int active = n > 1 ? n - 1 : 1;
+    auto js = torch::full({16}, float(r + 1), on(torch::kFloat));
+    auto ja = js.clone();
+    hvd::allreduce(js, hvd::op::sum);
+    hvd::allreduce(ja, hvd::op::average);
+    float sum = float(active * (active + 1) / 2);
+    expect(js[15].item<float>() == sum && std::abs(ja[15].item<float>() - sum / float(n)) < 1e-6f,
+           "CUDA allreduces with a joined rank (its zeros; the average divides by every rank)");
+    expect(hvd::join() == 0, "join (joined last)");
+  }
+  hvd::shutdown();
+  return out;
+}
+
 using hvactor::test::shard_of;
 
 struct mlpImpl : torch::nn::Module {
@@ -319,6 +397,19 @@ TEST_CASE("gpu: bfloat16, int16, uint8 and bool CUDA tensors on NCCL and the hos
         CHECK(line.rfind("ok ", 0) == 0);
       }
     }
+}
+
+TEST_CASE("gpu: reducescatter, alltoall, Adasum and join on CUDA tensors at 1 and 2 ranks, on "
+          "NCCL, the host-staged path and through the CPU") {
+  for (int n : {1, 2})
+    for (const char* ops : {"auto", "GLOO", "NONE"})
+      for (auto& lines : run_on(n, ops, &cuda_issue59)) {
+        REQUIRE(lines.size() >= 10); // the joined rank has one check less
+        for (size_t i = 1; i < lines.size(); ++i) {
+          INFO(n << " ranks, HVACTOR_GPU_OPERATIONS=" << ops << " (" << lines[0] << "): " << lines[i]);
+          CHECK(lines[i].rfind("ok ", 0) == 0);
+        }
+      }
 }
 
 TEST_CASE("gpu: distributed_optimizer trains on the GPU (1 and 2 ranks, every device path) equal "

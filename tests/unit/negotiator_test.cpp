@@ -478,6 +478,41 @@ TEST_CASE("while a rank has joined, an allgather or a broadcast fails on the oth
   CHECK(w.last_joined == std::vector<int>{0, 0});
 }
 
+TEST_CASE("while a rank has joined, it takes part with zeros in device allreduces, and an "
+          "alltoall or a reducescatter fails on the others with Horovod's message") {
+  world w{2, 16};
+  w.ranks[1].join();
+  auto dev = named("grad.gpu", 6);
+  dev.device = true;
+  w.submit(0, dev);
+  co::operation a2a;
+  a2a.kind = co::op_kind::alltoall;
+  a2a.count = 4;
+  w.submit(0, a2a, true);
+  co::operation rs;
+  rs.kind = co::op_kind::reducescatter;
+  rs.count = 8;
+  rs.reduction = hvd::op::sum;
+  rs.device = true;
+  rs.name = "rs";
+  w.submit(0, rs);
+  for (int i = 0; i < 4 && !w.idle(); ++i)
+    w.round();
+  CHECK(w.idle());
+  REQUIRE(w.seq[0].size() == 1);
+  REQUIRE(w.seq[1].size() == 1);
+  CHECK("0:" + w.seq[0][0] == w.seq[1][0]);
+  REQUIRE(w.failed[0].size() == 2);
+  auto text = w.failed[0][0] + "\n" + w.failed[0][1];
+  CAPTURE(text);
+  CHECK(text.find("Alltoall is not supported with Join at this time") != std::string::npos);
+  CHECK(text.find("Reducescatter is not supported with Join at this time") != std::string::npos);
+  CHECK(w.failed[1].empty());
+  w.ranks[0].join();
+  w.round();
+  CHECK(w.last_joined == std::vector<int>{0, 0});
+}
+
 TEST_CASE("ranks with uneven numbers of steps that join at random times run the same sequence, "
           "every submitted operation once, and end the join together") {
   for (int seed = 0; seed < 40; ++seed) {

@@ -380,6 +380,9 @@ void barrier() {
 }
 
 int join() {
+  // A joined rank's part in device allreduces (device zeros) may be set up
+  // on this thread: its current CUDA device is put back.
+  keep_device keep;
   return current("join").join();
 }
 

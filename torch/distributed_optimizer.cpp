@@ -162,7 +162,7 @@ void check_adasum(const distributed_optimizer_options& o, const std::vector<para
     throw std::invalid_argument(fmt::format(
       "{}: op::adasum reduces each parameter on its own; groups and num_groups do not apply",
       who));
-  int n = size();
+  int n = is_initialized() ? size() : 1;
   if (n & (n - 1))
     throw std::invalid_argument(fmt::format(
       "{}: op::adasum with {} ranks: Running Adasum with non-power of 2 ranks is not supported "
@@ -296,7 +296,8 @@ void distributed_optimizer::setup(const named_tensors* named) {
   wire_plan plan{o.reduction, o.wire, o.gradient_predivide_factor, o.sparse_as_dense, {}};
   if (o.process_set.id() != 0)
     plan.set = o.process_set;
-  excluded_ = !o.process_set.included();
+  // (The global set includes every rank, also before hvd::init().)
+  excluded_ = o.process_set.id() != 0 && !o.process_set.included();
   state_ = std::make_shared<state>(std::move(params), std::move(schedule), std::move(plan));
   state_->passes = o.backward_passes_per_step;
   if (adasum) {

@@ -8,7 +8,8 @@
 // (HVACTOR_GPU_OPERATIONS=NONE). A training step through
 // distributed_optimizer on the GPU must match one process training on the
 // CPU on the whole batch within 1e-5. Issue 59 (never run on a GPU yet):
-// reducescatter, alltoall, Adasum and join on CUDA tensors on every path.
+// reducescatter, alltoall, Adasum and join on CUDA tensors on every path;
+// sparse gradients and the Adasum optimizer on CUDA parameters.
 
 #define DOCTEST_CONFIG_IMPLEMENT
 
@@ -21,6 +22,7 @@
 #include <hvactor/torch.hpp>
 #include <hvactor/torch_state.hpp>
 
+#include "optimizer_references.hpp"
 #include "torch_shards.hpp"
 #undef CHECK
 #include <doctest/doctest.h>
@@ -348,6 +350,47 @@ std::vector<std::string> optimizer_state_on_gpu() {
   return {std::to_string(sum), where};
 }
 
+// In a worker: the Embedding with sparse gradients of torch_optimizer_test
+// on the GPU (the sparse allreduce or sparse_as_dense).
+std::vector<float> sparse_on_gpu(bool as_dense) {
+  hvd::init();
+  hvactor::test::embed_model m;
+  m.emb->to(gpu());
+  m.lin->to(gpu());
+  torch::optim::SGD sgd(m.params(), 0.1);
+  hvd::distributed_optimizer opt(sgd, {.sparse_as_dense = as_dense});
+  for (int s = 0; s < hvactor::test::embed_steps; ++s) {
+    opt.zero_grad();
+    m.loss({hvd::rank()}, gpu()).backward();
+    opt.step();
+  }
+  auto out = hvactor::test::flat(m.params());
+  hvd::shutdown();
+  return out;
+}
+
+// In a worker: the Adasum optimizer (momentum SGD) on CUDA parameters.
+std::vector<float> adasum_on_gpu() {
+  hvd::init();
+  torch::manual_seed(hvd::rank() + 1);
+  torch::nn::Linear l(2, 2);
+  l->to(gpu());
+  hvd::broadcast_parameters(l->parameters(), 0);
+  torch::optim::SGD sgd(l->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  hvd::distributed_optimizer opt(sgd, {.reduction = hvd::op::adasum});
+  auto [x, y] = hvactor::test::shard_of(hvd::rank());
+  x = x.to(gpu());
+  y = y.to(gpu());
+  for (int s = 0; s < hvactor::test::adasum_steps; ++s) {
+    opt.zero_grad();
+    torch::mse_loss(l(x), y).backward();
+    opt.step();
+  }
+  auto out = hvactor::test::flat(l->parameters());
+  hvd::shutdown();
+  return out;
+}
+
 void check_ops(const std::vector<std::vector<std::string>>& all, int n, const char* backend) {
   for (auto& out : all) {
     REQUIRE(out.size() == 10);
@@ -422,6 +465,25 @@ TEST_CASE("gpu: distributed_optimizer trains on the GPU (1 and 2 ranks, every de
       for (size_t r = 0; r < per_rank.size(); ++r) {
         INFO(n << " ranks, HVACTOR_GPU_OPERATIONS=" << ops << ", rank " << r);
         CHECK(max_difference(per_rank[r], reference) < 1e-5f);
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu: sparse gradients (sparse allreduce and sparse_as_dense) and the Adasum optimizer "
+          "on CUDA parameters equal their CPU references (1 and 2 ranks, every device path)") {
+  for (int n : {1, 2}) {
+    auto sparse_reference = hvactor::test::embedding_single(n);
+    auto adasum_reference = hvactor::test::adasum_single(n);
+    for (const char* ops : {"auto", "GLOO", "NONE"}) {
+      for (bool as_dense : {false, true})
+        for (auto& got : run_on(n, ops, &sparse_on_gpu, as_dense)) {
+          INFO(n << " ranks, HVACTOR_GPU_OPERATIONS=" << ops << ", sparse_as_dense " << as_dense);
+          CHECK(max_difference(got, sparse_reference) < 1e-5f);
+        }
+      for (auto& got : run_on(n, ops, &adasum_on_gpu)) {
+        INFO(n << " ranks, HVACTOR_GPU_OPERATIONS=" << ops << ", Adasum");
+        CHECK(max_difference(got, adasum_reference) < 1e-5f);
       }
     }
   }

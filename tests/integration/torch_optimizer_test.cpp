@@ -10,6 +10,7 @@
 // LibTorch first: it defines glog's CHECK, which must not replace doctest's.
 #include <hvactor/torch.hpp>
 
+#include "optimizer_references.hpp"
 #include "torch_shards.hpp"
 #undef CHECK
 #include <doctest/doctest.h>
@@ -22,16 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using hvactor::test::shard_of;
-
-std::vector<float> flat(const std::vector<torch::Tensor>& ts) {
-  std::vector<float> out;
-  for (auto& t : ts) {
-    auto c = t.detach().to(torch::kFloat).contiguous();
-    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
-  return out;
-}
+using namespace hvactor::test;
 
 hvactor::executor make(int n) {
   return hvactor::executor{test_runtime(), hvactor::executor::create_settings({.timeout = 30s}),
@@ -94,33 +86,6 @@ std::string sparse_mismatch() {
   return caught;
 }
 
-// Embedding(10, 3, sparse gradients) -> Linear(3, 1): rank r's batch of 6
-// indices (duplicates inside a batch, overlaps across ranks).
-struct embed_model {
-  torch::nn::Embedding emb{torch::nn::EmbeddingOptions(10, 3).sparse(true)};
-  torch::nn::Linear lin{3, 1};
-  embed_model() {
-    torch::manual_seed(7);
-    emb = torch::nn::Embedding(torch::nn::EmbeddingOptions(10, 3).sparse(true));
-    lin = torch::nn::Linear(3, 1);
-  }
-  std::vector<torch::Tensor> params() {
-    return {emb->weight, lin->weight, lin->bias};
-  }
-  torch::Tensor loss(const std::vector<int>& ranks) {
-    std::vector<torch::Tensor> idx, y;
-    for (int r : ranks) {
-      idx.push_back(torch::tensor({int64_t{r}, int64_t{r + 1}, int64_t{r + 2}, int64_t{2 * r % 10},
-                                   int64_t{7}, int64_t{r + 1}}));
-      y.push_back(torch::arange(6, torch::kFloat) * 0.1f + static_cast<float>(r));
-    }
-    auto out = lin(emb(torch::cat(idx))).squeeze(1);
-    return torch::mse_loss(out, torch::cat(y));
-  }
-};
-
-constexpr int embed_steps = 5;
-
 std::vector<float> train_embedding(bool as_dense) {
   hvd::init();
   embed_model m; // the same seed on every rank
@@ -135,20 +100,6 @@ std::vector<float> train_embedding(bool as_dense) {
   out.push_back(m.emb->weight.grad().is_sparse() ? 1.0f : 0.0f);
   hvd::shutdown();
   return out;
-}
-
-std::vector<float> embedding_single(int n) {
-  embed_model m;
-  torch::optim::SGD sgd(m.params(), 0.1);
-  std::vector<int> all;
-  for (int r = 0; r < n; ++r)
-    all.push_back(r);
-  for (int s = 0; s < embed_steps; ++s) {
-    sgd.zero_grad();
-    m.loss(all).backward(); // the mean over equal batches: the ranks' average
-    sgd.step();
-  }
-  return flat(m.params());
 }
 
 // ---- Linear(2, 2) on shards ---------------------------------------------
@@ -200,65 +151,6 @@ std::vector<float> train_on_set(int n, bool overlap) {
 }
 
 // ---- Adasum --------------------------------------------------------------
-
-constexpr int adasum_steps = 6;
-
-// Horovod's pairwise Adasum of a and b, in double.
-torch::Tensor adasum_pair(const torch::Tensor& a, const torch::Tensor& b) {
-  auto da = a.to(torch::kDouble), db = b.to(torch::kDouble);
-  double dot = (da * db).sum().item<double>();
-  double aa = (da * da).sum().item<double>(), bb = (db * db).sum().item<double>();
-  double ca = aa < 1e-30 ? 1.0 : 1.0 - dot / (2 * aa);
-  double cb = bb < 1e-30 ? 1.0 : 1.0 - dot / (2 * bb);
-  return (ca * da + cb * db).to(a.scalar_type());
-}
-
-// Pairs (0,1), (2,3), ..., then pairs of pairs.
-torch::Tensor adasum_tree(std::vector<torch::Tensor> ds) {
-  while (ds.size() > 1) {
-    std::vector<torch::Tensor> next;
-    for (size_t i = 0; i < ds.size(); i += 2)
-      next.push_back(adasum_pair(ds[i], ds[i + 1]));
-    ds = std::move(next);
-  }
-  return ds[0];
-}
-
-// One process playing n ranks: each its own SGD with momentum (its own
-// buffers) from the shared weights; the deltas combine with Adasum.
-std::vector<float> adasum_single(int n) {
-  std::vector<torch::nn::Linear> models;
-  std::vector<std::unique_ptr<torch::optim::SGD>> opts;
-  for (int r = 0; r < n; ++r) {
-    torch::manual_seed(1);
-    models.emplace_back(2, 2);
-    opts.push_back(std::make_unique<torch::optim::SGD>(
-      models.back()->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9)));
-  }
-  auto shared = flat(models[0]->parameters());
-  for (int s = 0; s < adasum_steps; ++s) {
-    std::vector<std::vector<torch::Tensor>> deltas(2);
-    std::vector<torch::Tensor> starts;
-    for (auto& p : models[0]->parameters())
-      starts.push_back(p.detach().clone());
-    for (int r = 0; r < n; ++r) {
-      auto [x, y] = shard_of(r);
-      opts[r]->zero_grad();
-      torch::mse_loss(models[r](x), y).backward();
-      opts[r]->step();
-      auto ps = models[r]->parameters();
-      for (size_t i = 0; i < ps.size(); ++i)
-        deltas[i].push_back(ps[i].detach() - starts[i]);
-    }
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < starts.size(); ++i) {
-      auto next = starts[i] + adasum_tree(deltas[i]);
-      for (auto& m : models)
-        m->parameters()[i].copy_(next);
-    }
-  }
-  return flat(models[0]->parameters());
-}
 
 std::vector<float> train_adasum(bool overlap) {
   hvd::init();

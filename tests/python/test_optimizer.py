@@ -1,6 +1,7 @@
 """DistributedOptimizer, broadcast_parameters/broadcast_optimizer_state and
 SyncBatchNorm against a single process that sees every rank's data."""
 
+import copy
 import warnings
 
 import pytest
@@ -99,6 +100,59 @@ def test_explicit_groups():
 def test_fp16_compression_is_close():
     model, _ = distributed(sgd, compression=hvd.Compression.fp16)
     assert_same(model, reference(sgd), atol=2e-3)
+
+
+def adasum_pair(a, b):
+    """Horovod's Adasum of two ranks' vectors, in double."""
+    a, b = a.double(), b.double()
+    dot, aa, bb = (a * b).sum(), (a * a).sum(), (b * b).sum()
+    ca = 1.0 if aa < 1e-30 else 1.0 - dot / (2 * aa)
+    cb = 1.0 if bb < 1e-30 else 1.0 - dot / (2 * bb)
+    return (ca * a + cb * b).float()
+
+
+def adasum_reference(n):
+    """One process playing n ranks: each its own SGD with momentum from the
+    shared weights; each parameter's deltas combine in Adasum's tree (pairs
+    (0,1), (2,3), then pairs of pairs)."""
+    model, x, y = model_and_data()
+    models = [copy.deepcopy(model) for _ in range(n)]
+    opts = [sgd(m) for m in models]
+    for s in range(STEPS):
+        starts = [p.detach().clone() for p in models[0].parameters()]
+        deltas = [[] for _ in starts]
+        for r, (m, opt) in enumerate(zip(models, opts)):
+            rows = slice(r * BATCH, (r + 1) * BATCH)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(m(x[s, rows]), y[s, rows]).backward()
+            opt.step()
+            for i, p in enumerate(m.parameters()):
+                deltas[i].append(p.detach() - starts[i])
+        for i, ds in enumerate(deltas):
+            while len(ds) > 1:
+                ds = [adasum_pair(ds[k], ds[k + 1]) for k in range(0, len(ds), 2)]
+            with torch.no_grad():
+                for m in models:
+                    list(m.parameters())[i].copy_(starts[i] + ds[0])
+    return models[0]
+
+
+def test_adasum_optimizer_matches_one_process_playing_the_ranks():
+    n = hvd.size()
+    if n & (n - 1):
+        with pytest.raises(NotImplementedError, match="non-power of 2 ranks"):
+            distributed(sgd, op=hvd.Adasum)
+        return
+    model, opt = distributed(sgd, op=hvd.Adasum)
+    assert isinstance(opt, torch.optim.SGD)
+    assert_same(model, adasum_reference(n))
+    # Not the average's result: Adasum combined the deltas.
+    average = reference(sgd)
+    assert any(not torch.allclose(p, q, atol=1e-4)
+               for p, q in zip(model.parameters(), average.parameters()))
+    with pytest.raises(AssertionError, match="Skipping synchronization is not supported"):
+        with opt.skip_synchronize():
+            pass
 
 
 def test_backward_passes_per_step_accumulates_locally():

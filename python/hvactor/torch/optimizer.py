@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import torch
 
+from hvactor.torch.adasum_optimizer import _DistributedAdasumOptimizer
 from hvactor.torch.compression import Compression
 from hvactor.torch.functions import broadcast_object
 from hvactor.torch.mpi_ops import (Adasum, Average, Sum, allreduce_async_, global_process_set,
@@ -242,7 +243,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          num_groups=0, groups=None, sparse_as_dense=False,
                          process_set=global_process_set):
     """Wraps `optimizer` so that step() applies the gradients averaged (or
-    summed, op=Sum) over the ranks (horovod.torch.DistributedOptimizer)."""
+    summed, op=Sum) over the ranks (horovod.torch.DistributedOptimizer).
+    op=Adasum on more than one rank is Horovod's Adasum optimizer: each rank
+    steps `optimizer` on its own gradients and the ranks combine the
+    parameters' changes with Adasum (adasum_optimizer.py)."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op not in (Average, Sum, Adasum):
@@ -266,11 +270,25 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                 if id(p) in seen:
                     raise ValueError("A parameter can only appear once in groups.")
                 seen.add(id(p))
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               {k: v for k, v in _DistributedOptimizer.__dict__.items()
-                if not k.startswith("__") or k == "__doc__"})
+    mixins = [_DistributedOptimizer]
+    adasum = op == Adasum and size() > 1
+    if adasum:  # Horovod's _DistributedAdasumOptimizer, with its limits
+        if process_set is not global_process_set:
+            raise NotImplementedError("Adasum does not support non-global process sets yet.")
+        if size() & (size() - 1):
+            raise NotImplementedError("Running Adasum with non-power of 2 ranks is not "
+                                      "supported yet.")
+        mixins.append(_DistributedAdasumOptimizer)
+    methods = {}
+    for mixin in mixins:
+        methods.update({k: v for k, v in mixin.__dict__.items()
+                        if not k.startswith("__") or k == "__doc__"})
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
     opt = cls.__new__(cls)
     optimizer.__class__.__init__(opt, optimizer.param_groups)
-    opt._hv_setup(named_parameters, compression, backward_passes_per_step, op,
-                  gradient_predivide_factor, groups, sparse_as_dense, process_set)
+    if adasum:
+        opt._hv_setup_adasum(named_parameters, compression, backward_passes_per_step)
+    else:
+        opt._hv_setup(named_parameters, compression, backward_passes_per_step, op,
+                      gradient_predivide_factor, groups, sparse_as_dense, process_set)
     return opt

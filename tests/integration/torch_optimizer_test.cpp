@@ -3,7 +3,11 @@
 // gradients (sparse allreduce and sparse_as_dense), the optimizer on a
 // process set, and the Adasum optimizer (op::adasum).
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,8 @@
 #undef CHECK
 #include <doctest/doctest.h>
 #include <hvactor/hvactor.hpp>
+
+#include "peer_death.hpp"
 
 #include "test_main.hpp"
 
@@ -192,6 +198,36 @@ std::string adasum_refusals() {
   return out;
 }
 
+// In a worker of 2: one step of the Adasum optimizer (or of the average
+// with sparse gradients), then rank 1 SIGKILLs itself before its
+// backward() of the second step, while rank 0 starts its deltas. Rank 0
+// reports whether its step() failed and whether its parameters are those
+// from before that step (the step is lost, not the parameters).
+void step_when_peer_dies(std::string dir, bool adasum) {
+  hvd::init();
+  embed_model m;
+  torch::optim::SGD sgd(m.params(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  hvd::distributed_optimizer opt(
+    sgd, {.reduction = adasum ? hvd::op::adasum : hvd::op::average});
+  std::vector<float> before;
+  std::string outcome = "no error";
+  try {
+    for (int s = 0; s < 2; ++s) {
+      before = flat(m.params());
+      opt.zero_grad();
+      if (s == 1 && hvd::rank() == 1) // before its deltas start: none can pair
+        hvactor::test::die_now(dir);
+      m.loss({hvd::rank()}).backward();
+      opt.step();
+    }
+  } catch (const std::exception& e) {
+    outcome = e.what();
+  }
+  bool kept = !adasum || flat(m.params()) == before;
+  outcome += kept ? "\nparameters kept" : "\nparameters changed";
+  hvactor::test::report_failure(dir, hvd::rank(), outcome);
+}
+
 } // namespace
 
 TEST_SUITE("torch optimizer") {
@@ -311,6 +347,27 @@ TEST_CASE("the Adasum optimizer refuses what Horovod's refuses: 3 ranks, skip_sy
     CHECK(caught.find("groups and num_groups do not apply") != std::string::npos);
   }
   two.shutdown();
+}
+
+TEST_CASE("a rank SIGKILLed inside a step: the survivor's Adasum step fails within 5 s and leaves "
+          "its parameters as they were, and the sparse allreduce fails the survivor too") {
+  for (bool adasum : {true, false}) {
+    CAPTURE(adasum);
+    auto dir = std::filesystem::temp_directory_path() /
+               ("hvactor-optimizer-death-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    hvactor::executor ex{test_runtime(),
+                         hvactor::executor::create_settings({.timeout = 20s}),
+                         {.num_workers = 2}};
+    ex.start();
+    CHECK_THROWS_AS(ex.run(&step_when_peer_dies, dir.string(), adasum), hvactor::worker_error);
+    hvactor::test::check_survivors_failed(dir, {0}, 5s);
+    std::ifstream in(dir / "rank-0");
+    std::string report((std::istreambuf_iterator<char>(in)), {});
+    CHECK(report.find("parameters kept") != std::string::npos);
+    ex.shutdown();
+    std::filesystem::remove_all(dir);
+  }
 }
 
 } // TEST_SUITE

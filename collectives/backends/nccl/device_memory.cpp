@@ -145,7 +145,7 @@ void device_memory::multiply(void* data, size_t count, hvd::dtype t, double fact
 void device_memory::wait_stream(const char* what, const std::function<void()>& abort) {
   activate();
   auto deadline = std::chrono::steady_clock::now() + timeout_;
-    poll_pause pause;
+  poll_pause pause;
   for (;;) {
     auto rc = cudaStreamQuery(stream_);
     if (rc == cudaSuccess)

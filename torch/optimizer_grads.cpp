@@ -10,6 +10,27 @@ namespace hvactor::hvd::detail {
 
 namespace {
 
+// `dense` as a sparse tensor with `sparse_dims` sparse dimensions (an
+// Embedding gradient's layout: rows with their vectors): the index tuples
+// where any element is nonzero. One pass over the table; LibTorch's
+// to_sparse(sparse_dims) takes seconds on a 24 MiB table (1.13).
+torch::Tensor to_sparse_rows(const torch::Tensor& dense, int64_t sparse_dims) {
+  if (sparse_dims >= dense.dim())
+    return dense.to_sparse();
+  auto lead = dense.flatten(0, sparse_dims - 1);
+  auto at = lead.ne(0).flatten(1).any(1).nonzero().squeeze(1);
+  auto values = lead.index_select(0, at);
+  std::vector<torch::Tensor> coords(static_cast<size_t>(sparse_dims));
+  auto rest = at;
+  for (int64_t d = sparse_dims - 1; d >= 0; --d) {
+    coords[static_cast<size_t>(d)] = rest.remainder(dense.size(d));
+    rest = rest.div(dense.size(d), "floor");
+  }
+  auto out = torch::sparse_coo_tensor(torch::stack(coords), values, dense.sizes(),
+                                      dense.options().layout(torch::kSparse));
+  return out._coalesced_(true); // sorted and distinct by construction
+}
+
 // Every call below runs on the optimizer's set: from the caller's thread or
 // autograd's, which no process_set_scope of the caller reaches.
 struct on_set {
@@ -74,12 +95,13 @@ grad_in_flight start_grad(torch::Tensor& p, const wire_plan& plan, const std::st
       out.sparse = sparse_allreduce_async(g, plan.reduction, name);
       return out;
     }
+    auto sparse_dims = g.sparse_dim();
     g = g.to_dense();
     if (plan.predivide != 1.0)
       g.mul_(1.0 / plan.predivide);
     auto out = start_on_wire(g, plan, name);
     out.param = p;
-    out.to_sparse = true;
+    out.to_sparse = sparse_dims;
     return out;
   }
   if (!g.is_contiguous()) {
@@ -162,8 +184,10 @@ void finish_grad(grad_in_flight& f, const wire_plan& plan) {
     f.target.copy_(f.wire);
   if (plan.predivide != 1.0)
     f.target.mul_(plan.predivide);
-  if (f.to_sparse)
-    f.param.mutable_grad() = f.target.to_sparse();
+  // Back in the gradient's own layout: an Embedding's rows with their
+  // vectors (to_sparse() would index every element: 2-9x slower).
+  if (f.to_sparse > 0)
+    f.param.mutable_grad() = to_sparse_rows(f.target, f.to_sparse);
 }
 
 void finish_all(std::vector<grad_in_flight>& fs, const wire_plan& plan) {

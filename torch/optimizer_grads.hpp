@@ -38,8 +38,9 @@ struct grad_in_flight {
   /// becomes the result, and the gather.
   torch::Tensor param;
   std::optional<sparse_handle> sparse;
-  /// sparse_as_dense: the result is written back as a sparse gradient.
-  bool to_sparse = false;
+  /// sparse_as_dense: the result is written back as a sparse gradient
+  /// with the gradient's sparse dimensions (an Embedding's: rows), > 0.
+  int64_t to_sparse = 0;
 };
 
 /// Starts the reduction of `p`'s gradient under `name`: zeros when this

@@ -16,8 +16,9 @@ from hvactor.torch.mpi_ops import Adasum, allreduce_async_, synchronize
 
 
 class _DistributedAdasumOptimizer:
-    """The methods mixed into the wrapped optimizer's class for op=Adasum
-    (with _DistributedOptimizer's _hv_params and _hv_names)."""
+    """The methods mixed into the wrapped optimizer's class for op=Adasum,
+    over _DistributedOptimizer's (its _hv_params, _hv_names, zero_grad and
+    set_backward_passes_per_step serve both)."""
 
     def _hv_setup_adasum(self, named_parameters, compression, backward_passes_per_step):
         self._compression = compression
@@ -97,16 +98,3 @@ class _DistributedAdasumOptimizer:
             self._delay[p] = self.backward_passes_per_step
         self._handles.clear()
         return loss
-
-    def zero_grad(self, set_to_none=False):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
-                                 "before optimizer.step() or optimizer.synchronize(). This is "
-                                 "prohibited as it can cause a race condition.")
-        return super(self.__class__, self).zero_grad(set_to_none)
-
-    def set_backward_passes_per_step(self, passes):
-        """Changes how many backward passes accumulate before a delta."""
-        self.backward_passes_per_step = passes
-        for p in self._delay:
-            self._delay[p] = passes

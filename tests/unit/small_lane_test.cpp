@@ -200,6 +200,44 @@ TEST_CASE("the lane's header exchange gives what Gloo's ordinary pairs give, for
   }
 }
 
+TEST_CASE("the lane carries up to lane_data_bytes of data with the header, for 2 to 9 ranks, "
+          "with ranks that send their header alone or other data") {
+  for (int n = 2; n <= 9; ++n) {
+    CAPTURE(n);
+    auto ctx = mesh_of(n);
+    lanes l{ctx, 10s};
+    const size_t most = lane_data_bytes / sizeof(float);
+    CHECK(most * sizeof(float) + 5 * sizeof(int64_t) <= lane_capacity);
+    for (size_t count : {size_t{300}, most, size_t{1000}, most}) { // 1.2 KiB up to the bound
+      CAPTURE(count);
+      for (int alone : {-1, 0, n - 1}) {
+        CAPTURE(alone);
+        check_header_exchange(
+          n, alone,
+          [&](int r, std::vector<int64_t>& header, std::vector<float>* data,
+              std::vector<std::byte>& frame) {
+            exchange(*l.lane[static_cast<size_t>(r)], n, r, header, 2, data, frame);
+          },
+          count);
+      }
+    }
+    // Ranks with different data (different operations: their headers
+    // differ too) meet in the same steps; every header comes back
+    // min-reduced, and the lane is in step for the next exchange.
+    on_every_rank(n, [&](int r) {
+      std::vector<int64_t> header{r, 0};
+      std::vector<float> data(r % 2 == 0 ? most : 10, 1.0f);
+      std::vector<std::byte> frame;
+      exchange(*l.lane[static_cast<size_t>(r)], n, r, header, 1, &data, frame);
+      CHECK(header == std::vector<int64_t>{0, 0});
+    });
+    check_header_exchange(n, -1, [&](int r, std::vector<int64_t>& header,
+                                     std::vector<float>* data, std::vector<std::byte>& frame) {
+      exchange(*l.lane[static_cast<size_t>(r)], n, r, header, 2, data, frame);
+    });
+  }
+}
+
 TEST_CASE("a message over the lane's capacity is refused before anything is sent") {
   auto ctx = mesh_of(2);
   lanes l{ctx, 10s};

@@ -105,10 +105,12 @@ void doubling_header_exchange(const doubling_combiner& combine, int64_t* header,
                               hvd::op o, std::vector<std::byte>& frame) {
   const size_t header_bytes = words * sizeof(int64_t);
   const size_t bytes = data ? count * hvd::size_of(t) : 0;
-  frame.assign(header_frame_bytes(words), std::byte{0});
+  // Written whole (no zeroing first): up to 64 KiB of data on the lane.
+  frame.resize(header_frame_bytes(words, bytes));
   std::memcpy(frame.data(), header, header_bytes);
   if (bytes > 0)
     std::memcpy(frame.data() + header_bytes, data, bytes);
+  std::memset(frame.data() + header_bytes + bytes, 0, frame.size() - header_bytes - bytes);
   auto fold = [&](const void* theirs, bool theirs_lower) {
     auto* h = reinterpret_cast<int64_t*>(frame.data());
     const auto* p = static_cast<const int64_t*>(theirs);

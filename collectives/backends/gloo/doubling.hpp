@@ -57,17 +57,27 @@ void doubling_combine(const std::shared_ptr<::gloo::Context>& ctx, void* data, s
                       const doubling_fold& fold, std::vector<std::byte>& scratch, uint32_t tag,
                       std::chrono::milliseconds timeout);
 
-/// The data a negotiation header carries across nodes at most: every
-/// header exchange over Gloo sends the header's words and this many bytes
+/// The data a negotiation header carries over Gloo's ordinary pairs: every
+/// header exchange there sends the header's words and this many bytes
 /// (zeros when it carries none), so that a rank that sends a small
 /// allreduce with its header meets one that sends its header alone in the
-/// same step, as in shared memory (backend::allreduce_with_header).
+/// same step, as in shared memory (backend::allreduce_with_header). The
+/// small-message lane sends what each frame holds, and carries more:
+/// lane_data_bytes.
 inline constexpr size_t header_data_bytes = 1024;
 
-/// The bytes of a header exchange's message: the header's `words` and
-/// header_data_bytes.
-inline size_t header_frame_bytes(size_t words) {
-  return words * sizeof(int64_t) + header_data_bytes;
+/// The most bytes of data a header exchange over the small-message lane
+/// carries (every doubling step sends the whole message), where the
+/// allreduce policy would not take the ring. Measured on emulated 1
+/// Gbit/s nodes (docs/benchmarks/spmd.md): 2 nodes x 64 KiB one exchange
+/// at the wire's speed (690 -> 550 us, Open MPI 550); 3 nodes x 64 KiB
+/// 1.7 -> 1.1 ms; 16 nodes x 32 KiB 3.8 -> 1.4 ms.
+inline constexpr size_t lane_data_bytes = size_t{64} << 10;
+
+/// The bytes of a header exchange's frame: the header's `words` and
+/// header_data_bytes, or `data_bytes` where more (the lane only).
+inline size_t header_frame_bytes(size_t words, size_t data_bytes = 0) {
+  return words * sizeof(int64_t) + (data_bytes > header_data_bytes ? data_bytes : header_data_bytes);
 }
 
 /// Runs doubling's steps over `bytes` at `data` with `fold`, on some
@@ -78,11 +88,12 @@ using doubling_combiner = std::function<void(void* data, size_t bytes, const dou
                                              const std::function<size_t()>& sending)>;
 
 /// The negotiation header's exchange by recursive doubling (`combine`),
-/// with `count` elements of `data` (at most header_data_bytes; none:
-/// nullptr, 0) in the same messages: `header` (`words` int64,
-/// header[data_word] 0 where this rank sends data, -1 where not) comes
-/// back min-reduced, and `frame` holds the message (header_frame_bytes;
-/// only the header is sent once the reduced header[data_word] is -1),
+/// with `count` elements of `data` (none: nullptr, 0; more than
+/// header_data_bytes only where `combine` is the lane) in the same
+/// messages: `header` (`words` int64, header[data_word] 0 where this rank
+/// sends data, -1 where not) comes back min-reduced, and `frame` holds the
+/// message (header_frame_bytes(words, data bytes); only the header is
+/// sent once the reduced header[data_word] is -1),
 /// the data's reduction with `o` at frame.data() + words * 8. Two copies'
 /// data are reduced when both say they carry data, so that reduction is
 /// every rank's exactly when the reduced header[data_word] is 0 (and

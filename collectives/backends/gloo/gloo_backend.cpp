@@ -72,12 +72,13 @@ public:
 
   // A small allreduce with the negotiation header, both in one doubling
   // exchange (the header's words and header_data_bytes more, whatever the
-  // data): across 2 nodes a small call was two exchanges.
+  // data): across 2 nodes a small call was two exchanges. Larger ones
+  // (up to lane_data_bytes) too where the lane carries the header.
   bool allreduce_with_header(int64_t* header, size_t words, size_t data_word, void* data,
                              size_t count, hvd::dtype t, hvd::op o,
                              const std::function<bool(std::span<const int64_t>)>& accept) override {
     const size_t bytes = count * hvd::size_of(t);
-    if (bytes > header_data_bytes)
+    if (bytes > header_data_bytes && !lane_carries(words, bytes))
       return false;
     header[data_word] = 0;
     header_exchange(header, words, data_word, data, count, t, o);
@@ -149,6 +150,18 @@ public:
 private:
   uint32_t next_tag() {
     return tag_++;
+  }
+
+  // Whether an allreduce of `bytes` (over header_data_bytes) goes with a
+  // header of `words` over the lane: up to lane_data_bytes, by doubling
+  // (the whole message each step), where the automatic policy would run
+  // doubling or gather, not the ring (a forced algorithm runs as forced).
+  // Every rank's answer for the header alone is the lane then too (its
+  // frame is smaller), so that the ranks meet in the same step.
+  bool lane_carries(size_t words, size_t bytes) const {
+    return lane_ && !algorithm_.forced() && bytes <= lane_data_bytes
+           && algorithm_.choose(bytes, topo_.size) != allreduce_algorithm::ring
+           && header_frame_bytes(words, bytes) <= lane_->capacity();
   }
 
   void header_exchange(int64_t* header, size_t words, size_t data_word, const void* data,

@@ -21,6 +21,11 @@ namespace {
 // step, read in the order sent.
 constexpr int lane_slot = 0x5a1;
 
+// Each message starts with its payload's length (a 64-bit word), so that a
+// read copies only what was sent: a frame holds up to 64 KiB of data where
+// most steps send a header of a few words.
+constexpr size_t length_bytes = sizeof(uint64_t);
+
 } // namespace
 
 struct small_lane::link {
@@ -48,10 +53,10 @@ small_lane::small_lane(std::shared_ptr<void> owner,
   for (auto& [peer, pair] : pairs) {
     auto l = std::make_unique<link>();
     pair->setSync(true, false);
-    l->out.resize(capacity_);
-    l->in.resize(capacity_);
-    l->send = pair->createSendBuffer(lane_slot, l->out.data(), capacity_);
-    l->recv = pair->createRecvBuffer(lane_slot, l->in.data(), capacity_);
+    l->out.resize(length_bytes + capacity_);
+    l->in.resize(length_bytes + capacity_);
+    l->send = pair->createSendBuffer(lane_slot, l->out.data(), l->out.size());
+    l->recv = pair->createRecvBuffer(lane_slot, l->in.data(), l->in.size());
     links_.emplace(peer, std::move(l));
   }
 }
@@ -69,17 +74,23 @@ small_lane::link& small_lane::of(int peer) {
 }
 
 void small_lane::send(link& l, const void* data, size_t bytes) {
-  std::memcpy(l.out.data(), data, bytes);
-  l.send->send(0, bytes);
+  uint64_t length = bytes;
+  std::memcpy(l.out.data(), &length, length_bytes);
+  std::memcpy(l.out.data() + length_bytes, data, bytes);
+  l.send->send(0, length_bytes + bytes);
   l.send->waitSend();
 }
 
+// At most `bytes` of what the peer sent (its length word is the peer's
+// word: never more than the buffer).
 void small_lane::recv(link& l, void* into, size_t bytes) {
   {
     recv_spin::scope spin{lane_spin, *wake_, timeout_};
     l.recv->waitRecv();
   }
-  std::memcpy(into, l.in.data(), bytes);
+  uint64_t length = 0;
+  std::memcpy(&length, l.in.data(), length_bytes);
+  std::memcpy(into, l.in.data() + length_bytes, std::min<uint64_t>({length, bytes, capacity_}));
 }
 
 void small_lane::combine(int n, int me, void* data, size_t bytes, const doubling_fold& fold,

@@ -38,11 +38,13 @@ namespace hvactor::collectives {
 /// about 10 us), short enough that a peer still computing costs little.
 inline constexpr auto lane_spin = std::chrono::microseconds{100};
 
-/// The largest message a lane carries: a header of 896 words with its
-/// data. A larger header's exchange (a round with many tensors) goes over
-/// Gloo's ordinary pairs (the same choice on every rank: every rank's
-/// header has the same words).
-inline constexpr size_t lane_capacity = 8192;
+/// The largest message a lane carries: a header of 896 words with
+/// lane_data_bytes of data (doubling.hpp), or a header of up to 8,960
+/// words alone. A larger header's exchange (a round with many tensors)
+/// goes over Gloo's ordinary pairs (the same choice on every rank: every
+/// rank's header has the same words, and a rank carries data over the lane
+/// only where its frame fits).
+inline constexpr size_t lane_capacity = 896 * sizeof(int64_t) + lane_data_bytes;
 
 class small_lane {
 public:
@@ -60,8 +62,8 @@ public:
 
   /// doubling_combine over the lane for rank `me` of `n`: `bytes` (at
   /// most capacity()) at `data`, the peer's copies folded in by `fold`;
-  /// each step sends the first `sending()` bytes (the peer's copy beyond
-  /// what it sent is stale). Gloo's exceptions pass through;
+  /// each step sends the first `sending()` bytes, and a read copies what
+  /// its peer sent (the peer's copy beyond that is stale). Gloo's exceptions pass through;
   /// peer_announced_failure once `abort` was raised.
   void combine(int n, int me, void* data, size_t bytes, const doubling_fold& fold,
                const std::function<size_t()>& sending);

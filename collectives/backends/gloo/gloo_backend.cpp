@@ -153,11 +153,8 @@ private:
   }
 
   // Whether an allreduce of `bytes` (over header_data_bytes) goes with a
-  // header of `words` over the lane: up to lane_data_bytes, by doubling
-  // (the whole message each step), where the automatic policy would run
-  // doubling or gather, not the ring (a forced algorithm runs as forced).
-  // Every rank's answer for the header alone is the lane then too (its
-  // frame is smaller), so that the ranks meet in the same step.
+  // header of `words` over the lane (doubling.hpp: lane_data_bytes). A
+  // header alone then takes the lane too (a smaller frame): same step.
   bool lane_carries(size_t words, size_t bytes) const {
     return lane_ && !algorithm_.forced() && bytes <= lane_data_bytes
            && algorithm_.choose(bytes, topo_.size) != allreduce_algorithm::ring

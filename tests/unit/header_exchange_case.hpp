@@ -30,7 +30,9 @@ void check_header_exchange(int n, int alone, Exchange exchange, size_t count = 3
   std::vector<std::vector<int64_t>> headers(static_cast<size_t>(n));
   std::vector<std::vector<float>> data(static_cast<size_t>(n));
   std::vector<std::vector<std::byte>> frames(static_cast<size_t>(n));
-  auto value = [](int r, size_t j) { return static_cast<float>(r + 1) * static_cast<float>(j % 7); };
+  auto value = [](int r, size_t j) {
+    return static_cast<float>(r + 1) * static_cast<float>(j % 7);
+  };
   on_every_rank(n, [&](int r) {
     auto i = static_cast<size_t>(r);
     headers[i] = {10 - r, r, r == alone ? -1 : 0, 7, -r};

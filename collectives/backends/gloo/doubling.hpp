@@ -2,6 +2,7 @@
 
 // Recursive doubling: the allreduce of small messages among many ranks.
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,7 +78,7 @@ inline constexpr size_t lane_data_bytes = size_t{64} << 10;
 /// The bytes of a header exchange's frame: the header's `words` and
 /// header_data_bytes, or `data_bytes` where more (the lane only).
 inline size_t header_frame_bytes(size_t words, size_t data_bytes = 0) {
-  return words * sizeof(int64_t) + (data_bytes > header_data_bytes ? data_bytes : header_data_bytes);
+  return words * sizeof(int64_t) + std::max(data_bytes, header_data_bytes);
 }
 
 /// Runs doubling's steps over `bytes` at `data` with `fold`, on some

@@ -63,8 +63,9 @@ public:
   /// doubling_combine over the lane for rank `me` of `n`: `bytes` (at
   /// most capacity()) at `data`, the peer's copies folded in by `fold`;
   /// each step sends the first `sending()` bytes, and a read copies what
-  /// its peer sent (the peer's copy beyond that is stale). Gloo's exceptions pass through;
-  /// peer_announced_failure once `abort` was raised.
+  /// its peer sent (the peer's copy beyond that is stale). Gloo's
+  /// exceptions pass through; peer_announced_failure once `abort` was
+  /// raised.
   void combine(int n, int me, void* data, size_t bytes, const doubling_fold& fold,
                const std::function<size_t()>& sending);
 

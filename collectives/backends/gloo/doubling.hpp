@@ -70,9 +70,9 @@ inline constexpr size_t header_data_bytes = 1024;
 /// The most bytes of data a header exchange over the small-message lane
 /// carries (every doubling step sends the whole message), where the
 /// allreduce policy would not take the ring. Measured on emulated 1
-/// Gbit/s nodes (docs/benchmarks/spmd.md): 2 nodes x 64 KiB one exchange
-/// at the wire's speed (690 -> 550 us, Open MPI 550); 3 nodes x 64 KiB
-/// 1.7 -> 1.1 ms; 16 nodes x 32 KiB 3.8 -> 1.4 ms.
+/// Gbit/s nodes (docs/benchmarks/spmd.md, medians): 2 nodes x 64 KiB one
+/// exchange at the wire's speed (636 -> 551 us, Open MPI 551); 3 nodes x
+/// 64 KiB 1.22 -> 1.10 ms; 16 nodes x 16 KiB 3.6 -> 1.15 ms.
 inline constexpr size_t lane_data_bytes = size_t{64} << 10;
 
 /// The bytes of a header exchange's frame: the header's `words` and

@@ -116,6 +116,11 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   // Each rank's data sits in its slot at its buffer's offset from a line
   // (rank_words::offset).
   const char* what = "hvd::allreduce (shared memory)";
+  bulk_ = count * esz > room_;
+  struct bulk_end {
+    bool& on;
+    ~bulk_end() { on = false; }
+  } at_end{bulk_};
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const size_t align = 64 / esz;
   size_t chunk = chunk_bytes_ / esz;

@@ -180,6 +180,9 @@ private:
   /// Waits take the loaded strategy until then (a wait saw this thread
   /// lose its core; see the class comment).
   std::chrono::steady_clock::time_point loaded_until_{};
+  /// In an allreduce of more than a slot (steps of ms of every rank's
+  /// work): a loaded wait that yields asks for a short slice (wait_one).
+  bool bulk_ = false;
   uint32_t step_ = 0;
   /// The buffers of the allreduce in progress.
   parts_view view_;

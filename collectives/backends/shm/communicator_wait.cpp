@@ -209,17 +209,7 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     // Yielding costs nothing while only local ranks want the cores (they
     // are who gets them): yield for as long as the peer may take to post.
     auto budget = yielding ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield) : spin_;
-    // An allreduce of more than a slot with more ranks than cores on a
-    // loaded machine: a yield lets the thread with the next deadline run,
-    // a busy thread's (a slice of milliseconds) as often as the local
-    // rank's whose share of the step this one waits for. With a short
-    // slice of its own the yielding rank keeps an early deadline, and so
-    // does every local rank that waits: the ranks pass the cores among
-    // themselves within their share (4 ranks on 2 cores, one busy thread
-    // per core: 4 MiB 1.3x and 64 MiB 1.1x faster). Not for smaller
-    // calls: under a load that forks short processes, 64 KiB-1 MiB then
-    // took 1.2-1.7x longer, and small calls fell into 25-100 us instead
-    // of 10-12 for their first thousands.
+    // Yields in a loaded allreduce of more than a slot: a short slice (bulk_).
     std::optional<short_slice> yield_soon;
     if (yielding && oversubscribed_ && loaded && bulk_)
       yield_soon.emplace();
@@ -249,29 +239,36 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
       return;
     }
     check_abort(what);
-    // The colocator normally raises the abort word; a process gone
-    // without it (no colocator) is found here.
-    if (round % 5 == 0 && ::kill(group_.pids[static_cast<size_t>(k)], 0) != 0 && errno == ESRCH) {
-      // Said in the abort word as the colocator would (a set's own segment
-      // has none), so that the other local peers name the dead rank, not
-      // this one, which leaves next.
-      seg_->raise_abort(group_.pids[static_cast<size_t>(k)], abort_reason::exited);
-      fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node no "
-                       "longer exists [shared memory]. The collectives stay unusable until "
-                       "hvd::shutdown() and hvd::init()",
-                       what, group_.rank, group_.size, group_.host, group_.ranks[k],
-                       group_.pids[k]),
-           k);
-    }
-    if (clock_type::now() >= deadline)
-      fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node did "
-                       "not take part within {:g} s [shared memory]; it stalls or runs a "
-                       "different collective. The collectives stay unusable until "
-                       "hvd::shutdown() and hvd::init()",
-                       what, group_.rank, group_.size, group_.host, group_.ranks[k],
-                       group_.pids[k], static_cast<double>(timeout_.count()) / 1000.0),
-           k);
+    check_peer(k, round % 5 == 0, deadline, what);
   }
+}
+
+// A sleeping wait's look at peer k (abort word aside): fails when k's
+// process is gone (`look_up`: every few rounds) or the deadline passed.
+void communicator::check_peer(int k, bool look_up, clock_type::time_point deadline,
+                              const char* what) {
+  // The colocator normally raises the abort word; a process gone without
+  // it (no colocator) is found here.
+  if (look_up && ::kill(group_.pids[static_cast<size_t>(k)], 0) != 0 && errno == ESRCH) {
+    // Said in the abort word as the colocator would (a set's own segment
+    // has none), so that the other local peers name the dead rank, not
+    // this one, which leaves next.
+    seg_->raise_abort(group_.pids[static_cast<size_t>(k)], abort_reason::exited);
+    fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node no "
+                     "longer exists [shared memory]. The collectives stay unusable until "
+                     "hvd::shutdown() and hvd::init()",
+                     what, group_.rank, group_.size, group_.host, group_.ranks[k],
+                     group_.pids[k]),
+         k);
+  }
+  if (clock_type::now() >= deadline)
+    fail(fmt::format("{} failed on rank {} of {} ({}): peer rank {} (pid {}) on this node did "
+                     "not take part within {:g} s [shared memory]; it stalls or runs a "
+                     "different collective. The collectives stay unusable until "
+                     "hvd::shutdown() and hvd::init()",
+                     what, group_.rank, group_.size, group_.host, group_.ranks[k],
+                     group_.pids[k], static_cast<double>(timeout_.count()) / 1000.0),
+         k);
 }
 
 void communicator::check_abort(const char* what) {

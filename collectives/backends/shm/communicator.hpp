@@ -63,12 +63,13 @@ struct local_group {
 ///   - Loaded: spin knobs::shm_spin_loaded, then sleep. With more local
 ///     ranks than cores a loaded waiter yields, and when no local rank
 ///     moved on for 200 us it moves to the CPU of the rank it waits for
-///     (join_cpu_of: its yields there let that rank run). A rank that spins
-///     or yields while its peer waits for a core spends its own share of
-///     the core, and the scheduler then makes it wait its turn behind the
-///     busy threads each step (the kernel's sched_yield even moves it to the
-///     back); one that sleeps keeps its share and runs as soon as it is
-///     woken. Pinned to distinct cores (hvd's bind_to), two loaded ranks
+///     (join_cpu_of: its yields there let that rank run); in an allreduce
+///     of more than a slot it yields with a short slice (bulk_). A rank
+///     that spins or yields while its peer waits for a core spends its own
+///     share of the core, and the scheduler then makes it wait its turn
+///     behind the busy threads each step (the kernel's sched_yield even
+///     moves it to the back); one that sleeps keeps its share and runs as
+///     soon as it is woken. Pinned to distinct cores (hvd's bind_to), two loaded ranks
 ///     then mostly run at the same time.
 /// A raised abort word naming a local rank, or the timeout, throws
 /// collective_error naming the rank; after a failure the communicator

@@ -53,18 +53,40 @@ inline constexpr auto store_watch_period = 60s;
 /// Shared-memory collectives (collectives/backends/shm/): each local rank owns two
 /// slots of this many bytes in its node's segment (one written while the
 /// other is read). Smaller when the job's fusion threshold is (never below
-/// the minimum); the segment's pages are only backed once touched.
-inline constexpr size_t shm_slot_bytes = size_t{2} << 20;
+/// the minimum); the segment's pages are only backed once touched: a quiet
+/// job touches a chunk of each slot (shm_chunk_bytes), a loaded one more
+/// (shm_loaded_chunk_bytes), one whose synchronisation points stall whole
+/// slots (shm_stalled_step).
+inline constexpr size_t shm_slot_bytes = size_t{8} << 20;
 inline constexpr size_t shm_min_slot_bytes = size_t{64} << 10;
 
 /// A collective moves its data in chunks of this much (at most a slot),
 /// two synchronisation points each for an allreduce: small enough that 4
 /// ranks' chunks stay in the caches of this VM (2 MiB chunks made a quiet
-/// 64 MiB allreduce of 4 ranks 1.6-1.8x slower). An allreduce whose ranks
-/// saw their cores taken (the loaded waits) moves whole slots instead:
-/// every synchronisation point may then cost a wake-up behind a busy
-/// thread, and 4 times fewer of them pay more than the caches lose.
+/// 64 MiB allreduce of 4 ranks 1.6-1.8x slower).
 inline constexpr size_t shm_chunk_bytes = size_t{512} << 10;
+
+/// An allreduce whose ranks saw their cores taken (the loaded waits)
+/// moves chunks of this much (at most a slot): every synchronisation point
+/// may then cost a wake-up behind a busy thread, and 4 times fewer of them
+/// pay more than the caches lose.
+inline constexpr size_t shm_loaded_chunk_bytes = size_t{2} << 20;
+
+/// A loaded rank with more local ranks than cores whose waits at a
+/// chunk's two synchronisation points took this long together says so
+/// with its next post, and the next chunk is a whole slot. 4 ranks on 2
+/// cores under a busy thread per core wait 2-3 ms per point (a busy
+/// thread's slice): whole 8 MiB slots made their 8-64 MiB allreduces
+/// 1.4-1.7x faster than 2 MiB chunks, and changed nothing under a load of
+/// short processes. With a core per rank, 8 MiB chunks were up to 2x
+/// slower than 2 MiB ones under either load.
+inline constexpr auto shm_stalled_step = std::chrono::milliseconds{2};
+
+/// A loaded allreduce of this many bytes or more yields with a short
+/// scheduler slice when its node has more local ranks than cores
+/// (communicator::bulk_): measured from 2 MiB up, and slower under a load
+/// that forks short processes below it.
+inline constexpr size_t shm_short_slice_bytes = size_t{2} << 20;
 
 /// A waiting rank spins this long on a sequence word before it sleeps on
 /// the word's futex (when every local rank has a core of its own; with
@@ -87,10 +109,14 @@ inline constexpr auto shm_preempted = std::chrono::microseconds{200};
 
 /// The same with more local ranks than cores, where ranks take each
 /// other's cores all the time: only a gap this long says a foreign thread
-/// ran (a busy thread's slice; a local rank's share of a step, up to a
-/// 2 MiB slot, takes less). With 200 us, 4 quiet ranks on 2 cores took
-/// each other for busy threads and moved to the loaded waits and chunks,
-/// a quiet 4 MiB allreduce then 0.9-3.5 ms instead of about 1.
+/// ran (a busy thread's slice; a local rank's share of a step of up to 2
+/// MiB takes less). With 200 us, 4 quiet ranks on 2 cores took each other
+/// for busy threads and moved to the loaded waits and chunks, a quiet 4
+/// MiB allreduce then 0.9-3.5 ms instead of about 1. A share of a whole
+/// 8 MiB slot (shm_stalled_step) may take longer, which can only keep an
+/// allreduce that stalled loaded: 4 ranks looping on 64 MiB allreduces
+/// were back at their quiet 22 ms per call the second after a busy thread
+/// per core stopped.
 inline constexpr auto shm_preempted_oversubscribed = std::chrono::microseconds{1000};
 
 /// After such a gap, waits take the loaded strategy for this long (spin

@@ -47,7 +47,7 @@ void stop_timeline();
 
 /// Which path each host operation takes, e.g. "allreduce: shm, allgather:
 /// shm, broadcast: shm, barrier: shm, alltoall: gloo (2 ranks on n1 share
-/// its shared-memory segment, 2 MiB slots)"; "hierarchical" across nodes;
+/// its shared-memory segment, 8 MiB slots)"; "hierarchical" across nodes;
 /// "gloo" with the reason when neither applies. Throws not_started before
 /// init().
 std::string backend_info();

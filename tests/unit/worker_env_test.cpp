@@ -245,7 +245,7 @@ TEST_CASE("a job's shared-memory segment is planned from its settings; what it d
   CHECK(req.shm == 1);
   // Clamped to the segment's bounds; not a number is the smallest slot.
   CHECK(hvactor::shm_slot_bytes_for("1") == 64u << 10);
-  CHECK(hvactor::shm_slot_bytes_for("999999999999999") == 2u << 20);
+  CHECK(hvactor::shm_slot_bytes_for("999999999999999") == 8u << 20);
   CHECK(hvactor::shm_slot_bytes_for("junk") == 64u << 10);
   CHECK(hvactor::shm_slot_bytes_for("") == 64u << 10);
 }

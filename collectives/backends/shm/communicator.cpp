@@ -56,6 +56,7 @@ communicator::communicator(std::shared_ptr<segment> seg, local_group group,
     slot_bytes_(seg_->header().slot_bytes),
     room_(slot_bytes_ - line),
     chunk_bytes_(std::min<size_t>(room_, knobs::shm_chunk_bytes)),
+    loaded_chunk_bytes_(std::min<size_t>(room_, knobs::shm_loaded_chunk_bytes)),
     oversubscribed_(group_.local_size > first_core_count()),
     spin_(knobs::shm_spin) {
 }
@@ -111,12 +112,14 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   // Chunks: each rank reduces its slice of the chunk from every rank's
   // copy (reduce-scatter), publishes it, and copies the others'
   // (allgather); the next chunk goes to the other set meanwhile. A chunk is
-  // chunk_bytes_, or a whole slot after a step at which some rank's waits
-  // were loaded (every rank reads the same words: the same next chunk).
+  // chunk_bytes_; after a step at which some rank's waits were loaded,
+  // knobs::shm_loaded_chunk_bytes; after one at which the waits of some
+  // rank with more local ranks than cores stalled, a whole slot (every
+  // rank reads the same words: the same next chunk; rank_words::loaded).
   // Each rank's data sits in its slot at its buffer's offset from a line
   // (rank_words::offset).
   const char* what = "hvd::allreduce (shared memory)";
-  bulk_ = count * esz > room_;
+  bulk_ = count * esz >= knobs::shm_short_slice_bytes;
   struct bulk_end {
     bool& on;
     ~bulk_end() { on = false; }
@@ -124,6 +127,7 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const size_t align = 64 / esz;
   size_t chunk = chunk_bytes_ / esz;
+  bool stalled = false; // this rank's waits at the last step took knobs::shm_stalled_step
   for (size_t off = 0; off < count;) {
     size_t m = std::min(chunk, count - off);
     size_t part = round_up((m + static_cast<size_t>(n) - 1) / static_cast<size_t>(n), align);
@@ -140,10 +144,12 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
     std::byte* own = view_.contiguous(base + lo(me), len(me));
     if (own == nullptr && len(me) > 0)
       view_.gather(base + lo(me), len(me), mine + lo(me));
-    seg_->words(me, set).loaded = clock_type::now() < loaded_until_ ? 1 : 0;
+    auto posted = clock_type::now();
+    seg_->words(me, set).loaded = posted >= loaded_until_ ? 0 : stalled && oversubscribed_ ? 2 : 1;
     publish(word::posted, s);
     wait_all(word::posted, s, what);
-    chunk = (any_loaded(set) ? room_ : chunk_bytes_) / esz;
+    auto waited = clock_type::now() - posted;
+    chunk = chunk_after(set) / esz;
     for (int k = 0; k < n; ++k)
       srcs[static_cast<size_t>(k)] = k == me ? (own ? own : mine + lo(me)) : data_of(set, k) + lo(me);
     if (own) {
@@ -153,7 +159,9 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
       view_.scatter(mine + lo(me), base + lo(me), len(me));
     }
     publish(word::reduced, s);
+    auto reduced = clock_type::now();
     wait_all(word::reduced, s, what);
+    stalled = waited + (clock_type::now() - reduced) >= knobs::shm_stalled_step;
     for (int k = 0; k < n; ++k)
       if (k != me && len(k) > 0)
         view_.scatter(data_of(set, k) + lo(k), base + lo(k), len(k));
@@ -161,13 +169,14 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   }
 }
 
-// Whether some local rank said at this step (of `set`) that its waits
-// were loaded (after wait_all(posted): every rank reads the same words).
-bool communicator::any_loaded(int set) const {
+// The next chunk of an allreduce, by what the local ranks said at this
+// step (of `set`) of their waits (after wait_all(posted): every rank reads
+// the same words).
+size_t communicator::chunk_after(int set) const {
+  uint8_t most = 0;
   for (int k = 0; k < group_.local_size; ++k)
-    if (seg_->words(k, set).loaded != 0)
-      return true;
-  return false;
+    most = std::max(most, seg_->words(k, set).loaded);
+  return most == 0 ? chunk_bytes_ : most == 1 ? loaded_chunk_bytes_ : room_;
 }
 
 // This rank's data of a step in `set`, `offset` bytes into its slot (said

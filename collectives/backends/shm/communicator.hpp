@@ -64,7 +64,7 @@ struct local_group {
 ///     ranks than cores a loaded waiter yields, and when no local rank
 ///     moved on for 200 us it moves to the CPU of the rank it waits for
 ///     (join_cpu_of: its yields there let that rank run); in an allreduce
-///     of more than a slot it yields with a short slice (bulk_). A rank
+///     of 2 MiB or more it yields with a short slice (bulk_). A rank
 ///     that spins or yields while its peer waits for a core spends its own
 ///     share of the core, and the scheduler then makes it wait its turn
 ///     behind the busy threads each step (the kernel's sched_yield even
@@ -159,7 +159,7 @@ private:
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);
   void allreduce_one_step(size_t count, hvd::dtype t, hvd::op o);
-  bool any_loaded(int set) const;
+  size_t chunk_after(int set) const;
   std::byte* my_data(int set, size_t offset);
   const std::byte* data_of(int set, int k) const;
 
@@ -172,6 +172,8 @@ private:
   size_t room_;
   /// min(room_, knobs::shm_chunk_bytes): the chunk of a quiet step.
   size_t chunk_bytes_;
+  /// min(room_, knobs::shm_loaded_chunk_bytes): the chunk after a loaded one.
+  size_t loaded_chunk_bytes_;
   bool oversubscribed_;
   /// How long a quiet wait spins before it sleeps: knobs::shm_spin, raised
   /// (up to knobs::shm_spin_max) after a short wait that had to sleep, so
@@ -183,8 +185,8 @@ private:
   /// Waits take the loaded strategy until then (a wait saw this thread
   /// lose its core; see the class comment).
   std::chrono::steady_clock::time_point loaded_until_{};
-  /// In an allreduce of more than a slot. With more ranks than cores on a
-  /// loaded machine a yield lets the thread with the next deadline run, a
+  /// In an allreduce of knobs::shm_short_slice_bytes or more. With more
+  /// ranks than cores on a loaded machine a yield lets the thread with the next deadline run, a
   /// busy thread's (a slice of milliseconds) as often as the local rank's
   /// whose share of the step this one waits for; a wait that yields then
   /// asks for a short slice (short_slice), keeping an early deadline, as

@@ -209,7 +209,7 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     // Yielding costs nothing while only local ranks want the cores (they
     // are who gets them): yield for as long as the peer may take to post.
     auto budget = yielding ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield) : spin_;
-    // Yields in a loaded allreduce of more than a slot: a short slice (bulk_).
+    // Yields in a loaded allreduce of 2 MiB or more: a short slice (bulk_).
     std::optional<short_slice> yield_soon;
     if (yielding && oversubscribed_ && loaded && bulk_)
       yield_soon.emplace();

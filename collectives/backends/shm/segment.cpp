@@ -24,7 +24,7 @@ namespace {
 constexpr uint64_t segment_magic = 0x6876616374736d31ULL; // "hvactsm1"
 constexpr uint32_t layout_version = 6;
 constexpr size_t page = 4096;
-/// A segment never needs more: 256 ranks on a node, 4 MiB slots, two sets.
+/// A segment never needs more: 256 ranks on a node, 64 MiB slots, two sets.
 constexpr uint32_t max_slots = 256;
 constexpr size_t max_slot_bytes = size_t{64} << 20;
 

@@ -37,8 +37,9 @@ struct alignas(64) rank_words {
   std::atomic<uint32_t> cpu{0};
   /// What this rank said with its post of the step (written before
   /// `posted`, read after waiting for it). loaded: 1 while this rank's
-  /// waits take the loaded strategy (every rank reads the same words, and
-  /// so chooses the same next chunk). offset: where its data starts in its
+  /// waits take the loaded strategy, 2 when besides its waits at its last
+  /// step stalled (every rank reads the same words, and so chooses the
+  /// same next chunk: communicator::chunk_after). offset: where its data starts in its
   /// slot, 0-63 bytes in: its buffer's offset from a cache line, so that
   /// the copies between buffers and slots move whole lines when the ranks'
   /// buffers share their offset (a std::vector of 128 KiB or more starts

@@ -33,6 +33,12 @@ engine::engine(std::unique_ptr<collectives::backend> b, const collectives::topol
     negotiator_(topo.rank, topo.size, topo.host, opts.cache_capacity),
     stall_(opts.stall, topo.rank, topo.size) {
   start_tuning();
+  // The first heartbeat round a heartbeat from now: one at once held the
+  // rounds (busy_) as the program's first calls came, which then took the
+  // queued path, each a hand-off between threads; under a load that forks
+  // short processes, the first milliseconds of small allreduces took 1-3
+  // ms a call now and then.
+  last_round_ = std::chrono::steady_clock::now();
   // hvd::init returns with the engine thread named and pinned: a caller
   // that looks at its threads right after init sees them as they stay.
   std::promise<void> ready;

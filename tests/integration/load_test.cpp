@@ -8,7 +8,8 @@
 // Under a load that forks short processes (a shell loop per core), small
 // allreduces stay exact and every rank keeps its cores (the communicator
 // moves a rank off a CPU it shares with its peer, or with more ranks than
-// cores onto the CPU of the rank it waits for, for a moment only).
+// cores onto the CPU of the rank it waits for, for a moment only), and 2
+// ranks started on one CPU run on two after 2,000 calls.
 // The hierarchical path under load is hierarchical_test's. Timing targets live in the
 // benchmarks (hvactor-bench --load), not here.
 
@@ -153,6 +154,36 @@ std::string small_calls_keep_affinity() {
   }
   auto after = my_cores();
   return after == before ? "" : "cores " + before + " became " + after;
+}
+
+/// The CPU of each of the last 1,000 of 3,000 small allreduces
+/// ("<cpu>,<cpu>,..."), after the rank moved onto the first CPU it may use
+/// (its affinity that CPU alone for a moment, then as it was): every rank
+/// starts on one CPU.
+std::string cpus_after_sharing_one() {
+  hvactor::test::hvd_session s;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+    return "no affinity";
+  cpu_set_t first;
+  CPU_ZERO(&first);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) {
+      CPU_SET(c, &first);
+      break;
+    }
+  ::sched_setaffinity(0, sizeof(first), &first);
+  ::sched_setaffinity(0, sizeof(allowed), &allowed);
+  hvd::barrier();
+  std::string out;
+  for (int i = 0; i < 3000; ++i) {
+    float x = 1.0f;
+    hvd::allreduce(std::span<float>(&x, 1), hvd::op::sum);
+    if (i >= 2000)
+      out += std::to_string(::sched_getcpu()) + ",";
+  }
+  return out;
 }
 
 /// A shell loop per core that starts /bin/true over and over (data loaders,
@@ -335,6 +366,31 @@ TEST_CASE("under a load that forks short processes, small allreduces stay exact 
     CHECK(ex.run(&small_calls_keep_affinity) == std::vector<std::string>(static_cast<size_t>(n), ""));
     ex.shutdown();
   }
+}
+
+TEST_CASE("under a load that forks short processes, 2 unbound ranks that start on one CPU run "
+          "on different CPUs after 2,000 small allreduces") {
+  // On one CPU two ranks take turns at every step (1-3 ms a call while
+  // they spin, 60-130 us while one sleeps); the communicator sees the lost
+  // core in its waits and keeps a sleeping rank off its peer's CPU.
+  if (online_cores() < 2) {
+    MESSAGE("skipped: 2 cores needed");
+    return;
+  }
+  forking_load load;
+  hvactor::executor ex{test_runtime(), hvactor::executor::create_settings({.timeout = 60s}),
+                       {.num_workers = 2}};
+  ex.start();
+  auto cpus = ex.run(&cpus_after_sharing_one);
+  ex.shutdown();
+  REQUIRE(cpus.size() == 2);
+  REQUIRE(cpus[0].size() > 1000);
+  std::istringstream a{cpus[0]}, b{cpus[1]};
+  int shared = 0, calls = 0;
+  for (std::string x, y; std::getline(a, x, ',') && std::getline(b, y, ','); ++calls)
+    shared += x == y;
+  CHECK(calls == 1000);
+  CHECK(shared < 500);
 }
 
 TEST_CASE("HVACTOR_BIND_TO=core pins every thread of each worker to a core of its own (threads "

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "collectives/backends/shm/segment.hpp"
 
 namespace hvactor::collectives::shm {
+
+class cpu_pin;
 
 /// Whether a rank's step word `value` has reached `step` (the counters
 /// wrap around).
@@ -155,6 +158,7 @@ private:
   int note_cpu();
   void saw_preemption(std::chrono::steady_clock::time_point now);
   bool shares_cpu_with(int k);
+  void sleep_apart(std::optional<cpu_pin>& pin);
   uint32_t progress() const;
   void check_abort(const char* what);
   [[noreturn]] void fail(const std::string& msg, int peer_local);

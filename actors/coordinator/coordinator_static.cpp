@@ -12,6 +12,7 @@
 #include "actors/node/worker_env.hpp"
 #include "base/internal/env_names.hpp"
 #include "base/internal/knobs_net.hpp"
+#include "base/internal/process.hpp"
 
 namespace hvactor::detail {
 
@@ -165,9 +166,41 @@ void hand_out_env(coord_actor self) {
   }
 }
 
+namespace {
+
+// The job's ranks that wait in a collective stop now, failing with `why`
+// (gloo_backend's failure watch), instead of waiting out a timeout: the
+// job's scope closes (a lost node; `close`), or a key in it says so (a dead
+// rank: the ranks still tell each other there whom they blame).
+void stop_ranks_waiting(coord_actor self, const std::string& why, bool close) {
+  auto& st = self->state;
+  if (!st.cfg.store)
+    return;
+  auto scope = fmt::format("{}/0", st.cfg.job_id);
+  if (close)
+    caf::anon_send(st.cfg.store, close_atom_v, std::move(scope), why);
+  else
+    caf::anon_send(st.cfg.store, set_atom_v, std::move(scope), std::string{proto::rank_died_key},
+                   std::vector<char>(why.begin(), why.end()));
+}
+
+} // namespace
+
 void static_exited(coord_actor self, const worker_exit& ex) {
   auto& st = self->state;
   auto err = make_error(error_kind::worker_error, st.fixed.roster.died(ex), ex.world_rank);
+  // Its peers mostly see it go (its connections close, its node raises the
+  // shared-memory abort), but not all: a rank whose Gloo send failed before
+  // its pair saw the close, or that waits on a live peer which waits on the
+  // dead rank (a hierarchical job: other local rank, other node), would wait
+  // out its timeout. A rank of an SPMD program that exits 0 is done.
+  bool died = !st.cfg.launch || ex.exit_code != 0 || ex.signal != 0;
+  if (died && !st.failure && ex.pid != 0)
+    stop_ranks_waiting(self, fmt::format("peer rank {} (pid {}) on node '{}' {}: {}",
+                                         ex.world_rank, ex.pid, ex.node_id,
+                                         proto::worker_died_during_the_job,
+                                         describe_exit(ex.exit_code, ex.signal)),
+                       false);
   if (st.cfg.launch)
     launch_exited(self, ex, std::move(err));
   else
@@ -191,11 +224,11 @@ void static_node_lost(coord_actor self, const std::string& node, const std::stri
   // closes no connection, so Gloo would wait out its whole timeout. Closing
   // the job's scope tells them now (gloo_backend's failure watch), naming
   // the peer; they fail before the job's workers are stopped.
-  if (st.cfg.store && !ranks.empty())
-    caf::anon_send(st.cfg.store, close_atom_v, fmt::format("{}/0", st.cfg.job_id),
-                   fmt::format("peer {} on node '{}'{} is unreachable: {} ({})",
-                               fmt::join(ranks, ", "), node, where,
-                               proto::node_left_the_cluster, why));
+  if (!ranks.empty())
+    stop_ranks_waiting(self, fmt::format("peer {} on node '{}'{} is unreachable: {} ({})",
+                                         fmt::join(ranks, ", "), node, where,
+                                         proto::node_left_the_cluster, why),
+                       true);
   fail(self, make_error(error_kind::node_lost,
                         fmt::format("node '{}'{} left the cluster during the job ({}); its "
                                     "workers are gone: {}",

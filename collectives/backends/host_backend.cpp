@@ -62,7 +62,7 @@ public:
   host_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
                const std::string& bind_host, const host_backend_options& opts)
     : topo_(topo), members_(opts.members) {
-    gloo_ = make_gloo_backend(topo, client, prefix, bind_host, opts.gloo_allreduce);
+    gloo_ = make_gloo_backend(topo, client, prefix, bind_host, opts.gloo_allreduce, members_);
     std::shared_ptr<shm::segment> seg;
     if (opts.paths.shm)
       seg = opts.segment ? opts.segment() : inherited_segment(topo.rank);
@@ -93,7 +93,8 @@ public:
                                  .cross_size = paths_.nodes},
                      topo.host};
       cross_ = make_gloo_backend(cross, client, fmt::format("{}/cross.{}", prefix, topo.local_rank),
-                                 bind_host, opts.gloo_allreduce);
+                                 bind_host, opts.gloo_allreduce,
+                                 paths_.job_ranks_across(topo.local_rank, members_));
     }
   }
 

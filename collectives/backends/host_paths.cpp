@@ -113,4 +113,13 @@ host_paths host_paths::plan(std::span<const rank_place> table, int me, const pat
   return p;
 }
 
+std::vector<int> host_paths::job_ranks_across(int local_rank, std::span<const int> members) const {
+  std::vector<int> out;
+  for (int c = 0; c < nodes; ++c) {
+    int r = world_of[static_cast<size_t>(c * local_size + local_rank)];
+    out.push_back(members.empty() ? r : members[static_cast<size_t>(r)]);
+  }
+  return out;
+}
+
 } // namespace hvactor::collectives

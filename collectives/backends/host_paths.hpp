@@ -62,6 +62,11 @@ struct host_paths {
   std::string why;
 
   static host_paths plan(std::span<const rank_place> table, int me, const path_settings& s);
+
+  /// The job's rank of each node's rank with local rank `local_rank`, by
+  /// cross rank (when hierarchical); `members`: the job's rank of each rank
+  /// of the table (a process set's), empty when they are the job's.
+  std::vector<int> job_ranks_across(int local_rank, std::span<const int> members) const;
 };
 
 } // namespace hvactor::collectives

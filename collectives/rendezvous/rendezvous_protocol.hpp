@@ -61,6 +61,21 @@ inline constexpr const char* superseded_after_failure = "a worker of it failed";
 /// whose packets no longer arrive.
 inline constexpr const char* node_left_the_cluster = "the node left the cluster during the job";
 
+/// The key a static job's driver sets in the job's scope when a rank's
+/// process exited during the job (a signal, a non-zero status; in an
+/// executor's job, any exit), to "peer rank R (pid P) on node 'N' died
+/// during the job: signal 9 (SIGKILL)". Every rank that waits in a
+/// collective stops at once, blaming rank R (gloo_backend's failure
+/// watch), whether or not it waits on R's connection: a Gloo send parked
+/// after its write failed is never told that the pair closed, and a rank
+/// of a hierarchical job may wait across nodes on a live peer that itself
+/// waits on R in shared memory. The scope stays open: the ranks still
+/// tell each other whom they blame there.
+inline constexpr const char* rank_died_key = "hvactor/rank-died";
+
+/// Part of rank_died_key's value.
+inline constexpr const char* worker_died_during_the_job = "died during the job";
+
 } // namespace hvactor::proto
 
 CAF_BEGIN_TYPE_ID_BLOCK(hvactor_rendezvous, caf::first_custom_type_id)

@@ -46,6 +46,9 @@
 //       every rank allreduces 8 MiB in a loop; rank VICTIM SIGKILLs itself
 //       300 ms in (writing DIR/killed); every other rank writes
 //       DIR/rank-R: "<kind> <peer> <monotonic ns> <message>"
+//   hier_driver --address A stop-kill H STOPPED VICTIM DIR
+//       the same, rank STOPPED SIGSTOPping itself 300 ms in and VICTIM
+//       SIGKILLing itself 300 ms later; every other rank reports
 //   DONE at the end; exit code 0 unless something threw.
 
 #include <signal.h>
@@ -311,6 +314,31 @@ int kill_one(hvactor::runtime& rt, int h, int victim, const std::string& dir) {
   return 0;
 }
 
+// victim_allreduce.hpp's allreduce_until_stopped_then_killed; every rank
+// but those two reports, as in kill_one.
+int stop_then_kill(hvactor::runtime& rt, int h, int stopped, int victim, const std::string& dir) {
+  hvactor::executor ex{rt, job_settings(), hosts(h)};
+  ex.start();
+  auto pids = ex.worker_pids();
+  try {
+    ex.run(&hvactor::test::allreduce_until_stopped_then_killed, stopped, victim, dir);
+  } catch (const hvactor::error& e) {
+    say(std::string{"RUN "} + e.what());
+  }
+  for (int i = 0; i < 300; ++i) {
+    bool all = true;
+    for (int r = 0; r < 2 * h; ++r)
+      all = all && (r == victim || r == stopped
+                    || std::filesystem::exists(dir + "/rank-" + std::to_string(r)));
+    if (all)
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ::kill(pids[static_cast<size_t>(stopped)], SIGCONT);
+  ex.shutdown();
+  return 0;
+}
+
 int stall_mode(hvactor::runtime& rt, int h, const std::string& dir) {
   hvactor::executor ex{rt, job_settings(),
                        hosts(h, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"},
@@ -401,8 +429,15 @@ int main(int argc, char** argv) {
       say("DONE");
       return rc;
     }
+    if (args.size() >= 6 && args[1] == "stop-kill") {
+      int rc = stop_then_kill(rt, std::stoi(args[2]), std::stoi(args[3]), std::stoi(args[4]),
+                              args[5]);
+      say("DONE");
+      return rc;
+    }
     std::fprintf(stderr, "usage: hier_driver --address A (compare H | permute H SEEDS | join H | "
-                         "api H | reducescatter H | stall H DIR | kill H VICTIM DIR)\n");
+                         "api H | reducescatter H | stall H DIR | kill H VICTIM DIR | "
+                         "stop-kill H STOPPED VICTIM DIR)\n");
     return 2;
   } catch (const std::exception& e) {
     say(std::string{"ERROR "} + e.what());

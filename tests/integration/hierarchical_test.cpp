@@ -9,6 +9,7 @@
 // threads per core too (issue 28); the reducescatter whose parts cross the
 // nodes once (issue 59).
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -68,16 +69,14 @@ cluster_options nodes(int n) {
 /// Rank 1 (local rank 1 of the first node; its cross peers are on the
 /// other) SIGKILLs itself inside a hierarchical allreduce on 2 nodes: every
 /// other rank fails with a collective_error within `within`.
-void kill_one_rank(cluster& c, std::chrono::nanoseconds within) {
-  auto dir = c.dir() / "kill-reports";
-  std::filesystem::create_directories(dir);
-  int victim = 1;
-  auto driver = hier_driver(c, {"kill", "2", std::to_string(victim), dir.string()});
-  finish(*driver);
+// Every rank of 2 nodes x 2 but `gone` reported a collective_error (DIR/rank-R)
+// within `within` of DIR/killed.
+void check_failed_within(const std::filesystem::path& dir, std::vector<int> gone,
+                         std::chrono::nanoseconds within) {
   REQUIRE(std::filesystem::exists(dir / "killed"));
   auto killed = std::stoll(read_file(dir / "killed"));
   for (int r = 0; r < 4; ++r) {
-    if (r == victim)
+    if (std::find(gone.begin(), gone.end(), r) != gone.end())
       continue;
     CAPTURE(r);
     auto report = dir / ("rank-" + std::to_string(r));
@@ -95,6 +94,15 @@ void kill_one_rank(cluster& c, std::chrono::nanoseconds within) {
     MESSAGE("rank " << r << " failed " << (at - killed) / 1000000 << " ms after the kill: "
                     << what);
   }
+}
+
+void kill_one_rank(cluster& c, std::chrono::nanoseconds within) {
+  auto dir = c.dir() / "kill-reports";
+  std::filesystem::create_directories(dir);
+  int victim = 1;
+  auto driver = hier_driver(c, {"kill", "2", std::to_string(victim), dir.string()});
+  finish(*driver);
+  check_failed_within(dir, {victim}, within);
 }
 
 } // namespace
@@ -362,6 +370,23 @@ TEST_CASE("with 2 busy threads per core, on 2 nodes x 2 workers the hierarchical
   CHECK(first_line(*driver, "SAME ") == "1");
   CHECK(std::stod(first_line(*driver, "FPDIFF ")) < 1e-6);
   kill_one_rank(c, 2s);
+  CHECK(c.no_workers_within(5s));
+}
+
+TEST_CASE("on 2 nodes x 2 workers, when rank 1 stops and then rank 0 is SIGKILLed, the other "
+          "node's ranks fail within 2 s, not after their 10 s timeout: the driver tells them") {
+  // Rank 3 waits on rank 1 across nodes, whose connection stays open, and
+  // rank 2 on rank 3 in shared memory: neither sees rank 0's connections
+  // close.
+  cluster c{nodes(2)};
+  auto dir = c.dir() / "stop-kill-reports";
+  std::filesystem::create_directories(dir);
+  auto driver = hier_driver(c, {"stop-kill", "2", "1", "0", dir.string()});
+  finish(*driver);
+  check_failed_within(dir, {0, 1}, 2s);
+  auto rank3 = read_file(dir / "rank-3");
+  CHECK(rank3.find("peer rank 0") != std::string::npos);
+  CHECK(rank3.find("died during the job") != std::string::npos);
   CHECK(c.no_workers_within(5s));
 }
 

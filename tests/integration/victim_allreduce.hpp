@@ -5,7 +5,8 @@
 // from another thread 300 ms in (in the middle of an allreduce), after
 // writing the CLOCK_MONOTONIC time to DIR/killed. Every other rank writes
 // "<kind> <peer> <monotonic ns when it failed> <message>" to DIR/rank-R
-// (one line) and returns it.
+// (one line) and returns it. allreduce_until_stopped_then_killed stops
+// one rank first.
 
 #include <signal.h>
 #include <time.h>
@@ -33,12 +34,20 @@ inline void write_whole(const std::string& path, const std::string& text) {
   std::filesystem::rename(path + ".tmp", path);
 }
 
-inline std::string allreduce_until_killed(int victim, std::string dir) {
+/// The loop of allreduce_until_killed; rank `stopped` (-1: none) first
+/// SIGSTOPs itself 300 ms in, and `victim` SIGKILLs itself 300 ms later.
+inline std::string allreduce_until_failed(int stopped, int victim, const std::string& dir) {
   hvd::init();
   int me = hvd::rank();
-  if (me == victim)
-    std::thread([dir] {
+  auto kill_at = std::chrono::milliseconds(stopped >= 0 ? 600 : 300);
+  if (me == stopped)
+    std::thread([] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::raise(SIGSTOP);
+    }).detach();
+  if (me == victim)
+    std::thread([dir, kill_at] {
+      std::this_thread::sleep_for(kill_at);
       write_whole(dir + "/killed", std::to_string(monotonic_ns()));
       ::raise(SIGKILL);
     }).detach();
@@ -60,6 +69,17 @@ inline std::string allreduce_until_killed(int victim, std::string dir) {
   write_whole(dir + "/rank-" + std::to_string(me), report);
   hvd::shutdown();
   return report;
+}
+
+inline std::string allreduce_until_killed(int victim, std::string dir) {
+  return allreduce_until_failed(-1, victim, dir);
+}
+
+/// Rank `stopped` stops (SIGSTOP: its connections stay open, its node sees
+/// no exit), then rank `victim` is killed: ranks waiting on the stopped
+/// one learn of the death only from the driver.
+inline std::string allreduce_until_stopped_then_killed(int stopped, int victim, std::string dir) {
+  return allreduce_until_failed(stopped, victim, dir);
 }
 
 } // namespace hvactor::test

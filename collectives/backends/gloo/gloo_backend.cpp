@@ -33,12 +33,13 @@ namespace {
 class gloo_backend : public backend {
 public:
   gloo_backend(const topology& topo, rendezvous_client& client, const std::string& prefix,
-               const std::string& bind_host, allreduce_algorithm_policy algorithm)
+               const std::string& bind_host, allreduce_algorithm_policy algorithm,
+               std::vector<int> job_ranks)
     : topo_(topo), timeout_(client.timeout()),
       // Over a network link gather loses to the ring from smaller sizes.
       algorithm_(net::is_loopback(bind_host) ? algorithm : algorithm.over_network()),
       client_(&client),
-      prefix_(prefix) {
+      prefix_(prefix), job_ranks_(std::move(job_ranks)) {
     connect(client, prefix, bind_host);
   }
 
@@ -70,10 +71,9 @@ public:
             });
   }
 
-  // A small allreduce with the negotiation header, both in one doubling
-  // exchange (the header's words and header_data_bytes more, whatever the
-  // data): across 2 nodes a small call was two exchanges. Larger ones
-  // (up to lane_data_bytes) too where the lane carries the header.
+  // A small allreduce with the negotiation header in one doubling exchange
+  // (the header's words and header_data_bytes more, whatever the data; up
+  // to lane_data_bytes where the lane carries the header).
   bool allreduce_with_header(int64_t* header, size_t words, size_t data_word, void* data,
                              size_t count, hvd::dtype t, hvd::op o,
                              const std::function<bool(std::span<const int64_t>)>& accept) override {
@@ -390,7 +390,7 @@ private:
                   first.push_back(q);
               need(first, true);
             });
-    failure_watch_ = watch_failures(client, prefix_, abort_, topo_.rank, topo_.size);
+    failure_watch_ = watch_failures(client, prefix_, abort_, topo_.rank, topo_.size, job_ranks_);
   }
 
   // The small-message lane; a rank that never publishes its card fails
@@ -469,13 +469,13 @@ private:
   std::shared_ptr<peer_abort> abort_ = std::make_shared<peer_abort>();
   std::shared_ptr<void> failure_watch_;
   std::map<std::string, int> peers_;
-  // Every rank's card; peers_ grows from the published pairs (learn_connected),
-  // which a rank publishes again each time it connects more.
+  // Every rank's card; peers_ grows from the published pairs (learn_connected).
   std::vector<mesh_card> cards_;
   bool learned_connected_ = false;
   // Outlives the backend (hvd keeps it for the session); asked on failure.
   rendezvous_client* client_ = nullptr;
   std::string prefix_;
+  std::vector<int> job_ranks_; // make_gloo_backend's
   uint32_t tag_ = 0;
   std::string broken_;
   // gather_reduce's copies and their addresses (grown, never shrunk).
@@ -492,8 +492,9 @@ private:
 std::unique_ptr<backend> make_gloo_backend(const topology& topo, rendezvous_client& client,
                                            const std::string& prefix,
                                            const std::string& bind_host,
-                                           allreduce_algorithm_policy algorithm) {
-  return std::make_unique<gloo_backend>(topo, client, prefix, bind_host, algorithm);
+                                           allreduce_algorithm_policy algorithm,
+                                           std::vector<int> job_ranks) {
+  return std::make_unique<gloo_backend>(topo, client, prefix, bind_host, algorithm, job_ranks);
 }
 
 } // namespace hvactor::collectives

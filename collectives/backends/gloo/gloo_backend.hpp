@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/backends/allreduce_algorithm.hpp"
 #include "collectives/backends/backend.hpp"
@@ -16,10 +17,14 @@ namespace hvactor::collectives {
 /// ranks that never arrived within the client's timeout. `algorithm`
 /// picks each allreduce's Gloo algorithm. `client` must outlive the
 /// backend: a failure asks the store which rank failed first, and tells it
-/// whom this rank blames, before closing its connections.
+/// whom this rank blames, before closing its connections. `job_ranks`:
+/// the job's rank of each rank of `topo` (a process set's, the ranks across
+/// nodes of a hierarchical path), empty when they are the job's ranks; the
+/// driver names the job's rank when it tells the ranks that one died.
 std::unique_ptr<backend> make_gloo_backend(const topology& topo, rendezvous_client& client,
                                            const std::string& prefix,
                                            const std::string& bind_host,
-                                           allreduce_algorithm_policy algorithm);
+                                           allreduce_algorithm_policy algorithm,
+                                           std::vector<int> job_ranks = {});
 
 } // namespace hvactor::collectives

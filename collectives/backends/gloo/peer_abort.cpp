@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -209,9 +211,25 @@ bool parse_announcement(const std::string& text, int& announcer, int& culprit) {
   return c.ec == std::errc{} && c.ptr == end;
 }
 
+namespace {
+
+// The driver's word (a lost node, a dead rank) names the job's rank R as
+// "peer rank R": this context's rank where R is one of them (`job_ranks`:
+// each rank's job rank, empty where they are the job's), else -1.
+int culprit_in(const std::string& why, size_t at, int size, const std::vector<int>& job_ranks) {
+  int job_rank = std::atoi(why.c_str() + at + 10);
+  if (job_ranks.empty())
+    return job_rank >= 0 && job_rank < size ? job_rank : -1;
+  auto i = std::find(job_ranks.begin(), job_ranks.end(), job_rank);
+  return i != job_ranks.end() ? static_cast<int>(i - job_ranks.begin()) : -1;
+}
+
+} // namespace
+
 std::shared_ptr<void> watch_failures(rendezvous_client& client, const std::string& prefix,
-                                     const std::shared_ptr<peer_abort>& abort, int me, int size) {
-  return client.watch(
+                                     const std::shared_ptr<peer_abort>& abort, int me, int size,
+                                     std::vector<int> job_ranks) {
+  auto announced = client.watch(
     prefix + "/failed",
     [abort, me, size](const std::vector<char>& v) {
       int announcer = -1, culprit = -1;
@@ -220,17 +238,26 @@ std::shared_ptr<void> watch_failures(rendezvous_client& client, const std::strin
         return;
       abort->raise(announcer, culprit >= 0 && culprit < size ? culprit : -1);
     },
-    [abort, size](const std::string& why) {
+    [abort, size, job_ranks](const std::string& why) {
       if (why.find(proto::superseded_after_failure) != std::string::npos) {
         abort->raise(why);
       } else if (auto at = why.find("peer rank ");
                  at != std::string::npos
                  && why.find(proto::node_left_the_cluster) != std::string::npos) {
         // A static job's driver lost a node of the job: its first rank.
-        int culprit = std::atoi(why.c_str() + at + 10);
-        abort->raise(why.substr(at), culprit >= 0 && culprit < size ? culprit : -1);
+        abort->raise(why.substr(at), culprit_in(why, at, size, job_ranks));
       }
     });
+  // A static job's driver saw a rank's process die.
+  auto died = client.watch(proto::rank_died_key,
+                           [abort, size, job_ranks](const std::vector<char>& v) {
+                             std::string why(v.begin(), v.end());
+                             auto at = why.find("peer rank ");
+                             if (at != std::string::npos)
+                               abort->raise(why.substr(at), culprit_in(why, at, size, job_ranks));
+                           });
+  return std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+    std::move(announced), std::move(died));
 }
 
 } // namespace hvactor::collectives

@@ -119,10 +119,13 @@ private:
 /// `me` of `size` is raised). So does every rank of an elastic generation
 /// that the driver ended because a worker of it failed (it closes the
 /// generation's scope, and announcements with it), and every rank of a
-/// static job whose driver lost a node. Returns the watch (dropping it
-/// ends it).
+/// static job whose driver lost a node (it closes the job's scope) or a
+/// rank's process (proto::rank_died_key); the driver names the job's rank:
+/// `job_ranks` holds the job rank of each rank of this context, empty
+/// when they are the same. Returns the watches (dropping it ends them).
 std::shared_ptr<void> watch_failures(rendezvous_client& client, const std::string& prefix,
-                                     const std::shared_ptr<peer_abort>& abort, int me, int size);
+                                     const std::shared_ptr<peer_abort>& abort, int me, int size,
+                                     std::vector<int> job_ranks = {});
 
 /// The value announced under "<prefix>/failed": "<announcer> <culprit>".
 std::string announcement(int announcer, int culprit);

@@ -119,6 +119,18 @@ inline constexpr auto shm_preempted = std::chrono::microseconds{200};
 /// per core stopped.
 inline constexpr auto shm_preempted_oversubscribed = std::chrono::microseconds{1000};
 
+/// With more local ranks than cores, a yielding wait during which no local
+/// rank moved on for this long (outside an allreduce of 2 MiB or more,
+/// whose steps may take that long) also says a foreign process holds a
+/// core: the ranks take turns within microseconds otherwise. 4 ranks on 2
+/// cores under a load that forks short processes, split between the
+/// cores, took 1.5-2.3 ms per 4-byte call for up to 4 s (each step waited
+/// for the load's slice on the other core) and never saw a gap of
+/// shm_preempted_oversubscribed between two yields; seeing this, a waiter
+/// moves to the CPU of the rank it waits for (join_cpu_of), and the ranks
+/// were on one core at 4 us per call within 200-400 calls.
+inline constexpr auto shm_starved_oversubscribed = std::chrono::milliseconds{1};
+
 /// After such a gap, waits take the loaded strategy for this long (spin
 /// shm_spin_loaded, then sleep); a later gap extends it.
 inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};

@@ -66,7 +66,8 @@ struct local_group {
 ///   - Loaded: spin knobs::shm_spin_loaded, then sleep. With more local
 ///     ranks than cores a loaded waiter yields, and when no local rank
 ///     moved on for 200 us it moves to the CPU of the rank it waits for
-///     (join_cpu_of: its yields there let that rank run); in an allreduce
+///     (join_cpu_of: its yields there let that rank run); no local rank
+///     moving on for shm_starved_oversubscribed says loaded too; in an allreduce
 ///     of 2 MiB or more it yields with a short slice (bulk_). A rank
 ///     that spins or yields while its peer waits for a core spends its own
 ///     share of the core, and the scheduler then makes it wait its turn

@@ -88,10 +88,15 @@ bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
       if (before != seen) {
         seen = before;
         moved_on = last;
-      } else if (oversubscribed_ && last < loaded_until_
-                 && last - moved_on > std::chrono::microseconds{200}) {
-        join_cpu_of(k);
-        moved_on = last;
+      } else if (oversubscribed_ && last - moved_on > std::chrono::microseconds{200}) {
+        // Yields hand the cores between local ranks: a step that long with
+        // none of them moving on waits for a foreign process.
+        if (last >= loaded_until_ && !bulk_ && last - moved_on > knobs::shm_starved_oversubscribed)
+          saw_preemption(last);
+        if (last < loaded_until_) {
+          join_cpu_of(k);
+          moved_on = last;
+        }
       }
       ::sched_yield();
       if (reached(value.load(std::memory_order_acquire), step))

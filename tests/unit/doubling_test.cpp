@@ -136,7 +136,7 @@ TEST_CASE("the header exchange min-reduces headers and reduces the data only whe
                                           std::vector<float>* data,
                                           std::vector<std::byte>& frame) {
         std::vector<std::byte> scratch;
-        auto combine = [&](void* d, size_t bytes, const doubling_fold& fold,
+        auto combine = [&](void* d, size_t bytes, size_t, const doubling_fold& fold,
                            const std::function<size_t()>&) {
           doubling_combine(ctx[static_cast<size_t>(r)], d, bytes, fold, scratch, 5, 5s);
         };

@@ -88,9 +88,9 @@ struct lanes {
 // rank r's lane exchanging one header of `words` words with `data`.
 void exchange(small_lane& lane, int n, int r, std::vector<int64_t>& header, size_t data_word,
               std::vector<float>* data, std::vector<std::byte>& frame) {
-  auto combine = [&](void* d, size_t bytes, const doubling_fold& fold,
+  auto combine = [&](void* d, size_t bytes, size_t words, const doubling_fold& fold,
                      const std::function<size_t()>& sending) {
-    lane.combine(n, r, d, bytes, fold, sending);
+    lane.combine(n, r, d, bytes, words, fold, sending);
   };
   doubling_header_exchange(combine, header.data(), header.size(), data_word,
                            data ? data->data() : nullptr, data ? data->size() : 0,
@@ -244,7 +244,7 @@ TEST_CASE("a message over the lane's capacity is refused before anything is sent
   std::vector<std::byte> big(lane_capacity + 1);
   auto fold = [](const void*, bool) {};
   auto sending = [&] { return big.size(); };
-  CHECK_THROWS_AS(l.lane[0]->combine(2, 0, big.data(), big.size(), fold, sending),
+  CHECK_THROWS_AS(l.lane[0]->combine(2, 0, big.data(), big.size(), 0, fold, sending),
                   std::invalid_argument);
   // The lane still works: nothing went out.
   on_every_rank(2, [&](int r) {

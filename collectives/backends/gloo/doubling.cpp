@@ -129,7 +129,7 @@ void doubling_header_exchange(const doubling_combiner& combine, int64_t* header,
     auto* h = reinterpret_cast<const int64_t*>(frame.data());
     return header_bytes + (h[data_word] == 0 ? bytes : 0);
   };
-  combine(frame.data(), frame.size(), fold, sending);
+  combine(frame.data(), frame.size(), words, fold, sending);
   std::memcpy(header, frame.data(), header_bytes);
 }
 

@@ -85,7 +85,11 @@ inline size_t header_frame_bytes(size_t words, size_t data_bytes = 0) {
 /// transport: doubling_combine over a context, or the small-message lane.
 /// `sending()` says how many of the bytes a step needs to send now (the
 /// rest is data no peer will read); a transport may send only those.
-using doubling_combiner = std::function<void(void* data, size_t bytes, const doubling_fold& fold,
+/// The first `header_words` 64-bit words of `data` are a negotiation
+/// header, which changes little from one exchange to the next: the lane
+/// sends it as the differences (lane_frame.hpp).
+using doubling_combiner = std::function<void(void* data, size_t bytes, size_t header_words,
+                                             const doubling_fold& fold,
                                              const std::function<size_t()>& sending)>;
 
 /// The negotiation header's exchange by recursive doubling (`combine`),

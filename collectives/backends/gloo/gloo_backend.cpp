@@ -166,10 +166,10 @@ private:
     guarded([] { return std::string{"the negotiation's header exchange"}; },
             [&] {
               auto tag = next_tag();
-              auto combine = [&](void* d, size_t bytes, const doubling_fold& fold,
+              auto combine = [&](void* d, size_t bytes, size_t words, const doubling_fold& fold,
                                  const std::function<size_t()>& sending) {
                 if (lane_ && bytes <= lane_->capacity())
-                  return lane_->combine(topo_.size, topo_.rank, d, bytes, fold, sending);
+                  return lane_->combine(topo_.size, topo_.rank, d, bytes, words, fold, sending);
                 need(doubling_peers(topo_.rank, topo_.size));
                 doubling_combine(ctx_, d, bytes, fold, gathered_, tag, timeout_);
               };

@@ -11,6 +11,8 @@
 #include <gloo/common/error.h>
 
 #include "base/net/recv_spin.hpp"
+
+#include "lane_frame.hpp"
 #include "peer_addresses.hpp"
 
 namespace hvactor::collectives {
@@ -21,15 +23,15 @@ namespace {
 // step, read in the order sent.
 constexpr int lane_slot = 0x5a1;
 
-// Each message starts with its payload's length (a 64-bit word), so that a
-// read copies only what was sent: a frame holds up to 64 KiB of data where
-// most steps send a header of a few words.
-constexpr size_t length_bytes = sizeof(uint64_t);
-
 } // namespace
 
 struct small_lane::link {
+  // Encoded frames (lane_frame.hpp): each says its length, so that a read
+  // copies only what was sent (a frame holds up to 64 KiB of data where
+  // most steps send a header of a few words).
   std::vector<std::byte> out, in;
+  // The last header sent and received on this link.
+  std::vector<int64_t> sent, got;
   std::unique_ptr<::gloo::transport::Buffer> send, recv;
 };
 
@@ -53,8 +55,8 @@ small_lane::small_lane(std::shared_ptr<void> owner,
   for (auto& [peer, pair] : pairs) {
     auto l = std::make_unique<link>();
     pair->setSync(true, false);
-    l->out.resize(length_bytes + capacity_);
-    l->in.resize(length_bytes + capacity_);
+    l->out.resize(lane_frame::max_encoded(capacity_));
+    l->in.resize(lane_frame::max_encoded(capacity_));
     l->send = pair->createSendBuffer(lane_slot, l->out.data(), l->out.size());
     l->recv = pair->createRecvBuffer(lane_slot, l->in.data(), l->in.size());
     links_.emplace(peer, std::move(l));
@@ -73,28 +75,32 @@ small_lane::link& small_lane::of(int peer) {
   return *found->second;
 }
 
-void small_lane::send(link& l, const void* data, size_t bytes) {
-  uint64_t length = bytes;
-  std::memcpy(l.out.data(), &length, length_bytes);
-  std::memcpy(l.out.data() + length_bytes, data, bytes);
-  l.send->send(0, length_bytes + bytes);
+void small_lane::send(link& l, const void* data, size_t bytes, size_t header_words) {
+  auto encoded =
+    lane_frame::encode(std::span(static_cast<const std::byte*>(data), bytes),
+                       std::min(header_words, bytes / sizeof(int64_t)), l.sent, l.out.data());
+  l.send->send(0, encoded);
   l.send->waitSend();
 }
 
-// At most `bytes` of what the peer sent (its length word is the peer's
-// word: never more than the buffer).
+// At most `bytes` of what the peer sent (the frame's length is the peer's
+// word: never more than the capacity, nor past the buffer).
 void small_lane::recv(link& l, void* into, size_t bytes) {
   {
     recv_spin::scope spin{lane_spin, *wake_, timeout_};
     l.recv->waitRecv();
   }
-  uint64_t length = 0;
-  std::memcpy(&length, l.in.data(), length_bytes);
-  std::memcpy(into, l.in.data() + length_bytes, std::min<uint64_t>({length, bytes, capacity_}));
+  try {
+    lane_frame::decode(l.in, capacity_, l.got, std::span(static_cast<std::byte*>(into), bytes));
+  } catch (const std::runtime_error& e) {
+    // As a failed read: combine() names the peer, the backend fails the
+    // operation and announces it.
+    throw ::gloo::IoException(e.what());
+  }
 }
 
-void small_lane::combine(int n, int me, void* data, size_t bytes, const doubling_fold& fold,
-                         const std::function<size_t()>& sending) {
+void small_lane::combine(int n, int me, void* data, size_t bytes, size_t header_words,
+                         const doubling_fold& fold, const std::function<size_t()>& sending) {
   if (bytes > capacity_)
     throw std::invalid_argument("small_lane: a message of " + std::to_string(bytes)
                                 + " bytes is over the lane's " + std::to_string(capacity_));
@@ -106,7 +112,7 @@ void small_lane::combine(int n, int me, void* data, size_t bytes, const doubling
     .send =
       [&](int peer, const void* d) {
         at = peer;
-        send(of(peer), d, sending());
+        send(of(peer), d, sending(), header_words);
       },
     .recv =
       [&](int peer, void* into) {
@@ -117,7 +123,7 @@ void small_lane::combine(int n, int me, void* data, size_t bytes, const doubling
       [&](int peer, const void* d, void* into) {
         at = peer;
         auto& l = of(peer);
-        send(l, d, sending());
+        send(l, d, sending(), header_words);
         recv(l, into, bytes);
       },
   };

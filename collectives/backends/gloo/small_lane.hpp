@@ -62,12 +62,14 @@ public:
 
   /// doubling_combine over the lane for rank `me` of `n`: `bytes` (at
   /// most capacity()) at `data`, the peer's copies folded in by `fold`;
-  /// each step sends the first `sending()` bytes, and a read copies what
-  /// its peer sent (the peer's copy beyond that is stale). Gloo's
-  /// exceptions pass through; peer_announced_failure once `abort` was
-  /// raised.
-  void combine(int n, int me, void* data, size_t bytes, const doubling_fold& fold,
-               const std::function<size_t()>& sending);
+  /// each step sends the first `sending()` bytes, its first
+  /// `header_words` words as the differences from the last header sent
+  /// on that link (lane_frame.hpp), and a read copies what its peer sent
+  /// (the peer's copy beyond that is stale). Gloo's exceptions pass
+  /// through; peer_announced_failure once `abort` was raised; a malformed
+  /// frame fails as a read does (Gloo's IoException, naming the peer).
+  void combine(int n, int me, void* data, size_t bytes, size_t header_words,
+               const doubling_fold& fold, const std::function<size_t()>& sending);
 
   size_t capacity() const noexcept {
     return capacity_;
@@ -75,7 +77,7 @@ public:
 
 private:
   struct link;
-  void send(link& l, const void* data, size_t bytes);
+  void send(link& l, const void* data, size_t bytes, size_t header_words);
   void recv(link& l, void* into, size_t bytes);
   link& of(int peer);
 

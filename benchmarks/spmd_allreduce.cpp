@@ -22,7 +22,7 @@ namespace hvd = hvactor::hvd;
 int main(int argc, char** argv) {
   spmd_sizes sizes = spmd_parse_sizes(argc, argv);
   if (!sizes.ok) {
-    std::fprintf(stderr, "usage: spmd_allreduce [MIN_BYTES MAX_BYTES FACTOR] (sizes >= 4)\n");
+    std::fprintf(stderr, "usage: spmd_allreduce [MIN_BYTES MAX_BYTES FACTOR [CALLS_SCALE]] (sizes >= 4, scale 1-1000)\n");
     return 2;
   }
   hvd::init();
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     std::fill(x.begin(), x.end(), 1.0f);
     hvd::allreduce(std::span<float>(x), hvd::op::sum);
     hvd::barrier();
-    int iters = spmd_iters(bytes);
+    int iters = spmd_iters(bytes) * sizes.scale;
     std::vector<double> us(static_cast<size_t>(iters));
     auto begin = clock::now();
     for (int i = 0; i < iters; ++i) {

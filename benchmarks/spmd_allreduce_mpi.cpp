@@ -25,7 +25,8 @@ static int by_value(const void* a, const void* b) {
 int main(int argc, char** argv) {
   spmd_sizes sizes = spmd_parse_sizes(argc, argv);
   if (!sizes.ok) {
-    fprintf(stderr, "usage: spmd_allreduce_mpi [MIN_BYTES MAX_BYTES FACTOR] (sizes >= 4)\n");
+    fprintf(stderr, "usage: spmd_allreduce_mpi [MIN_BYTES MAX_BYTES FACTOR [CALLS_SCALE]] "
+                    "(sizes >= 4, scale 1-1000)\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
   for (size_t bytes = sizes.min; bytes <= sizes.max; bytes *= sizes.factor) {
     size_t n = bytes / sizeof(float);
     float* x = (float*)malloc(bytes);
-    int iters = spmd_iters(bytes);
+    int iters = spmd_iters(bytes) * sizes.scale;
     double* us = (double*)malloc(sizeof(double) * (size_t)iters);
     if (!x || !us) {
       fprintf(stderr, "spmd_allreduce_mpi: out of memory at %zu bytes\n", bytes);

@@ -12,6 +12,7 @@ hvactor (above 1: hvactor is faster).
   python3 benchmarks/spmd_compare.py --np 2,4 --rounds 5
   python3 benchmarks/spmd_compare.py --np 2 --load fork     # a shell loop per core
   python3 benchmarks/spmd_compare.py --np 2 --load spin     # a spinning process per core
+  python3 benchmarks/spmd_compare.py --np 2 --load spin --calls-scale 20   # long runs per size
   python3 benchmarks/spmd_compare.py --np 2 --load fork --bind-to core   # both sides bound
 
 Binding: by default each side has its launcher's own (hvactor-run leaves
@@ -43,6 +44,9 @@ def parse_args():
     p.add_argument("-b", "--min-bytes", type=int, default=4)
     p.add_argument("-e", "--max-bytes", type=int, default=64 << 20)
     p.add_argument("-f", "--factor", type=int, default=16)
+    p.add_argument("--calls-scale", type=int, default=1,
+                   help="every size's calls times this on both sides (default 1); under a "
+                        "load, 10 or more makes each size's run span many scheduler ticks")
     p.add_argument("--load", choices=["none", "spin", "fork"], default="none")
     p.add_argument("--bind-to", choices=["default", "core", "none"], default="default",
                    help="default: each launcher's own; core: both sides a core per rank; "
@@ -55,6 +59,8 @@ def parse_args():
     a.np = [int(x) for x in a.np.split(",")]
     if a.rounds < 1 or any(n < 1 for n in a.np):
         p.error("--rounds and --np must be at least 1")
+    if not 1 <= a.calls_scale <= 1000:
+        p.error("--calls-scale must be 1-1000")
     return a
 
 
@@ -79,7 +85,7 @@ def stop_load(procs):
 
 
 def command(side, a, n):
-    sizes = [str(a.min_bytes), str(a.max_bytes), str(a.factor)]
+    sizes = [str(a.min_bytes), str(a.max_bytes), str(a.factor), str(a.calls_scale)]
     if side == "hvactor":
         run = os.path.join(a.build, "tools", "hvactor-run")
         bind = [] if a.bind_to == "default" else ["--bind-to", a.bind_to]
@@ -150,7 +156,8 @@ def table(n, rounds, a):
 def main():
     a = parse_args()
     load = start_load(a.load)
-    report = {"load": a.load, "cores": cores(), "rounds": a.rounds, "runs": {}}
+    report = {"load": a.load, "cores": cores(), "rounds": a.rounds,
+              "calls_scale": a.calls_scale, "runs": {}}
     try:
         for n in a.np:
             rounds = {"hvactor": [], "mpi": []}

@@ -8,6 +8,7 @@
 
 typedef struct {
   size_t min, max, factor;
+  int scale; /* every size's calls times this (the loops' 4th argument) */
   int ok;
 } spmd_sizes;
 
@@ -23,17 +24,25 @@ static inline int spmd_iters(size_t bytes) {
   return 10;
 }
 
-/* [MIN_BYTES MAX_BYTES FACTOR], default 4 B to 64 MiB by 16. */
+/* [MIN_BYTES MAX_BYTES FACTOR [CALLS_SCALE]], default 4 B to 64 MiB by 16,
+ * each size's calls (spmd_iters) as they are. A scale above 1 makes each
+ * size's timed calls span many scheduler ticks: under a load that takes
+ * a core for whole 4 ms ticks, a 1 ms run of calls measures whether a
+ * tick fell into it rather than the calls. */
 static inline spmd_sizes spmd_parse_sizes(int argc, char** argv) {
-  spmd_sizes s = {4, 64u << 20, 16, 1};
-  if (argc == 4) {
+  spmd_sizes s = {4, 64u << 20, 16, 1, 1};
+  if (argc == 4 || argc == 5) {
     s.min = strtoull(argv[1], NULL, 10);
     s.max = strtoull(argv[2], NULL, 10);
     s.factor = strtoull(argv[3], NULL, 10);
+    if (argc == 5) {
+      long scale = strtol(argv[4], NULL, 10);
+      s.scale = scale >= 1 && scale <= 1000 ? (int)scale : 0;
+    }
   } else if (argc != 1) {
     s.ok = 0;
   }
-  if (s.min < 4 || s.max < s.min || s.max > (1ull << 31) || s.factor < 2)
+  if (s.min < 4 || s.max < s.min || s.max > (1ull << 31) || s.factor < 2 || s.scale < 1)
     s.ok = 0;
   return s;
 }

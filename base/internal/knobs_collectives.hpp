@@ -144,6 +144,17 @@ inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};
 /// instead of spinning, over 1 ms).
 inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 
+/// The same in a loaded allreduce of shm_short_slice_bytes or more
+/// (communicator::bulk_), whose steps each copy and reduce up to a
+/// loaded chunk: a peer that runs is seldom 20 us behind there, and a
+/// sleep at every step, pinned to its CPU (sleep_apart), left the rank
+/// waiting for a wake-up on a core the load held. 2 ranks, a shell loop
+/// starting /bin/true on each core, 400 calls of 16 MiB: 10.3-12.9 ms per
+/// call with 20 us and pinned sleeps, 6.5-7.6 ms with 150 us and
+/// unpinned ones (4 MiB: 2.2-3.1 ms against 1.4-1.5); a busy thread per
+/// core: alike (7.5-9.4 against 7.3-8.4 ms).
+inline constexpr auto shm_spin_loaded_bulk = std::chrono::microseconds{150};
+
 /// With more local ranks than cores, a quiet wait yields (to the local
 /// rank that needs the core) for up to this long before it sleeps: a step
 /// of a large allreduce takes milliseconds there, and a futex wake-up per

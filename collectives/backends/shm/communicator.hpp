@@ -63,7 +63,9 @@ struct local_group {
 ///   - Quiet (no such gap within knobs::shm_load_memory): spin for spin_
 ///     (adaptive), yielding instead of pausing when there are more local
 ///     ranks than cores (the awaited rank may need this core); then sleep.
-///   - Loaded: spin knobs::shm_spin_loaded, then sleep. With more local
+///   - Loaded: spin knobs::shm_spin_loaded (shm_spin_loaded_bulk in an
+///     allreduce of 2 MiB or more, whose sleeps are not pinned), then
+///     sleep. With more local
 ///     ranks than cores a loaded waiter yields, and when no local rank
 ///     moved on for 200 us it moves to the CPU of the rank it waits for
 ///     (join_cpu_of: its yields there let that rank run); no local rank

@@ -261,7 +261,8 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   // when loaded: the CPU number costs a third of a quiet 4-byte call.
   bool yielding = oversubscribed_ || (loaded && shares_cpu_with(k));
   if (loaded && !yielding) {
-    if (spin_for(value, step, start, knobs::shm_spin_loaded, false, what, k))
+    auto budget = bulk_ ? knobs::shm_spin_loaded_bulk : knobs::shm_spin_loaded;
+    if (spin_for(value, step, start, budget, false, what, k))
       return;
   } else {
     // Yielding costs nothing while only local ranks want the cores (they
@@ -283,8 +284,10 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   auto deadline = start + timeout_;
   auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(knobs::shm_sleep_slice);
   short_slice wake_soon;
+  // Pinned, a bulk step's sleeper waits for the load on its CPU when
+  // the other is free: the short waits of small calls only.
   std::optional<cpu_pin> apart;
-  if (loaded && !oversubscribed_)
+  if (loaded && !oversubscribed_ && !bulk_)
     sleep_apart(apart);
   for (int round = 1;; ++round) {
     waiting.fetch_add(1, std::memory_order_seq_cst);

@@ -144,8 +144,8 @@ inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};
 /// instead of spinning, over 1 ms).
 inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 
-/// The same in a loaded allreduce of shm_short_slice_bytes or more
-/// (communicator::bulk_), whose steps each copy and reduce up to a
+/// The same in a loaded allreduce of shm_long_wait_bytes or more
+/// (communicator::long_waits_), whose steps each copy and reduce up to a
 /// loaded chunk: a peer that runs is seldom 20 us behind there, and a
 /// sleep at every step, pinned to its CPU (sleep_apart), left the rank
 /// waiting for a wake-up on a core the load held. 2 ranks, a shell loop
@@ -154,6 +154,13 @@ inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 /// unpinned ones (4 MiB: 2.2-3.1 ms against 1.4-1.5); a busy thread per
 /// core: alike (7.5-9.4 against 7.3-8.4 ms).
 inline constexpr auto shm_spin_loaded_bulk = std::chrono::microseconds{150};
+
+/// From this size on an allreduce's loaded waits spin shm_spin_loaded_bulk
+/// (above). Under the forking load, 2,000 calls of 1 MiB took 607-649 us
+/// each from 2 MiB on and 339-406 us from 128 KiB on (256 KiB: 70-154
+/// against 64-84 us); 32-128 KiB and a busy thread per core showed no
+/// difference either way.
+inline constexpr size_t shm_long_wait_bytes = size_t{128} << 10;
 
 /// With more local ranks than cores, a quiet wait yields (to the local
 /// rank that needs the core) for up to this long before it sleeps: a step

@@ -120,10 +120,12 @@ void communicator::allreduce(std::span<const buffer_part> parts, hvd::dtype t, h
   // (rank_words::offset).
   const char* what = "hvd::allreduce (shared memory)";
   bulk_ = count * esz >= knobs::shm_short_slice_bytes;
+  long_waits_ = count * esz >= knobs::shm_long_wait_bytes;
   struct bulk_end {
     bool& on;
-    ~bulk_end() { on = false; }
-  } at_end{bulk_};
+    bool& long_waits;
+    ~bulk_end() { on = long_waits = false; }
+  } at_end{bulk_, long_waits_};
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const size_t align = 64 / esz;
   size_t chunk = chunk_bytes_ / esz;

@@ -64,8 +64,8 @@ struct local_group {
 ///     (adaptive), yielding instead of pausing when there are more local
 ///     ranks than cores (the awaited rank may need this core); then sleep.
 ///   - Loaded: spin knobs::shm_spin_loaded (shm_spin_loaded_bulk in an
-///     allreduce of 2 MiB or more, whose sleeps are not pinned), then
-///     sleep. With more local
+///     allreduce of shm_long_wait_bytes or more, whose sleeps are not
+///     pinned), then sleep. With more local
 ///     ranks than cores a loaded waiter yields, and when no local rank
 ///     moved on for 200 us it moves to the CPU of the rank it waits for
 ///     (join_cpu_of: its yields there let that rank run); no local rank
@@ -204,6 +204,8 @@ private:
   /// longer, and small calls fell into 25-100 us instead of 10-12 for
   /// their first thousands.
   bool bulk_ = false;
+  // In an allreduce of knobs::shm_long_wait_bytes or more.
+  bool long_waits_ = false;
   uint32_t step_ = 0;
   /// The buffers of the allreduce in progress.
   parts_view view_;

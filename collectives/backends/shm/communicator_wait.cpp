@@ -261,7 +261,7 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   // when loaded: the CPU number costs a third of a quiet 4-byte call.
   bool yielding = oversubscribed_ || (loaded && shares_cpu_with(k));
   if (loaded && !yielding) {
-    auto budget = bulk_ ? knobs::shm_spin_loaded_bulk : knobs::shm_spin_loaded;
+    auto budget = long_waits_ ? knobs::shm_spin_loaded_bulk : knobs::shm_spin_loaded;
     if (spin_for(value, step, start, budget, false, what, k))
       return;
   } else {
@@ -287,7 +287,7 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   // Pinned, a bulk step's sleeper waits for the load on its CPU when
   // the other is free: the short waits of small calls only.
   std::optional<cpu_pin> apart;
-  if (loaded && !oversubscribed_ && !bulk_)
+  if (loaded && !oversubscribed_ && !long_waits_)
     sleep_apart(apart);
   for (int round = 1;; ++round) {
     waiting.fetch_add(1, std::memory_order_seq_cst);

@@ -82,10 +82,9 @@ inline constexpr size_t shm_loaded_chunk_bytes = size_t{2} << 20;
 /// slower than 2 MiB ones under either load.
 inline constexpr auto shm_stalled_step = std::chrono::milliseconds{2};
 
-/// A loaded allreduce of this many bytes or more yields with a short
-/// scheduler slice when its node has more local ranks than cores
-/// (communicator::bulk_): measured from 2 MiB up, and slower under a load
-/// that forks short processes below it.
+/// An allreduce of this many bytes or more (communicator::bulk_) takes
+/// no local rank's standing still for shm_starved_oversubscribed as a
+/// sign of load: its steps may take that long on a quiet machine.
 inline constexpr size_t shm_short_slice_bytes = size_t{2} << 20;
 
 /// A waiting rank spins this long on a sequence word before it sleeps on

@@ -65,12 +65,12 @@ struct local_group {
 ///     ranks than cores (the awaited rank may need this core); then sleep.
 ///   - Loaded: spin knobs::shm_spin_loaded (shm_spin_loaded_bulk in an
 ///     allreduce of shm_long_wait_bytes or more, whose sleeps are not
-///     pinned), then sleep. With more local
-///     ranks than cores a loaded waiter yields, and when no local rank
-///     moved on for 200 us it moves to the CPU of the rank it waits for
+///     pinned), then sleep, with more local ranks than cores too: there a
+///     quiet waiter yields, and when no local rank moved on for 200 us
+///     meanwhile it moves to the CPU of the rank it waits for
 ///     (join_cpu_of: its yields there let that rank run); no local rank
-///     moving on for shm_starved_oversubscribed says loaded too; in an allreduce
-///     of 2 MiB or more it yields with a short slice (bulk_). A rank
+///     moving on for shm_starved_oversubscribed (outside an allreduce of
+///     2 MiB or more, bulk_) says loaded too. A rank
 ///     that spins or yields while its peer waits for a core spends its own
 ///     share of the core, and the scheduler then makes it wait its turn
 ///     behind the busy threads each step (the kernel's sched_yield even
@@ -192,17 +192,8 @@ private:
   /// Waits take the loaded strategy until then (a wait saw this thread
   /// lose its core; see the class comment).
   std::chrono::steady_clock::time_point loaded_until_{};
-  /// In an allreduce of knobs::shm_short_slice_bytes or more. With more
-  /// ranks than cores on a loaded machine a yield lets the thread with the next deadline run, a
-  /// busy thread's (a slice of milliseconds) as often as the local rank's
-  /// whose share of the step this one waits for; a wait that yields then
-  /// asks for a short slice (short_slice), keeping an early deadline, as
-  /// does every local rank that waits: the ranks pass the cores among
-  /// themselves within their share (4 ranks on 2 cores, a busy thread per
-  /// core: 4 MiB 1.3x, 64 MiB 1.1x faster). Not for smaller calls: under a
-  /// load that forks short processes, 64 KiB-1 MiB then took 1.2-1.7x
-  /// longer, and small calls fell into 25-100 us instead of 10-12 for
-  /// their first thousands.
+  /// In an allreduce of knobs::shm_short_slice_bytes or more: steps that
+  /// may keep every local rank still for a while on a quiet machine.
   bool bulk_ = false;
   // In an allreduce of knobs::shm_long_wait_bytes or more.
   bool long_waits_ = false;

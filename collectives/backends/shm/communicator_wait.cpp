@@ -259,7 +259,13 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     note_cpu();
   // On a peer's CPU, spinning keeps it off: yield (shares_cpu_with). Only
   // when loaded: the CPU number costs a third of a quiet 4-byte call.
-  bool yielding = oversubscribed_ || (loaded && shares_cpu_with(k));
+  // With more local ranks than cores, a quiet wait yields (the awaited
+  // rank may need this core); a loaded one does not: a yield moves the
+  // yielder's deadline back (EEVDF), and a busy thread on this core then
+  // keeps it to the end of its slice, a whole 4 ms tick at HZ 250 (4 ranks
+  // on 2 cores, a busy thread per core: about 2 ms per 4-byte call). A
+  // sleeper, woken, preempts the busy thread instead (short_slice).
+  bool yielding = oversubscribed_ ? !loaded : loaded && shares_cpu_with(k);
   if (loaded && !yielding) {
     auto budget = long_waits_ ? knobs::shm_spin_loaded_bulk : knobs::shm_spin_loaded;
     if (spin_for(value, step, start, budget, false, what, k))
@@ -268,10 +274,6 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     // Yielding costs nothing while only local ranks want the cores (they
     // are who gets them): yield for as long as the peer may take to post.
     auto budget = yielding ? std::max<std::chrono::nanoseconds>(spin_, knobs::shm_yield) : spin_;
-    // Yields in a loaded allreduce of 2 MiB or more: a short slice (bulk_).
-    std::optional<short_slice> yield_soon;
-    if (yielding && oversubscribed_ && loaded && bulk_)
-      yield_soon.emplace();
     if (spin_for(value, step, start, budget, yielding, what, k)) {
       if (spin_ > knobs::shm_spin && clock_type::now() - start < knobs::shm_spin)
         spin_ -= spin_ / 64;

@@ -11,8 +11,7 @@ namespace hvactor::collectives::shm {
 /// (read each time: its nice value may have changed meanwhile). A woken
 /// thread with a shorter slice may preempt the running one, so a rank
 /// sleeping on a peer's word runs as soon as it is woken instead of after
-/// a busy thread's slice; one that yields keeps an early deadline (the
-/// waits of a large allreduce, communicator::bulk_). Only for SCHED_OTHER threads; where the kernel
+/// a busy thread's slice. Only for SCHED_OTHER threads; where the kernel
 /// refuses, the thread never asks again. No privilege needed.
 class short_slice {
 public:

@@ -130,6 +130,17 @@ inline constexpr auto shm_preempted_oversubscribed = std::chrono::microseconds{1
 /// were on one core at 4 us per call within 200-400 calls.
 inline constexpr auto shm_starved_oversubscribed = std::chrono::milliseconds{1};
 
+/// With more local ranks than cores, a yield that lost the core this long
+/// (no local rank moved on meanwhile) stops the rank's waits from yielding
+/// for shm_load_memory: they spin shm_spin_loaded and sleep. A busy thread
+/// that gets the core keeps it to the end of a 4 ms tick (4 ranks on 2
+/// cores, a busy thread per core, 3 runs: 4 B 2.0-2.1 -> 0.14-0.32 ms a
+/// call, 16 KiB 3.6-4.5 -> 0.03-0.44 ms, 4 MiB 15-17 -> 8.5-10.2 ms); a
+/// shell loop's /bin/true gives it back within 0.7-0.9 ms, and there
+/// yields keep the ranks on one core (4-byte calls at 8-17 us as before;
+/// never yielding when loaded, 104-134 us). 1 ms was no better.
+inline constexpr auto shm_yield_lost = std::chrono::milliseconds{2};
+
 /// After such a gap, waits take the loaded strategy for this long (spin
 /// shm_spin_loaded, then sleep); a later gap extends it.
 inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};

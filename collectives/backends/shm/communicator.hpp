@@ -192,6 +192,9 @@ private:
   /// Waits take the loaded strategy until then (a wait saw this thread
   /// lose its core; see the class comment).
   std::chrono::steady_clock::time_point loaded_until_{};
+  /// Until then a wait with more local ranks than cores does not yield: a
+  /// yield lost the core for knobs::shm_yield_lost (see wait_one).
+  std::chrono::steady_clock::time_point yields_lost_until_{};
   /// In an allreduce of knobs::shm_short_slice_bytes or more: steps that
   /// may keep every local rank still for a while on a quiet machine.
   bool bulk_ = false;

@@ -126,6 +126,10 @@ bool communicator::spin_for(std::atomic<uint32_t>& value, uint32_t step,
                                       : knobs::shm_preempted)
         && (!yielding || progress() == before)) {
       saw_preemption(now);
+      // A yield that long feeds a thread that keeps the core to the end
+      // of its slice: wait without yielding for a while (wait_one).
+      if (yielding && oversubscribed_ && now - last >= knobs::shm_yield_lost)
+        yields_lost_until_ = now + knobs::shm_load_memory;
       end = std::min(end, now + knobs::shm_spin_loaded);
       yielding = false;
     }
@@ -259,13 +263,16 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
     note_cpu();
   // On a peer's CPU, spinning keeps it off: yield (shares_cpu_with). Only
   // when loaded: the CPU number costs a third of a quiet 4-byte call.
-  // With more local ranks than cores, a quiet wait yields (the awaited
-  // rank may need this core); a loaded one does not: a yield moves the
-  // yielder's deadline back (EEVDF), and a busy thread on this core then
-  // keeps it to the end of its slice, a whole 4 ms tick at HZ 250 (4 ranks
-  // on 2 cores, a busy thread per core: about 2 ms per 4-byte call). A
-  // sleeper, woken, preempts the busy thread instead (short_slice).
-  bool yielding = oversubscribed_ ? !loaded : loaded && shares_cpu_with(k);
+  // With more local ranks than cores a wait yields (the awaited rank may
+  // need this core), unless a yield lately lost the core for
+  // shm_yield_lost: a yield moves the yielder's deadline back (EEVDF), and
+  // a busy thread then keeps the core to the end of its slice, a whole 4 ms
+  // tick at HZ 250 (4 ranks on 2 cores, a busy thread per core: about 2 ms
+  // per 4-byte call). A sleeper, woken, preempts it instead (short_slice).
+  // Short processes (a shell loop) end sooner: there the yields gather
+  // the ranks on one core (join_cpu_of), where they pass it among
+  // themselves (sleeping there, 4-byte calls took 100 us, not 10).
+  bool yielding = oversubscribed_ ? start >= yields_lost_until_ : loaded && shares_cpu_with(k);
   if (loaded && !yielding) {
     auto budget = long_waits_ ? knobs::shm_spin_loaded_bulk : knobs::shm_spin_loaded;
     if (spin_for(value, step, start, budget, false, what, k))

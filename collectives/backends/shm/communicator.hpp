@@ -198,7 +198,7 @@ private:
   /// In an allreduce of knobs::shm_short_slice_bytes or more: steps that
   /// may keep every local rank still for a while on a quiet machine.
   bool bulk_ = false;
-  // In an allreduce of knobs::shm_long_wait_bytes or more.
+  /// In an allreduce of knobs::shm_long_wait_bytes or more.
   bool long_waits_ = false;
   uint32_t step_ = 0;
   /// The buffers of the allreduce in progress.

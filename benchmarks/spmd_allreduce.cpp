@@ -1,7 +1,8 @@
 // The SPMD path users run, timed as Open MPI's benchmark loop does: for
 // each size, fill the buffer, one warm-up call, a barrier, then `iters`
 // synchronous in-place float sums, each timed. Rank 0 prints one line per
-// size: "SIZE ITERS MEAN_US P50_US". spmd_allreduce_mpi.cpp is the same
+// size: "SIZE ITERS MEAN_US P50_US P99_US LONG_PCT" (LONG_PCT: the share of
+// the run in calls of 1 ms or more). spmd_allreduce_mpi.cpp is the same
 // loop, call for call, over MPI_Allreduce; spmd_compare.py runs both in interleaved rounds.
 //
 //   hvactor-run -np 2 -- spmd_allreduce [MIN_BYTES MAX_BYTES FACTOR]
@@ -40,10 +41,15 @@ int main(int argc, char** argv) {
       hvd::allreduce(std::span<float>(x), hvd::op::sum);
       us[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(clock::now() - t).count();
     }
-    double mean = std::chrono::duration<double, std::micro>(clock::now() - begin).count() / iters;
+    double total = std::chrono::duration<double, std::micro>(clock::now() - begin).count();
+    double mean = total / iters;
+    double slow = spmd_long_share(us.data(), iters, total);
     std::nth_element(us.begin(), us.begin() + iters / 2, us.end());
+    double p50 = us[static_cast<size_t>(iters / 2)];
+    std::nth_element(us.begin(), us.begin() + iters * 99 / 100, us.end());
+    double p99 = us[static_cast<size_t>(iters * 99 / 100)];
     if (hvd::rank() == 0)
-      std::printf("%zu %d %.3f %.3f\n", bytes, iters, mean, us[static_cast<size_t>(iters / 2)]);
+      std::printf("%zu %d %.3f %.3f %.3f %.1f\n", bytes, iters, mean, p50, p99, slow);
     std::fflush(stdout);
   }
   hvd::shutdown();

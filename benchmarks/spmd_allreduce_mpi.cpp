@@ -51,10 +51,13 @@ int main(int argc, char** argv) {
       MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       us[i] = now_us() - t;
     }
-    double mean = (now_us() - begin) / iters;
+    double total = now_us() - begin;
+    double mean = total / iters;
+    double slow = spmd_long_share(us, iters, total);
     qsort(us, (size_t)iters, sizeof(double), by_value);
     if (rank == 0)
-      printf("%zu %d %.3f %.3f\n", bytes, iters, mean, us[iters / 2]);
+      printf("%zu %d %.3f %.3f %.3f %.1f\n", bytes, iters, mean, us[iters / 2],
+             us[iters * 99 / 100], slow);
     fflush(stdout);
     free(us);
     free(x);

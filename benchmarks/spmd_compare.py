@@ -6,8 +6,9 @@ spmd_allreduce_mpi` (Open MPI's benchmark loop, call for call: fill, one
 warm-up call, a barrier, timed synchronous in-place float sums) in
 interleaved rounds, the order alternating, each side a warm process over
 all sizes with the same call counts, and prints per size the median
-round's mean and p50 time per call with the rounds' range, and Open MPI /
-hvactor (above 1: hvactor is faster).
+round's mean and p50 time per call with the rounds' range, the share of
+each side's run in calls of 1 ms or more (under a load, waits for a peer
+without a core), and Open MPI / hvactor (above 1: hvactor is faster).
 
   python3 benchmarks/spmd_compare.py --np 2,4 --rounds 5
   python3 benchmarks/spmd_compare.py --np 2 --load fork     # a shell loop per core
@@ -105,7 +106,8 @@ def command(side, a, n):
 
 
 def run_once(side, a, n):
-    """{size: (iters, mean_us, p50_us)} of one warm process over all sizes."""
+    """{size: (iters, mean_us, p50_us, p99_us, long_pct)} of one warm process over all
+    sizes; long_pct: the share of the size's run in calls of 1 ms or more."""
     cmd = command(side, a, n)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     if r.returncode != 0:
@@ -114,8 +116,8 @@ def run_once(side, a, n):
     for line in r.stdout.splitlines():
         line = line.split(":", 1)[1] if line.startswith("[") else line  # hvactor-run's prefix
         f = line.split()
-        if len(f) == 4 and f[0].isdigit():
-            out[int(f[0])] = (int(f[1]), float(f[2]), float(f[3]))
+        if len(f) == 6 and f[0].isdigit():
+            out[int(f[0])] = (int(f[1]), float(f[2]), float(f[3]), float(f[4]), float(f[5]))
     if not out:
         sys.exit(f"spmd_compare: no timings from {' '.join(cmd)}:\n{r.stdout}{r.stderr}")
     return out
@@ -135,9 +137,11 @@ def size_text(b):
 
 def table(n, rounds, a):
     lines = [f"{n} ranks, {a.rounds} rounds, load {a.load}, binding {a.bind_to}, {cores()} cores; mean and p50 us per "
-             "call (median round, range); x = Open MPI / hvactor on the means",
+             "call (median round, range); >= 1 ms: the share of each side's run in calls of 1 ms "
+             "or more (median over the rounds), what a load's lost cores cost; x = Open MPI / hvactor on the means",
              "", "| size | calls | hvactor mean (range) | hvactor p50 | Open MPI mean (range) "
-             "| Open MPI p50 | x |", "|---:|---:|---:|---:|---:|---:|---:|"]
+             "| Open MPI p50 | >= 1 ms, hvactor / Open MPI | x |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     rows = []
     for size in sorted(rounds["hvactor"][0]):
         h = [r[size] for r in rounds["hvactor"]]
@@ -145,11 +149,14 @@ def table(n, rounds, a):
         hm, hr = spread([x[1] for x in h])
         mm, mr = spread([x[1] for x in m])
         hp, mp = statistics.median(x[2] for x in h), statistics.median(x[2] for x in m)
+        h99, m99 = statistics.median(x[3] for x in h), statistics.median(x[3] for x in m)
+        hl, ml = statistics.median(x[4] for x in h), statistics.median(x[4] for x in m)
         rows.append({"size": size, "calls": h[0][0], "hvactor_mean_us": hm, "hvactor_range": hr,
-                     "hvactor_p50_us": hp, "mpi_mean_us": mm, "mpi_range": mr,
-                     "mpi_p50_us": mp, "x": mm / hm})
+                     "hvactor_p50_us": hp, "hvactor_p99_us": h99, "hvactor_long_pct": hl,
+                     "mpi_mean_us": mm, "mpi_range": mr, "mpi_p50_us": mp, "mpi_p99_us": m99,
+                     "mpi_long_pct": ml, "x": mm / hm})
         lines.append(f"| {size_text(size)} | {h[0][0]} | {hm:,.2f} ({hr:.0f}%) | {hp:,.2f} "
-                     f"| {mm:,.2f} ({mr:.0f}%) | {mp:,.2f} | {mm / hm:.2f} |")
+                     f"| {mm:,.2f} ({mr:.0f}%) | {mp:,.2f} | {hl:.0f}% / {ml:.0f}% | {mm / hm:.2f} |")
     return "\n".join(lines), rows
 
 

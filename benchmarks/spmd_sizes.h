@@ -47,4 +47,15 @@ static inline spmd_sizes spmd_parse_sizes(int argc, char** argv) {
   return s;
 }
 
+/* The share (percent) of a size's timed run spent in calls of 1 ms or
+ * more: under a load, a few calls that waited for a peer without a core
+ * set the mean, and this says how much of it they are. */
+static inline double spmd_long_share(const double* us, int iters, double total_us) {
+  double slow = 0;
+  for (int i = 0; i < iters; ++i)
+    if (us[i] >= 1000.0)
+      slow += us[i];
+  return total_us > 0 ? 100.0 * slow / total_us : 0.0;
+}
+
 #endif

@@ -145,7 +145,9 @@ inline constexpr auto shm_yield_lost = std::chrono::milliseconds{2};
 /// shm_spin_loaded, then sleep); a later gap extends it.
 inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};
 
-/// How long a waiting rank spins on a loaded machine before it sleeps:
+/// How long a waiting rank spins on a loaded machine before it sleeps, in a
+/// small call with more local ranks than cores (shm_spin_loaded_apart
+/// otherwise; a spin that ends later than this also checks its last gap):
 /// long enough for a peer that runs at the same time to answer, short
 /// enough that a rank whose peer waits for a core keeps its share of its
 /// own (a ping-pong between two processes pinned to the 2 cores of this
@@ -164,6 +166,21 @@ inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 /// unpinned ones (4 MiB: 2.2-3.1 ms against 1.4-1.5); a busy thread per
 /// core: alike (7.5-9.4 against 7.3-8.4 ms).
 inline constexpr auto shm_spin_loaded_bulk = std::chrono::microseconds{150};
+
+/// How long a loaded wait spins before it sleeps when every local rank has a
+/// core of its own (no more local ranks than cores), whatever the call's
+/// size; shm_spin_loaded is for more local ranks than cores, where a
+/// spinning rank may hold the core the awaited one needs. Most of a loaded
+/// run of small calls is a few dozen calls of milliseconds (a peer without
+/// a core); a rank that slept after 20 us, pinned to its CPU (sleep_apart),
+/// also waited for that CPU when woken. 2 ranks on the 2 cores of this VM,
+/// 20,000 calls per size, the library swapped in turn, medians of 8
+/// rounds, mean us per call at 4 B / 64 B / 1 KiB / 16 KiB (2026-12-02):
+/// a shell loop starting /bin/true on each core, 20 us 3.5 / 2.9 / 4.0 /
+/// 24.5, 150 us 2.5 / 2.2 / 3.9 / 17.8; a busy thread per core, 20 us 1.9 /
+/// 2.1 / 3.0 / 15.7, 150 us 1.9 / 1.7 / 2.9 / 16.3. 300 us was alike, 50
+/// and 100 us in between.
+inline constexpr auto shm_spin_loaded_apart = std::chrono::microseconds{150};
 
 /// From this size on an allreduce's loaded waits spin shm_spin_loaded_bulk
 /// (above). Under the forking load, 2,000 calls of 1 MiB took 607-649 us

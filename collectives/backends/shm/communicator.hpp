@@ -63,9 +63,10 @@ struct local_group {
 ///   - Quiet (no such gap within knobs::shm_load_memory): spin for spin_
 ///     (adaptive), yielding instead of pausing when there are more local
 ///     ranks than cores (the awaited rank may need this core); then sleep.
-///   - Loaded: spin knobs::shm_spin_loaded (shm_spin_loaded_bulk in an
-///     allreduce of shm_long_wait_bytes or more, whose sleeps are not
-///     pinned), then sleep, with more local ranks than cores too: there a
+///   - Loaded: spin knobs::shm_spin_loaded_apart (shm_spin_loaded with
+///     more local ranks than cores; shm_spin_loaded_bulk in an allreduce of
+///     shm_long_wait_bytes or more, whose sleeps are not pinned), then
+///     sleep, with more local ranks than cores too: there a
 ///     quiet waiter yields, and when no local rank moved on for 200 us
 ///     meanwhile it moves to the CPU of the rank it waits for
 ///     (join_cpu_of: its yields there let that rank run); no local rank

@@ -274,7 +274,9 @@ void communicator::wait_one(int k, word w, uint32_t step, const char* what) {
   // themselves (sleeping there, 4-byte calls took 100 us, not 10).
   bool yielding = oversubscribed_ ? start >= yields_lost_until_ : loaded && shares_cpu_with(k);
   if (loaded && !yielding) {
-    auto budget = long_waits_ ? knobs::shm_spin_loaded_bulk : knobs::shm_spin_loaded;
+    auto budget = long_waits_      ? knobs::shm_spin_loaded_bulk
+                  : oversubscribed_ ? knobs::shm_spin_loaded
+                                    : knobs::shm_spin_loaded_apart;
     if (spin_for(value, step, start, budget, false, what, k))
       return;
   } else {

@@ -157,7 +157,8 @@ inline constexpr auto shm_load_memory = std::chrono::milliseconds{250};
 inline constexpr auto shm_spin_loaded = std::chrono::microseconds{20};
 
 /// The same in a loaded allreduce of shm_long_wait_bytes or more
-/// (communicator::long_waits_), whose steps each copy and reduce up to a
+/// (communicator::long_waits_) with more local ranks than cores (otherwise
+/// shm_spin_loaded_apart, as long), whose steps each copy and reduce up to a
 /// loaded chunk: a peer that runs is seldom 20 us behind there, and a
 /// sleep at every step, pinned to its CPU (sleep_apart), left the rank
 /// waiting for a wake-up on a core the load held. 2 ranks, a shell loop

@@ -274,6 +274,10 @@ void communicator::allreduce_one_step(size_t count, hvd::dtype t, hvd::op o) {
   for (int k = 0; k < n; ++k)
     srcs[k] = seg_->data(set, k);
   if (auto* out = view_.contiguous(0, bytes)) {
+    // This rank's own copy from its buffer: its slot's lines may still
+    // wait for this core to take them back from the peers that read them
+    // two steps ago (publish).
+    srcs[group_.local_rank] = out;
     reduce(out, nullptr, srcs, n, count, t, o);
   } else {
     small_.resize(bytes);
@@ -315,9 +319,13 @@ bool communicator::allreduce_with_header(
   bool same = true; // every rank's header as this one's: the min is this one
   for (int k = 0; k < n && same; ++k)
     same = k == group_.local_rank || seg_->words(k, set).digest == digest;
+  // This rank's own header and data come from its buffers, not from the
+  // copies it just wrote: those lines may still wait for this core to take
+  // them back from the peers that read them two steps ago (publish).
   if (!same) {
     for (int k = 0; k < n; ++k)
       srcs[k] = seg_->data(set, k);
+    srcs[group_.local_rank] = header;
     reduce(header, nullptr, srcs, n, words, hvd::dtype::int64, hvd::op::min);
   }
   if (!accept(std::span<const int64_t>(header, words)) || header[data_word] != 0)
@@ -325,6 +333,7 @@ bool communicator::allreduce_with_header(
   for (int k = 0; k < n; ++k)
     srcs[k] = in_line ? static_cast<const void*>(seg_->words(k, set).inline_data)
                       : seg_->data(set, k) + header_bytes;
+  srcs[group_.local_rank] = data;
   if (bytes > 0)
     reduce(data, nullptr, srcs, n, count, t, o);
   return true;

@@ -151,6 +151,7 @@ private:
 
   uint32_t next_step();
   void publish(word w, uint32_t step);
+  void wake_sleepers();
   void wait_all(word w, uint32_t step, const char* what);
   void wait_one(int k, word w, uint32_t step, const char* what);
   bool spin_for(std::atomic<uint32_t>& value, uint32_t step,
@@ -202,6 +203,10 @@ private:
   /// In an allreduce of knobs::shm_long_wait_bytes or more.
   bool long_waits_ = false;
   uint32_t step_ = 0;
+  /// The word publish() stored last and its sleepers' count, until
+  /// wake_sleepers() looked at them (nullptr: nothing to look at).
+  std::atomic<uint32_t>* unwoken_ = nullptr;
+  std::atomic<uint32_t>* unwoken_sleepers_ = nullptr;
   /// The buffers of the allreduce in progress.
   parts_view view_;
   /// The one-step path's result when the buffers are several.
